@@ -1,0 +1,596 @@
+"""MujocoEnv: the server that alone owns a model, its data, stepping and the plugin lifecycle.
+
+The env compiles models, reads the parameter server, creates plugins (the factory) and runs the
+reload transaction; stepping, the hooks and dispatch are in the compiled EnvCore and PluginHost.
+It does not own MuJoCo's global callbacks' implementation (`mjfast.hooks`) nor parse configuration
+(`mjfast.plugin_config`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import copy
+import math
+import os
+import threading
+import weakref
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from mjfast._native import _core
+from mjfast.discovery import resolve_plugin
+from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
+from mjfast.hooks import install_hooks
+from mjfast.node import Bus, Node
+from mjfast.params import ParameterServer, resolve_name
+from mjfast.plugin import (
+    ControlPlugin,
+    MujocoPlugin,
+    PluginInfo,
+    PluginLoadFailure,
+    PluginState,
+    overridden_callbacks,
+)
+from mjfast.plugin_config import PluginSpec, load_plugin_specs
+
+__all__ = ["MujocoEnv"]
+
+ModelLike = str | os.PathLike[str] | mujoco.MjModel
+
+
+@dataclass(frozen=True)
+class _ModelSource:
+    """Where a model comes from, so that reload() can read it again."""
+
+    path: Path | None = None
+    xml: str | None = None
+    model: mujoco.MjModel | None = None
+
+    @classmethod
+    def of(cls, model: ModelLike) -> _ModelSource:
+        if isinstance(model, mujoco.MjModel):
+            return cls(model=copy.copy(model))
+        if isinstance(model, (str, os.PathLike)):
+            text = os.fspath(model)
+            if text.lstrip().startswith("<"):
+                return cls(xml=text)
+            return cls(path=Path(text))
+        raise TypeError(
+            f"model must be a path to an MJCF/URDF file, an MJCF string or a mujoco.MjModel, "
+            f"got {type(model).__name__}"
+        )
+
+    def compile(self) -> mujoco.MjModel:
+        if self.model is not None:
+            return copy.copy(self.model)
+        if self.xml is not None:
+            try:
+                return mujoco.MjModel.from_xml_string(self.xml)
+            except ValueError as error:
+                raise ValueError(f"the MJCF string does not compile: {error}") from error
+        assert self.path is not None
+        if not self.path.is_file():
+            raise FileNotFoundError(f"model file not found: {self.path}")
+        try:
+            return mujoco.MjModel.from_xml_path(str(self.path))
+        except ValueError as error:
+            raise ValueError(f"model {self.path} does not compile: {error}") from error
+
+
+def _parameter_server(params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None
+                      ) -> tuple[ParameterServer, Path | None]:
+    if params is None:
+        return ParameterServer(), None
+    if isinstance(params, ParameterServer):
+        return params, None
+    if isinstance(params, Mapping):
+        return ParameterServer(dict(params)), None
+    if isinstance(params, (str, os.PathLike)):
+        path = Path(params)
+        if not path.is_file():
+            raise FileNotFoundError(f"parameter file not found: {path}")
+        server = ParameterServer()
+        server.load_yaml(path)
+        return server, path
+    raise TypeError(
+        f"params must be a ParameterServer, a dict or a path to a YAML file, "
+        f"got {type(params).__name__}"
+    )
+
+
+# Sizes of one joint's slice of qpos and qvel, by mjtJoint.
+_JOINT_SIZES = {
+    mujoco.mjtJoint.mjJNT_FREE: (7, 6),
+    mujoco.mjtJoint.mjJNT_BALL: (4, 3),
+    mujoco.mjtJoint.mjJNT_SLIDE: (1, 1),
+    mujoco.mjtJoint.mjJNT_HINGE: (1, 1),
+}
+
+
+def _apply_initial_state(
+    model: mujoco.MjModel, data: mujoco.MjData, params: ParameterServer, namespace: str
+) -> None:
+    """Writes `initial_joint_positions` / `initial_joint_velocities` over the default state."""
+    for key, address, size_index in (
+        ("initial_joint_positions", model.jnt_qposadr, 0),
+        ("initial_joint_velocities", model.jnt_dofadr, 1),
+    ):
+        name = resolve_name(key, namespace)
+        values = params.get(name, None)
+        if values is None:
+            continue
+        if not isinstance(values, Mapping):
+            raise ConfigError(f"{name}: expected a mapping from joint name to value, "
+                              f"got {type(values).__name__}")
+        target = data.qpos if size_index == 0 else data.qvel
+        for joint, value in values.items():
+            joint_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))
+            if joint_id < 0:
+                known = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, i)
+                         for i in range(model.njnt)]
+                raise ConfigError(f"{name}: the model has no joint {joint!r} "
+                                  f"(its joints: {', '.join(n for n in known if n) or 'none'})")
+            size = _JOINT_SIZES[mujoco.mjtJoint(model.jnt_type[joint_id])][size_index]
+            array = np.atleast_1d(np.asarray(value, dtype=float)) if _is_numeric(value) else None
+            if array is None or array.shape != (size,) or not np.all(np.isfinite(array)):
+                raise ConfigError(f"{name}/{joint}: expected {size} finite number"
+                                  f"{'s' if size > 1 else ''}, got {value!r}")
+            start = int(address[joint_id])
+            target[start:start + size] = array
+
+
+def _is_numeric(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return True
+    return isinstance(value, Sequence) and not isinstance(value, str) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+
+
+class _ScopedPlugin:
+    """What acquire_plugin yields: the plugin, usable only inside its block."""
+
+    __slots__ = ("_name", "_target")
+
+    def __init__(self, name: str, target: object) -> None:
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_target", target)
+
+    def _checked(self) -> object:
+        target = object.__getattribute__(self, "_target")
+        if target is None:
+            name = object.__getattribute__(self, "_name")
+            raise LogicError(f"plugin {name!r} was used after its acquire_plugin() block ended")
+        return target
+
+    def __getattr__(self, attribute: str) -> Any:
+        return getattr(self._checked(), attribute)
+
+    def __setattr__(self, attribute: str, value: Any) -> None:
+        setattr(self._checked(), attribute, value)
+
+    def __repr__(self) -> str:
+        target = object.__getattribute__(self, "_target")
+        return f"<acquired {target!r}>" if target is not None else "<released plugin>"
+
+    def _release(self) -> None:
+        object.__setattr__(self, "_target", None)
+
+
+_open_envs: weakref.WeakSet[MujocoEnv] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_envs() -> None:
+    # Physics threads take the GIL for Python plugins: stop them before the interpreter goes.
+    for env in list(_open_envs):
+        env.close()
+
+
+class MujocoEnv:
+    """A MuJoCo simulation with plugins loaded from the parameter server (SPEC §5)."""
+
+    def __init__(
+        self,
+        model: ModelLike,
+        *,
+        params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        namespace: str = "/mujoco_server",
+    ) -> None:
+        self._closed = True  # until construction succeeds: close() and __del__ do nothing
+        self._namespace = resolve_name(namespace)
+        self._params, self._params_path = _parameter_server(params)
+        self._source = _ModelSource.of(model)
+        new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
+        self._specs = load_plugin_specs(self._params, self._namespace)
+        new_data = mujoco.MjData(new_model)
+        _apply_initial_state(new_model, new_data, self._params, self._namespace)
+
+        self.bus = Bus()
+        self._lifecycle_lock = threading.RLock()  # serialises reset / reload / close / geom edits
+        self._model = new_model
+        self._data = new_data
+        self._core = _core.EnvCore()
+        install_hooks()
+        self._core.bind(new_model._address, new_data._address)
+        mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
+        # The factory holds the env weakly: the core (and so the host and its factory) is owned
+        # by the env, and a cycle through C++ would keep both alive forever.
+        self._core.set_factory(_weak_method(self._make_adapters))
+        self._closed = False
+        _open_envs.add(self)
+        self._core.load_next_plugin_generation()
+
+    # -- the plugin factory ------------------------------------------------------------------
+
+    def _make_adapters(self, model_generation: int, plugin_generation: int) -> list[Any]:
+        """Instantiates the configured plugins of a new generation (phase `factory`)."""
+        entries = []
+        for spec in self._specs:
+            try:
+                entries.append(self._make_adapter(spec))
+            except Exception as error:  # one plugin's failure is its own: isolate it
+                entries.append(_core.failed_adapter(spec.name, spec.type,
+                                                    f"{type(error).__name__}: {error}"))
+        return entries
+
+    def _make_adapter(self, spec: PluginSpec) -> Any:
+        target = resolve_plugin(spec.type)
+        if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
+            raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
+        instance = target()
+        node = Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}", self.bus,
+                    spec.name)
+        instance.name = spec.name
+        instance.type = spec.type
+        instance.config = copy.deepcopy(spec.config)
+        instance.node = node
+        instance.env = weakref.proxy(self)
+        style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
+        return _core.python_adapter(
+            name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
+            data=self._data, control_data=self._data, node=node,
+            callbacks=sorted(overridden_callbacks(target)),
+        )
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        return self._model
+
+    @property
+    def data(self) -> mujoco.MjData:
+        return self._data
+
+    @property
+    def params(self) -> ParameterServer:
+        return self._params
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def host(self) -> Any:
+        """The compiled PluginHost (SPEC §6), for tests and advanced users."""
+        return self._core.host
+
+    @property
+    def model_generation(self) -> int:
+        return int(self._core.model_generation)
+
+    @property
+    def plugin_generation(self) -> int:
+        return int(self._core.plugin_generation)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._core.running)
+
+    @property
+    def plugins(self) -> tuple[PluginInfo, ...]:
+        """The configured plugins of the current generation, in load order."""
+        return tuple(_plugin_info(report) for report in self._core.host.report())
+
+    # -- stepping -----------------------------------------------------------------------------
+
+    def step(self, n: int = 1) -> None:
+        """Runs `n` physics steps in compiled code (SPEC §5)."""
+        self._core.step(n)
+
+    def start(self, realtime_factor: float | None = 1.0) -> None:
+        """Starts the physics thread, paced to wall clock times `realtime_factor` (None: unpaced)."""
+        self._check_open()
+        self._core.start(realtime_factor)
+
+    def stop(self) -> None:
+        """Stops the physics thread after the step in progress; idempotent."""
+        self._core.stop()
+
+    @contextlib.contextmanager
+    def _paused(self) -> Iterator[None]:
+        """Holds stepping at a step boundary (the physics thread waits, env.step blocks)."""
+        with self._lifecycle_lock:
+            self._check_open()
+            self._core.pause()
+            try:
+                yield
+            finally:
+                self._core.resume()
+
+    def reset(self, keyframe: int | str | None = None) -> None:
+        """World reset to the initial state or a keyframe; then every plugin's reset/on_reset."""
+        key_id = None if keyframe is None else self._keyframe_id(keyframe)
+        with self._paused():
+            if key_id is None:
+                mujoco.mj_resetData(self._model, self._data)
+                _apply_initial_state(self._model, self._data, self._params, self._namespace)
+            else:
+                mujoco.mj_resetDataKeyframe(self._model, self._data, key_id)
+            with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
+                mujoco.mj_forward(self._model, self._data)
+            self._core.reset_plugins()
+
+    def _keyframe_id(self, keyframe: int | str) -> int:
+        model = self._model
+        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_KEY, i) or str(i)
+                 for i in range(model.nkey)]
+        available = f"(the model's keyframes: {', '.join(names) or 'none'})"
+        if isinstance(keyframe, str):
+            key_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
+            if key_id < 0:
+                raise KeyError(f"no keyframe named {keyframe!r} {available}")
+            return key_id
+        if isinstance(keyframe, (int, np.integer)) and not isinstance(keyframe, bool):
+            if not 0 <= keyframe < model.nkey:
+                raise KeyError(f"no keyframe with index {keyframe} {available}")
+            return int(keyframe)
+        raise TypeError(f"keyframe must be a name, an index or None, got {keyframe!r}")
+
+    # -- reload -------------------------------------------------------------------------------
+
+    def reload(self, model: ModelLike | None = None) -> None:
+        """Re-reads the model and the plugin configuration and swaps them in (SPEC §6).
+
+        Everything that can fail is prepared first, while the running generation keeps running;
+        a failure raises and changes nothing.
+        """
+        self._check_open()
+        source = self._source if model is None else _ModelSource.of(model)
+        new_model = source.compile()
+        if self._params_path is not None:
+            params, _ = _parameter_server(self._params_path)
+        else:
+            params = self._params
+        specs = load_plugin_specs(params, self._namespace)
+        new_data = mujoco.MjData(new_model)
+        _apply_initial_state(new_model, new_data, params, self._namespace)
+
+        with self._paused():
+            self._core.host.quiesce_and_destroy()
+            self._model, self._data = new_model, new_data
+            self._source, self._params, self._specs = source, params, specs
+            self._core.bind(new_model._address, new_data._address)
+            mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
+            self._core.load_next_plugin_generation()
+
+    # -- geometry -----------------------------------------------------------------------------
+
+    def set_geom_properties(
+        self,
+        geom: int | str,
+        *,
+        size: Sequence[float] | None = None,
+        rgba: Sequence[float] | None = None,
+        friction: Sequence[float] | None = None,
+        contype: int | None = None,
+        conaffinity: int | None = None,
+    ) -> None:
+        """Changes one geom between steps and notifies every plugin's on_geom_changed."""
+        model = self._model
+        geom_id = self._geom_id(geom)
+        changes: dict[str, Any] = {}
+        for field, value, width in (("size", size, 3), ("rgba", rgba, 4),
+                                    ("friction", friction, 3)):
+            if value is None:
+                continue
+            array = np.asarray(value, dtype=float)
+            if array.shape != (width,):
+                raise ValueError(f"{field} must have shape ({width},), got {array.shape}")
+            if not np.all(np.isfinite(array)):
+                raise ValueError(f"{field} must be finite, got {array.tolist()}")
+            changes[field] = array
+        for field, value in (("contype", contype), ("conaffinity", conaffinity)):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{field} must be a non-negative int bitmask, got {value!r}")
+            changes[field] = int(value)
+        geom_type = mujoco.mjtGeom(model.geom_type[geom_id])
+        if "size" in changes:
+            if geom_type not in _PRIMITIVE_BOUNDS:
+                raise ValueError(f"the size of a {geom_type.name} geom cannot be changed")
+            if np.any(changes["size"] < 0):
+                raise ValueError(f"size must be non-negative, got {changes['size'].tolist()}")
+
+        with self._paused():
+            if "size" in changes:
+                model.geom_size[geom_id] = changes["size"]
+                rbound, half_extent = _PRIMITIVE_BOUNDS[geom_type](changes["size"])
+                model.geom_rbound[geom_id] = rbound
+                model.geom_aabb[geom_id] = np.concatenate([np.zeros(3), half_extent])
+            if "rgba" in changes:
+                model.geom_rgba[geom_id] = changes["rgba"]
+            if "friction" in changes:
+                model.geom_friction[geom_id] = changes["friction"]
+            if "contype" in changes:
+                model.geom_contype[geom_id] = changes["contype"]
+            if "conaffinity" in changes:
+                model.geom_conaffinity[geom_id] = changes["conaffinity"]
+            self._core.notify_geometry_changed(geom_id)
+
+    def _geom_id(self, geom: int | str) -> int:
+        model = self._model
+        if isinstance(geom, str):
+            geom_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, geom)
+            if geom_id < 0:
+                raise KeyError(f"the model has no geom named {geom!r}")
+            return geom_id
+        if isinstance(geom, (int, np.integer)) and not isinstance(geom, bool):
+            if not 0 <= geom < model.ngeom:
+                raise KeyError(f"no geom with id {geom} (the model has {model.ngeom})")
+            return int(geom)
+        raise TypeError(f"geom must be a name or an id, got {geom!r}")
+
+    # -- plugins ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def acquire_plugin(
+        self,
+        name: str,
+        model_generation: int | None = None,
+        plugin_generation: int | None = None,
+    ) -> Iterator[Any]:
+        """Scoped access to a plugin's backend object; no dispatch runs while it is held."""
+        host = self._core.host
+        host._acquire_scope()
+        try:
+            for kind, expected, actual in (
+                ("model", model_generation, self._core.model_generation),
+                ("plugin", plugin_generation, self._core.plugin_generation),
+            ):
+                if expected is not None and expected != actual:
+                    raise StaleGenerationError(
+                        f"acquire_plugin({name!r}) expected {kind} generation {expected}, "
+                        f"but generation {actual} is active"
+                    )
+            backend = host._scoped_backend(name)
+            if backend is None:
+                # report() would wait on the mutex this scope holds: name the configuration.
+                configured = ", ".join(spec.name for spec in self._specs) or "none"
+                raise KeyError(f"no active plugin named {name!r} (configured: {configured})")
+            scoped = _ScopedPlugin(name, backend)
+            try:
+                yield scoped
+            finally:
+                scoped._release()
+        finally:
+            host._release_scope()
+
+    def statistics(self) -> dict[str, Any]:
+        """Per-plugin and env figures (SPEC §8)."""
+        env = dict(self._core.statistics())
+        env["model_generation"] = self.model_generation
+        env["plugin_generation"] = self.plugin_generation
+        env["timing_sample_interval"] = int(_core.TIMING_SAMPLE_INTERVAL)
+        plugins = []
+        for report in self._core.host.report():
+            failure = report["failure"]
+            plugins.append({
+                "name": report["name"],
+                "type": report["type"],
+                "state": PluginState[report["state"]],
+                "failure": None if failure is None else PluginLoadFailure(
+                    report["name"], report["type"], failure[0], failure[1]),
+                "load_time_s": report["load_time_s"],
+                "reset_time_s": report["reset_time_s"],
+                "callbacks": report["callbacks"],
+                "custom": report["custom"],
+            })
+        return {"env": env, "plugins": plugins}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogicError("the env is closed")
+
+    def close(self) -> None:
+        """Stops the physics thread, unloads every plugin and releases the hooks' pair."""
+        if getattr(self, "_closed", True):
+            return
+        with self._lifecycle_lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._core.close()
+        _open_envs.discard(self)
+
+    def __enter__(self) -> MujocoEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("running" if self.running else "idle")
+        return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
+                f"plugins={len(self._specs)} {state}>")
+
+
+def _plugin_info(report: dict[str, Any]) -> PluginInfo:
+    failure = report["failure"]
+    return PluginInfo(
+        name=report["name"],
+        type=report["type"],
+        state=PluginState[report["state"]],
+        failure=None if failure is None else PluginLoadFailure(
+            report["name"], report["type"], failure[0], failure[1]),
+        stats={"load_time_s": report["load_time_s"], "reset_time_s": report["reset_time_s"],
+               "callbacks": report["callbacks"], "custom": report["custom"]},
+    )
+
+
+def _weak_method(method: Any) -> Any:
+    reference = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = reference()
+        if bound is None:
+            raise MjfastError("the env that owns this plugin host was garbage-collected")
+        return bound(*args)
+
+    return call
+
+
+def _sphere(size: np.ndarray) -> tuple[float, np.ndarray]:
+    return float(size[0]), np.full(3, size[0])
+
+
+def _capsule(size: np.ndarray) -> tuple[float, np.ndarray]:
+    return float(size[0] + size[1]), np.array([size[0], size[0], size[0] + size[1]])
+
+
+def _cylinder(size: np.ndarray) -> tuple[float, np.ndarray]:
+    return float(math.hypot(size[0], size[1])), np.array([size[0], size[0], size[1]])
+
+
+def _box(size: np.ndarray) -> tuple[float, np.ndarray]:
+    return float(np.linalg.norm(size)), size.copy()
+
+
+def _ellipsoid(size: np.ndarray) -> tuple[float, np.ndarray]:
+    return float(np.max(size)), size.copy()
+
+
+# Bounding radius and axis-aligned half extents (in the geom frame) that collision detection's
+# broad phase reads, for the primitive shapes whose size is a plain parameter.
+_PRIMITIVE_BOUNDS = {
+    mujoco.mjtGeom.mjGEOM_SPHERE: _sphere,
+    mujoco.mjtGeom.mjGEOM_CAPSULE: _capsule,
+    mujoco.mjtGeom.mjGEOM_CYLINDER: _cylinder,
+    mujoco.mjtGeom.mjGEOM_BOX: _box,
+    mujoco.mjtGeom.mjGEOM_ELLIPSOID: _ellipsoid,
+}

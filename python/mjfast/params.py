@@ -1,0 +1,250 @@
+"""The ROS-style parameter server: a namespaced tree of YAML-typed values, and name resolution.
+
+Owns storage, `/`-separated name resolution, YAML loading and the nearest-key search. It does not
+know what any parameter means: `plugin_config` interprets `MujocoPlugins`, `node` scopes names.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import pathlib
+import threading
+from typing import Any
+
+import yaml
+
+from mjfast.errors import ConfigError
+
+__all__ = ["ParameterServer", "resolve_name"]
+
+_MISSING: Any = object()
+
+# None is included because YAML's `key:` with no value loads as None; dropping it would make
+# ordinary parameter files fail to load.
+_SCALAR_TYPES = (bool, int, float, str, type(None))
+_ALLOWED = "bool, int, float, str, None, list or mapping with str keys"
+
+
+def _normalise(name: str) -> str:
+    """Absolute form of `name`: one leading slash, no empty segments, no trailing slash."""
+    segments = [s for s in name.split("/") if s]
+    return "/" + "/".join(segments)
+
+
+def resolve_name(name: str, namespace: str = "/", private_namespace: str | None = None) -> str:
+    """Resolve `name` the way ROS does: `/abs` stays, `rel` joins `namespace`, `~p` joins the
+    private namespace (ValueError when none is given)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a parameter/topic name must be a str, got {type(name).__name__}")
+    if name.startswith("~"):
+        if private_namespace is None:
+            raise ValueError(f"private name {name!r} needs a private namespace to resolve in")
+        return _normalise(f"{private_namespace}/{name[1:]}")
+    if name.startswith("/"):
+        return _normalise(name)
+    return _normalise(f"{namespace}/{name}")
+
+
+def _segments(absolute: str) -> list[str]:
+    return [s for s in absolute.split("/") if s]
+
+
+def _join(parent: str, key: str) -> str:
+    return f"{parent.rstrip('/')}/{key}"
+
+
+def _validated(value: Any, name: str) -> Any:
+    """A private copy of `value` in YAML types (tuples become lists); ConfigError otherwise."""
+    if isinstance(value, _SCALAR_TYPES):
+        return value
+    if isinstance(value, list | tuple):
+        return [_validated(item, f"{name}[{i}]") for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ConfigError(
+                    f"parameter '{name}': mapping key {key!r} is a {type(key).__name__} "
+                    f"(expected str keys)"
+                )
+            if not key or "/" in key:
+                # Such a key would be unreachable by name, or read back under a different name.
+                raise ConfigError(
+                    f"parameter '{name}': mapping key {key!r} is not a valid name segment "
+                    f"(expected a non-empty str without '/')"
+                )
+            out[key] = _validated(item, _join(name, key))
+        return out
+    raise ConfigError(
+        f"parameter '{name}': unsupported value type '{type(value).__name__}' (expected {_ALLOWED})"
+    )
+
+
+def _merge(target: dict[str, Any], source: dict[str, Any]) -> None:
+    """Merge `source` into `target` recursively: mappings merge, everything else replaces."""
+    for key, value in source.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
+class ParameterServer:
+    """A thread-safe, hierarchical parameter store with ROS naming (`/a/b`, relative to `/`).
+
+    `set` replaces the value at a name (like `rosparam set`); `load_yaml` merges mappings
+    recursively (like `rosparam load`). Reads return deep copies.
+    """
+
+    def __init__(self, initial: dict[str, Any] | None = None) -> None:
+        # An RLock because the env reads parameters from its physics, control and render
+        # threads, and public methods call each other while holding it.
+        self._lock = threading.RLock()
+        self._root: dict[str, Any] = {}
+        if initial is not None:
+            if not isinstance(initial, dict):
+                raise ConfigError(
+                    f"initial parameters must be a mapping, got {type(initial).__name__}"
+                )
+            self._root = _validated(initial, "/")
+
+    # -- lookup -------------------------------------------------------------------------------
+
+    def _find(self, absolute: str) -> Any:
+        """The stored (not copied) value at `absolute`, or _MISSING. Caller holds the lock."""
+        node: Any = self._root
+        for segment in _segments(absolute):
+            if not isinstance(node, dict) or segment not in node:
+                return _MISSING
+            node = node[segment]
+        return node
+
+    def get(self, name: str, default: Any = _MISSING) -> Any:
+        """The value at `name` (a deep copy); `default` if absent, else KeyError naming it."""
+        absolute = resolve_name(name)
+        with self._lock:
+            value = self._find(absolute)
+            if value is _MISSING:
+                if default is _MISSING:
+                    raise KeyError(f"parameter '{absolute}' is not set")
+                return default
+            return copy.deepcopy(value)
+
+    def has(self, name: str) -> bool:
+        """Whether `name` is set (a namespace with parameters under it counts)."""
+        absolute = resolve_name(name)
+        with self._lock:
+            return self._find(absolute) is not _MISSING
+
+    def search(self, namespace: str, key: str) -> str | None:
+        """Full name of the nearest `key`: in `namespace`, then each parent up to `/`; else None."""
+        if not key or key.startswith(("/", "~")):
+            raise ValueError(f"search key must be a relative name, got {key!r}")
+        segments = _segments(resolve_name(namespace))
+        with self._lock:
+            for depth in range(len(segments), -1, -1):
+                candidate = resolve_name(key, "/" + "/".join(segments[:depth]))
+                if self._find(candidate) is not _MISSING:
+                    return candidate
+        return None
+
+    def to_dict(self, namespace: str = "/") -> dict[str, Any]:
+        """A deep copy of the mapping at `namespace`; `{}` when nothing is set there."""
+        absolute = resolve_name(namespace)
+        with self._lock:
+            value = self._find(absolute)
+            if value is _MISSING:
+                return {}
+            if not isinstance(value, dict):
+                raise ValueError(
+                    f"'{absolute}' holds a {type(value).__name__} parameter, not a namespace"
+                )
+            return copy.deepcopy(value)
+
+    # -- mutation -----------------------------------------------------------------------------
+
+    def set(self, name: str, value: Any) -> None:
+        """Replace the value at `name`, creating intermediate namespaces.
+
+        A non-mapping value on the way (e.g. `/a` = 1 when setting `/a/b`) is replaced by a
+        namespace, as `rosparam set` does.
+        """
+        absolute = resolve_name(name)
+        stored = _validated(value, absolute)
+        segments = _segments(absolute)
+        with self._lock:
+            if not segments:
+                if not isinstance(stored, dict):
+                    raise ConfigError(
+                        f"parameter '/': the root must be a mapping, got {type(value).__name__}"
+                    )
+                self._root = stored
+                return
+            self._namespace_dict(segments[:-1])[segments[-1]] = stored
+
+    def delete(self, name: str) -> None:
+        """Remove `name` and everything under it; KeyError naming it if absent."""
+        absolute = resolve_name(name)
+        segments = _segments(absolute)
+        if not segments:
+            raise ValueError("cannot delete the root namespace '/'")
+        with self._lock:
+            parent = self._find("/" + "/".join(segments[:-1]))
+            if not isinstance(parent, dict) or segments[-1] not in parent:
+                raise KeyError(f"parameter '{absolute}' is not set")
+            del parent[segments[-1]]
+
+    def load_yaml(self, path_or_text: str | os.PathLike[str], namespace: str = "/") -> None:
+        """Merge a YAML mapping (a file path, a `Path`, or YAML text) into `namespace`.
+
+        Raises ConfigError naming the source for a syntax error (with the parser's line) or a
+        top level that is not a mapping; nothing is stored unless the whole document is valid.
+        """
+        text, source = self._read_source(path_or_text)
+        try:
+            document = yaml.safe_load(text)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            raise ConfigError(f"{source}: invalid YAML{where}: {exc}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+        if not isinstance(document, dict):
+            found = "an empty document" if document is None else f"a {type(document).__name__}"
+            hint = ""
+            if isinstance(path_or_text, str) and path_or_text.endswith((".yaml", ".yml")):
+                # A mistyped file path is read as YAML text and lands here as a scalar.
+                hint = " (read as YAML text: no file exists at that path)"
+            raise ConfigError(f"{source}: expected a mapping at the top level, found {found}{hint}")
+        absolute = resolve_name(namespace)
+        stored = _validated(document, absolute)
+        with self._lock:
+            _merge(self._namespace_dict(_segments(absolute)), stored)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _namespace_dict(self, segments: list[str]) -> dict[str, Any]:
+        """The mapping at `segments`, created (replacing non-mappings). Caller holds the lock."""
+        node = self._root
+        for segment in segments:
+            child = node.get(segment)
+            if not isinstance(child, dict):
+                child = {}
+                node[segment] = child
+            node = child
+        return node
+
+    @staticmethod
+    def _read_source(path_or_text: str | os.PathLike[str]) -> tuple[str, str]:
+        """(text, source name for messages) of a path or YAML text."""
+        if isinstance(path_or_text, os.PathLike):
+            path = pathlib.Path(path_or_text)
+            return path.read_text(encoding="utf-8"), str(path)
+        if not isinstance(path_or_text, str):
+            raise TypeError(
+                f"load_yaml expects a path or YAML text, got {type(path_or_text).__name__}"
+            )
+        if os.path.isfile(path_or_text):
+            return pathlib.Path(path_or_text).read_text(encoding="utf-8"), path_or_text
+        return path_or_text, "<yaml text>"

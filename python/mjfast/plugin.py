@@ -1,0 +1,175 @@
+"""The plugin base classes users subclass, and the records the host reports about them.
+
+`MujocoPlugin` is the mujoco_ros-style plugin, `ControlPlugin` the ros2_control-style one; both
+are adapted onto the same compiled PluginHost. This module owns no dispatching: the adapter in
+`mjfast._core` decides which callbacks a class overrides and calls only those.
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import mujoco
+
+    from mjfast.node import Node
+
+__all__ = [
+    "ControlPlugin",
+    "MujocoPlugin",
+    "PluginInfo",
+    "PluginLoadFailure",
+    "PluginState",
+    "overridden_callbacks",
+]
+
+
+class PluginState(enum.Enum):
+    """Where a configured plugin is in its lifecycle (SPEC §4)."""
+
+    REGISTERED = "registered"
+    INSTANTIATED = "instantiated"
+    LOADED = "loaded"
+    ACTIVE = "active"
+    FAILED = "failed"
+    UNLOADED = "unloaded"
+
+
+@dataclass(frozen=True)
+class PluginLoadFailure:
+    """Why one plugin did not run: the phase it failed in and the message."""
+
+    name: str
+    type: str
+    phase: str
+    message: str
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One configured plugin as the env reports it, in load order."""
+
+    name: str
+    type: str
+    state: PluginState
+    failure: PluginLoadFailure | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class _PluginBase:
+    """What the host sets on every plugin before its load/init (SPEC §4)."""
+
+    name: str
+    type: str
+    config: dict[str, Any]
+    node: Node
+    env: Any
+
+    # Optional hooks beyond SPEC's lists, one per remaining load phase, so a plugin can take part
+    # in them: `statistics()` returns a dict reported under the plugin's statistics ("custom"),
+    # `activate()` runs once all plugins of a generation have loaded; False or an exception from
+    # either is a load failure of that phase.
+    def statistics(self) -> dict[str, Any]:
+        return {}
+
+    def activate(self) -> bool:
+        return True
+
+
+class MujocoPlugin(_PluginBase):
+    """A mujoco_ros-style plugin. Override `load` and only the callbacks you need."""
+
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} must implement load(model, data)")
+
+    def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """Called from MuJoCo's mjcb_control."""
+
+    def passive_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """Called from mjcb_passive: add to qfrc_passive, don't overwrite it."""
+
+    def render_callback(self, model: mujoco.MjModel, data: mujoco.MjData, scene: Any) -> None:
+        """Add mjvGeoms to `scene` before a render."""
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """End of each env step, before that step's render turn."""
+
+    def on_geom_changed(self, model: mujoco.MjModel, data: mujoco.MjData, geom_id: int) -> None:
+        """A geom's properties were changed through `env.set_geom_properties`."""
+
+    def reset(self) -> None:
+        """After a simulation reset."""
+
+    def unload(self) -> None:
+        """Before the instance is dropped (shutdown or reload)."""
+
+
+class ControlPlugin(_PluginBase):
+    """A ros2_control-style plugin (mujoco_ros2_control's MujocoSystem plugins)."""
+
+    def init(self, node: Node, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        raise NotImplementedError(f"{type(self).__name__} must implement init(node, model, data)")
+
+    def update_read(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """Control thread, per `env.control.read()`, on the scratch control-state data."""
+
+    def update_write(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """Control thread, per `env.control.write()`; forwards to a deprecated `update`."""
+        cls = type(self)
+        if cls not in _warned_update_classes:
+            _warned_update_classes.add(cls)
+            warnings.warn(
+                f"{cls.__name__}.update() is deprecated; override update_write() instead",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        self.update(model, data)
+
+    def update(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        """Deprecated alias of `update_write`."""
+
+    def pre_step(self, data: mujoco.MjData) -> None:
+        """Physics thread, immediately before every mj_step, with the live data."""
+
+    def on_reset(self, data: mujoco.MjData) -> None:
+        """Right after a world reset, with the live post-reset data."""
+
+    def cleanup(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement cleanup()")
+
+
+_warned_update_classes: set[type] = set()
+
+# Callback names as the compiled core knows them, per base class: (method, callback id).
+_MUJOCO_CALLBACKS = (
+    "control_callback",
+    "passive_callback",
+    "render_callback",
+    "last_stage_callback",
+    "on_geom_changed",
+    "reset",
+)
+_CONTROL_CALLBACKS = ("update_read", "update_write", "pre_step", "on_reset")
+
+
+def overridden_callbacks(cls: type) -> frozenset[str]:
+    """The per-event callbacks `cls` overrides; only these are ever dispatched.
+
+    A `ControlPlugin` that overrides only the deprecated `update` counts as overriding
+    `update_write`, since the default `update_write` forwards to it.
+    """
+    if issubclass(cls, MujocoPlugin):
+        base: type = MujocoPlugin
+        names = _MUJOCO_CALLBACKS
+    elif issubclass(cls, ControlPlugin):
+        base = ControlPlugin
+        names = _CONTROL_CALLBACKS
+    else:
+        raise TypeError(f"{cls!r} is neither a MujocoPlugin nor a ControlPlugin subclass")
+    found = {n for n in names if getattr(cls, n) is not getattr(base, n)}
+    if base is ControlPlugin and cls.update is not ControlPlugin.update:
+        found.add("update_write")
+    return frozenset(found)

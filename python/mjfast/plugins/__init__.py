@@ -1,0 +1,1 @@
+"""The plugins shipped with mjfast, registered under the `mjfast/` type prefix."""

@@ -1,0 +1,65 @@
+"""mjfast/PoseHoldPD: a joint-space PD law, written as a Python plugin, that holds a pose.
+
+Configuration keys: `kp` (default 50.0), `kd` (default 5.0), `target` (mapping from joint name to
+position; default: the pose at load time), `topic` (default `~target`: a message there, a mapping
+from joint name to position, moves the target). Each actuator that drives a single hinge or slide
+joint directly is used; `ctrl` is written in `control_callback` and clipped to the control range.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import MujocoPlugin
+
+__all__ = ["PoseHoldPD"]
+
+
+class PoseHoldPD(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        self.kp = float(self.config.get("kp", 50.0))
+        self.kd = float(self.config.get("kd", 5.0))
+        actuators, qpos_addresses, dof_addresses, joint_ids = [], [], [], []
+        for actuator in range(model.nu):
+            if int(model.actuator_trntype[actuator]) != mujoco.mjtTrn.mjTRN_JOINT:
+                continue
+            joint = int(model.actuator_trnid[actuator, 0])
+            if int(model.jnt_type[joint]) not in (mujoco.mjtJoint.mjJNT_HINGE,
+                                                  mujoco.mjtJoint.mjJNT_SLIDE):
+                continue
+            actuators.append(actuator)
+            joint_ids.append(joint)
+            qpos_addresses.append(model.jnt_qposadr[joint])
+            dof_addresses.append(model.jnt_dofadr[joint])
+        if not actuators:
+            self.node.logger.error("the model has no actuator driving a hinge or slide joint")
+            return False
+        self._actuators = np.array(actuators)
+        self._qpos = np.array(qpos_addresses)
+        self._dof = np.array(dof_addresses)
+        self._joint_names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, j)
+                             for j in joint_ids]
+        limited = model.actuator_ctrllimited[self._actuators].astype(bool)
+        ranges = model.actuator_ctrlrange[self._actuators]
+        self._low = np.where(limited, ranges[:, 0], -np.inf)
+        self._high = np.where(limited, ranges[:, 1], np.inf)
+        self.target = data.qpos[self._qpos].copy()
+        self.set_target(self.config.get("target", {}))
+        self.node.subscribe(self.config.get("topic", "~target"), self.set_target)
+        return True
+
+    def set_target(self, targets: dict[str, Any]) -> None:
+        """Moves the held pose: `targets` maps joint names to positions."""
+        for joint, value in targets.items():
+            if joint not in self._joint_names:
+                raise KeyError(f"{self.name}: no actuated joint {joint!r} "
+                               f"(actuated: {', '.join(self._joint_names)})")
+            self.target[self._joint_names.index(joint)] = float(value)
+
+    def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        error = self.target - data.qpos[self._qpos]
+        command = self.kp * error - self.kd * data.qvel[self._dof]
+        data.ctrl[self._actuators] = np.clip(command, self._low, self._high)

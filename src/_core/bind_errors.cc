@@ -1,0 +1,71 @@
+// Translates the core's C++ exceptions to the mjfast.errors classes at the Python boundary.
+#include <stdexcept>
+
+#include "bindings.h"
+#include "errors.h"
+
+namespace mjfast {
+namespace {
+
+struct ErrorTypes {
+  py::object plugin_error;
+  py::object stale_generation;
+  py::object hook_ownership;
+  py::object camera_unavailable;
+  py::object logic_error;
+};
+
+// Leaked on purpose: translators may run during interpreter shutdown, after module teardown.
+ErrorTypes* error_types = nullptr;
+
+void raise_plugin_error(const PluginDispatchError& error) {
+  py::object cause;
+  try {
+    std::rethrow_exception(error.cause);
+  } catch (py::error_already_set& original) {
+    cause = original.value();
+  } catch (const std::exception& original) {
+    cause = py::reinterpret_borrow<py::object>(PyExc_RuntimeError)(original.what());
+  } catch (...) {
+    cause = py::reinterpret_borrow<py::object>(PyExc_RuntimeError)("unknown C++ exception");
+  }
+  py::object raised = error_types->plugin_error(error.what(), error.plugin_name,
+                                                error.plugin_type, error.callback);
+  PyException_SetCause(raised.ptr(), cause.release().ptr());  // steals the reference
+  PyErr_SetObject(error_types->plugin_error.ptr(), raised.ptr());
+}
+
+}  // namespace
+
+void bind_errors(py::module_& module) {
+  py::module_ errors = py::module_::import("mjfast.errors");
+  error_types = new ErrorTypes{errors.attr("PluginError"), errors.attr("StaleGenerationError"),
+                               errors.attr("HookOwnershipError"),
+                               errors.attr("CameraUnavailableError"), errors.attr("LogicError")};
+  py::register_exception_translator([](std::exception_ptr thrown) {
+    try {
+      if (thrown) std::rethrow_exception(thrown);
+    } catch (const PluginDispatchError& e) {
+      raise_plugin_error(e);
+    } catch (const StaleGenerationError& e) {
+      PyErr_SetString(error_types->stale_generation.ptr(), e.what());
+    } catch (const HookOwnershipError& e) {
+      PyErr_SetString(error_types->hook_ownership.ptr(), e.what());
+    } catch (const CameraUnavailableError& e) {
+      PyErr_SetString(error_types->camera_unavailable.ptr(), e.what());
+    } catch (const std::invalid_argument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::out_of_range& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const std::length_error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::domain_error& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    } catch (const std::logic_error& e) {
+      PyErr_SetString(error_types->logic_error.ptr(), e.what());
+    }
+  });
+  module.attr("_error_types_bound") = true;
+}
+
+}  // namespace mjfast

@@ -1,0 +1,236 @@
+// Exposes PluginHost (as env.host) and the factory entries the Python side builds: a Python
+// plugin wrapped in its adapter, or a factory failure.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bindings.h"
+#include "errors.h"
+#include "hooks.h"
+#include "plugin_host.h"
+#include "python_plugin_adapter.h"
+
+namespace mjfast {
+namespace {
+
+// One factory result as Python hands it over; the adapter moves into the host when consumed.
+struct AdapterEntry {
+  std::string name;
+  std::string type;
+  std::unique_ptr<IPluginAdapter> adapter;
+  std::string error;
+};
+
+const char* state_name(PluginState state) {
+  switch (state) {
+    case PluginState::kRegistered: return "REGISTERED";
+    case PluginState::kInstantiated: return "INSTANTIATED";
+    case PluginState::kLoaded: return "LOADED";
+    case PluginState::kActive: return "ACTIVE";
+    case PluginState::kFailed: return "FAILED";
+    case PluginState::kUnloaded: return "UNLOADED";
+  }
+  return "UNKNOWN";
+}
+
+py::dict report_to_dict(const PluginReport& report) {
+  py::dict callbacks;
+  for (std::size_t i = 0; i < kCallbackCount; ++i) {
+    const auto callback = static_cast<Callback>(i);
+    if (!(report.callbacks & mask_of(callback))) continue;
+    const CallbackStats& stats = report.callback_stats[i];
+    py::dict entry;
+    entry["calls"] = stats.calls;
+    entry["timed_calls"] = stats.timed_calls;
+    entry["mean_ns"] = stats.timed_calls ? static_cast<double>(stats.timed_total_ns) /
+                                               static_cast<double>(stats.timed_calls)
+                                         : 0.0;
+    entry["last_ns"] = stats.last_ns;
+    callbacks[callback_name(callback)] = entry;
+  }
+  py::dict result;
+  result["name"] = report.name;
+  result["type"] = report.type;
+  result["state"] = state_name(report.state);
+  if (report.failure) {
+    result["failure"] = py::make_tuple(report.failure->phase, report.failure->message);
+  } else {
+    result["failure"] = py::none();
+  }
+  result["load_time_s"] = report.load_time_s;
+  result["reset_time_s"] = report.reset_time_s;
+  result["callbacks"] = callbacks;
+  result["custom"] = report.custom;
+  return result;
+}
+
+ModelGeneration tag_or_active(const PluginHost& host, std::optional<std::uint64_t> tag) {
+  return tag ? ModelGeneration(*tag) : host.model_generation();
+}
+
+// Runs one direct dispatch from Python: GIL released (the dispatch takes the host mutex and each
+// Python plugin re-takes the GIL), and a plugin error raised at once.
+template <class Dispatch>
+void dispatch_from_python(PluginHost& host, Dispatch&& dispatch) {
+  py::gil_scoped_release release;  // lock order is host mutex -> GIL: never wait holding the GIL
+  hooks::DispatchScope dispatching;
+  dispatch();
+  if (host.has_pending_error()) host.rethrow_pending_error();
+}
+
+}  // namespace
+
+void bind_plugin_host(py::module_& module) {
+  py::class_<AdapterEntry, std::shared_ptr<AdapterEntry>>(module, "AdapterEntry")
+      .def_readonly("name", &AdapterEntry::name)
+      .def_readonly("type", &AdapterEntry::type)
+      .def_readonly("error", &AdapterEntry::error);
+
+  module.def(
+      "python_adapter",
+      [](std::string name, std::string type, py::object instance, const std::string& style,
+         py::object model, py::object data, py::object control_data, py::object node,
+         const py::iterable& callbacks) {
+        auto entry = std::make_shared<AdapterEntry>();
+        entry->name = std::move(name);
+        entry->type = std::move(type);
+        const auto adapter_style = style == "control" ? PythonPluginAdapter::Style::kControl
+                                                      : PythonPluginAdapter::Style::kMujoco;
+        entry->adapter = std::make_unique<PythonPluginAdapter>(
+            std::move(instance), adapter_style, std::move(model), std::move(data),
+            std::move(control_data), std::move(node), callbacks);
+        return entry;
+      },
+      py::arg("name"), py::arg("type"), py::arg("instance"), py::arg("style"), py::arg("model"),
+      py::arg("data"), py::arg("control_data"), py::arg("node"), py::arg("callbacks"));
+
+  module.def(
+      "failed_adapter",
+      [](std::string name, std::string type, std::string message) {
+        auto entry = std::make_shared<AdapterEntry>();
+        entry->name = std::move(name);
+        entry->type = std::move(type);
+        entry->error = std::move(message);
+        return entry;
+      },
+      py::arg("name"), py::arg("type"), py::arg("message"));
+
+  py::class_<PluginHost>(module, "PluginHost")
+      .def(
+          "load_generation",
+          [](PluginHost& host, std::uint64_t model_generation, std::uint64_t plugin_generation) {
+            py::gil_scoped_release release;  // the factory and loads re-take the GIL as needed
+            host.load_generation(ModelGeneration(model_generation),
+                                 PluginGeneration(plugin_generation));
+          },
+          py::arg("model_generation"), py::arg("plugin_generation"))
+      .def("quiesce_and_destroy", &PluginHost::quiesce_and_destroy,
+           py::call_guard<py::gil_scoped_release>())  // unloads re-take the GIL
+      // Each getter takes the host mutex, so it waits without the GIL.
+      .def_property_readonly("generation_active",
+                             [](const PluginHost& h) {
+                               py::gil_scoped_release release;
+                               return h.generation_active();
+                             })
+      .def_property_readonly("model_generation",
+                             [](const PluginHost& h) {
+                               py::gil_scoped_release release;
+                               return h.model_generation().value();
+                             })
+      .def_property_readonly("plugin_generation",
+                             [](const PluginHost& h) {
+                               py::gil_scoped_release release;
+                               return h.plugin_generation().value();
+                             })
+      .def(
+          "dispatch_control",
+          [](PluginHost& host, std::optional<std::uint64_t> tag) {
+            dispatch_from_python(host, [&] {
+              host.dispatch_control(tag_or_active(host, tag), host.bound_model(), host.bound_data());
+            });
+          },
+          py::arg("model_generation") = py::none())
+      .def(
+          "dispatch_passive",
+          [](PluginHost& host, std::optional<std::uint64_t> tag) {
+            dispatch_from_python(host, [&] {
+              host.dispatch_passive(tag_or_active(host, tag), host.bound_model(), host.bound_data());
+            });
+          },
+          py::arg("model_generation") = py::none())
+      .def(
+          "dispatch_render",
+          [](PluginHost& host, std::optional<std::uint64_t> tag) {
+            dispatch_from_python(host, [&] {
+              host.dispatch_render(tag_or_active(host, tag), host.bound_model(), host.bound_data(),
+                                   nullptr);
+            });
+          },
+          py::arg("model_generation") = py::none())
+      .def(
+          "dispatch_last_stage",
+          [](PluginHost& host, std::optional<std::uint64_t> tag) {
+            dispatch_from_python(host, [&] {
+              host.dispatch_last_stage(tag_or_active(host, tag), host.bound_model(),
+                                       host.bound_data());
+            });
+          },
+          py::arg("model_generation") = py::none())
+      .def(
+          "reset",
+          [](PluginHost& host, std::optional<std::uint64_t> tag) {
+            dispatch_from_python(host, [&] { host.reset(tag_or_active(host, tag)); });
+          },
+          py::arg("model_generation") = py::none())
+      .def(
+          "notify_geometry_changed",
+          [](PluginHost& host, int geom_id, std::optional<std::uint64_t> tag) {
+            dispatch_from_python(
+                host, [&] { host.notify_geometry_changed(tag_or_active(host, tag), geom_id); });
+          },
+          py::arg("geom_id"), py::arg("model_generation") = py::none())
+      .def("report",
+           [](const PluginHost& host) {
+             std::vector<PluginReport> reports;
+             {
+               py::gil_scoped_release release;  // takes the host mutex
+               reports = host.report();
+             }
+             py::list result;
+             for (const PluginReport& report : reports) result.append(report_to_dict(report));
+             return result;
+           })
+      .def("_acquire_scope", &PluginHost::acquire_scope,
+           py::call_guard<py::gil_scoped_release>())  // may wait for a dispatch to finish
+      .def("_release_scope", &PluginHost::release_scope)
+      .def("_scoped_backend", [](const PluginHost& host, const std::string& name) -> py::object {
+        if (!host.scope_held_by_this_thread()) {
+          throw std::logic_error("_scoped_backend needs the acquire_plugin scope");
+        }
+        IPluginAdapter* adapter = host.scoped_adapter(name);
+        if (adapter == nullptr) return py::none();
+        if (auto* python = dynamic_cast<PythonPluginAdapter*>(adapter)) return python->instance();
+        return py::none();
+      });
+
+  module.attr("TIMING_SAMPLE_INTERVAL") = PluginHost::kTimingSampleInterval;
+}
+
+std::vector<FactoryEntry> take_factory_entries(const py::handle& entries) {
+  std::vector<FactoryEntry> result;
+  for (py::handle item : entries) {
+    auto entry = item.cast<std::shared_ptr<AdapterEntry>>();
+    FactoryEntry taken;
+    taken.name = entry->name;
+    taken.type = entry->type;
+    taken.adapter = std::move(entry->adapter);
+    taken.error = entry->error;
+    if (!taken.adapter && taken.error.empty()) {
+      taken.error = "adapter entry '" + taken.name + "' was already consumed";
+    }
+    result.push_back(std::move(taken));
+  }
+  return result;
+}
+
+}  // namespace mjfast

@@ -1,0 +1,19 @@
+// The bind_<concept>.cc entry points that module.cc calls, in that order.
+#pragma once
+
+#include <vector>
+
+#include "plugin_host.h"
+#include "pybind11.hpp"
+
+namespace mjfast {
+
+void bind_errors(py::module_& module);
+void bind_hooks(py::module_& module);
+void bind_plugin_host(py::module_& module);
+void bind_env(py::module_& module);
+
+// Moves the adapters out of a Python list of AdapterEntry (bind_plugin_host.cc), for the factory.
+std::vector<FactoryEntry> take_factory_entries(const py::handle& entries);
+
+}  // namespace mjfast

@@ -1,0 +1,252 @@
+#include "env_core.h"
+
+#include <stdexcept>
+#include <string>
+
+#include "errors.h"
+
+namespace mjfast {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// After a stall longer than this (a slow plugin, a debugger), the pacing re-anchors instead of
+// running flat out to catch up.
+constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
+
+}  // namespace
+
+EnvCore::~EnvCore() { close(); }
+
+void EnvCore::bind(const mjModel* model, mjData* data) {
+  if (data_) hooks::unregister_pair(data_);
+  model_ = model;
+  data_ = data;
+  host_.bind_model(model, data);
+  model_generation_.fetch_add(1, std::memory_order_acq_rel);
+  hooks::register_pair(model, data, weak_from_this());
+}
+
+void EnvCore::load_next_plugin_generation() {
+  const auto next = plugin_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  host_.load_generation(model_generation(), PluginGeneration(next));
+}
+
+void EnvCore::check_can_step(const char* what) const {
+  if (closed_) throw std::logic_error(std::string(what) + " on a closed env");
+  if (hooks::in_dispatch()) {
+    throw std::logic_error(std::string(what) + " called from inside a plugin callback");
+  }
+  if (host_.scope_held_by_this_thread()) {
+    throw std::logic_error(std::string(what) +
+                           " inside an acquire_plugin() block would deadlock: leave the block "
+                           "first");
+  }
+}
+
+void EnvCore::step_once_locked() {
+  const ModelGeneration generation = model_generation();
+  if (host_.has_callback(Callback::kPreStep)) {
+    hooks::DispatchScope dispatching;
+    host_.dispatch_pre_step(generation, model_, data_);
+  }
+  mj_step(model_, data_);
+  if (host_.has_callback(Callback::kLastStage)) {
+    hooks::DispatchScope dispatching;
+    host_.dispatch_last_stage(generation, model_, data_);
+  }
+}
+
+void EnvCore::step(int n) {
+  if (n < 0) throw std::invalid_argument("step(n) needs n >= 0, got " + std::to_string(n));
+  check_can_step("step()");
+  if (running()) {
+    throw std::logic_error("step() while the physics thread runs: call stop() first");
+  }
+  hooks::check_owned();
+  std::lock_guard<std::mutex> lock(step_mutex_);
+  hooks::SteppingScope stepping(model_, data_, this);
+  const auto wall_start = Clock::now();
+  const double sim_start = data_->time;
+  int done = 0;
+  while (done < n) {
+    step_once_locked();
+    ++done;
+    if (host_.has_pending_error()) break;
+  }
+  record_stepping(Clock::now() - wall_start, data_->time - sim_start,
+                  static_cast<std::uint64_t>(done));
+  if (host_.has_pending_error()) host_.rethrow_pending_error();
+}
+
+void EnvCore::on_control(const mjModel* m, mjData* d) {
+  if (!host_.has_callback(Callback::kControl)) return;
+  hooks::DispatchScope dispatching;
+  try {
+    host_.dispatch_control(model_generation(), m, d);
+  } catch (...) {
+    // Nothing may unwind through MuJoCo's C frames: a stale-generation error is kept and thrown
+    // by the step that made this call.
+    host_.record_error(std::current_exception());
+  }
+}
+
+void EnvCore::on_passive(const mjModel* m, mjData* d) {
+  if (!host_.has_callback(Callback::kPassive)) return;
+  hooks::DispatchScope dispatching;
+  try {
+    host_.dispatch_passive(model_generation(), m, d);
+  } catch (...) {
+    host_.record_error(std::current_exception());
+  }
+}
+
+void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint64_t steps) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.steps += steps;
+  stats_.stepping_wall_s += std::chrono::duration<double>(wall).count();
+  if (simulated > 0) stats_.simulated_s += simulated;  // a reset in between moves time back
+}
+
+EnvStatistics EnvCore::statistics() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  EnvStatistics copy = stats_;
+  copy.running = running();
+  return copy;
+}
+
+void EnvCore::pause() {
+  const auto me = std::this_thread::get_id();
+  if (pause_owner_.load() == me) {
+    ++pause_depth_;
+    return;
+  }
+  check_can_step("pausing the env");
+  pause_requests_.fetch_add(1, std::memory_order_acq_rel);
+  step_mutex_.lock();
+  pause_owner_.store(me);
+  pause_depth_ = 1;
+}
+
+void EnvCore::resume() {
+  if (pause_owner_.load() != std::this_thread::get_id()) {
+    throw std::logic_error("resume() from a thread that did not pause the env");
+  }
+  if (--pause_depth_ > 0) return;
+  pause_owner_.store(std::thread::id{});
+  step_mutex_.unlock();
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    pause_requests_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  thread_wakeup_.notify_all();
+}
+
+void EnvCore::reset_plugins() {
+  hooks::DispatchScope dispatching;
+  host_.reset(model_generation());
+  if (host_.has_pending_error()) host_.rethrow_pending_error();
+}
+
+void EnvCore::notify_geometry_changed(int geom_id) {
+  hooks::DispatchScope dispatching;
+  host_.notify_geometry_changed(model_generation(), geom_id);
+  if (host_.has_pending_error()) host_.rethrow_pending_error();
+}
+
+void EnvCore::start(std::optional<double> realtime_factor) {
+  check_can_step("start()");
+  if (realtime_factor && !(*realtime_factor > 0.0)) {
+    throw std::invalid_argument("realtime_factor must be a positive number or None, got " +
+                                std::to_string(*realtime_factor));
+  }
+  hooks::check_owned();
+  std::lock_guard<std::mutex> lock(thread_mutex_);
+  if (running_.load()) throw std::logic_error("start() while the physics thread already runs");
+  stop_requested_ = false;
+  running_.store(true, std::memory_order_release);
+  physics_thread_ = std::thread([this, realtime_factor] { run_physics(realtime_factor); });
+}
+
+void EnvCore::stop() {
+  std::thread finished;
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    if (!physics_thread_.joinable()) return;
+    if (physics_thread_.get_id() == std::this_thread::get_id()) {
+      throw std::logic_error("stop() called from a plugin callback on the physics thread");
+    }
+    stop_requested_ = true;
+    finished = std::move(physics_thread_);
+  }
+  thread_wakeup_.notify_all();
+  finished.join();
+  running_.store(false, std::memory_order_release);
+}
+
+void EnvCore::run_physics(std::optional<double> realtime_factor) {
+  if (thread_hooks_.on_start) thread_hooks_.on_start();
+  auto anchor_wall = Clock::now();
+  double anchor_sim = data_->time;
+  bool reanchor = false;
+  std::unique_lock<std::mutex> control(thread_mutex_);
+  while (!stop_requested_) {
+    if (pause_requests_.load(std::memory_order_acquire) > 0) {
+      thread_wakeup_.wait(control, [&] {
+        return stop_requested_ || pause_requests_.load(std::memory_order_acquire) == 0;
+      });
+      reanchor = true;  // a reset or reload may have moved time
+      continue;
+    }
+    control.unlock();
+    double sim_time = 0.0;
+    {
+      std::lock_guard<std::mutex> step_lock(step_mutex_);
+      hooks::SteppingScope stepping(model_, data_, this);
+      if (reanchor) {
+        anchor_wall = Clock::now();
+        anchor_sim = data_->time;
+        reanchor = false;
+      }
+      const auto wall_start = Clock::now();
+      const double sim_start = data_->time;
+      step_once_locked();
+      sim_time = data_->time;
+      record_stepping(Clock::now() - wall_start, sim_time - sim_start, 1);
+    }
+    if (host_.has_pending_error()) {
+      // The failed plugin is already out of the generation; the others keep running.
+      try {
+        host_.rethrow_pending_error();
+      } catch (...) {
+        if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
+      }
+    }
+    control.lock();
+    if (realtime_factor) {
+      const auto due = anchor_wall + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(
+                                             (sim_time - anchor_sim) / *realtime_factor));
+      const auto now = Clock::now();
+      if (now - due > kMaxPacingLag) {
+        reanchor = true;
+      } else if (due > now) {
+        thread_wakeup_.wait_until(control, due, [&] {
+          return stop_requested_ || pause_requests_.load(std::memory_order_acquire) > 0;
+        });
+      }
+    }
+  }
+  control.unlock();
+  if (thread_hooks_.on_exit) thread_hooks_.on_exit();
+}
+
+void EnvCore::close() {
+  if (closed_) return;
+  stop();
+  host_.quiesce_and_destroy();
+  if (data_) hooks::unregister_pair(data_);
+  closed_ = true;
+}
+
+}  // namespace mjfast

@@ -1,0 +1,128 @@
+// EnvCore: the compiled half of MujocoEnv. It steps the bound model and data (from the caller's
+// thread in step(), or from its own physics thread), routes the hooks' calls to the PluginHost,
+// and pauses stepping at a step boundary for reset, reload and geometry edits. It does not
+// own the mjModel/mjData memory (the Python objects do; the façade keeps them alive) and knows
+// nothing of Python.
+//
+// Threads and locks:
+//   step_mutex_   held by whoever is stepping, for one step (physics thread) or one step(n) call
+//                 (caller's thread); and by a pause() holder for the duration of the pause.
+//   thread_mutex_ guards the physics thread's lifecycle and its pacing wait (never held across a
+//                 step).
+//   The host's own mutex is taken inside each dispatch, after step_mutex_ (order: step_mutex_ ->
+//   host mutex -> GIL). Python callers release the GIL before calling anything that locks.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <mujoco/mujoco.h>
+
+#include "generation.h"
+#include "hooks.h"
+#include "plugin_host.h"
+
+namespace mjfast {
+
+struct EnvStatistics {
+  std::uint64_t steps = 0;
+  double stepping_wall_s = 0.0;  // wall time spent inside step() calls and the physics thread
+  double simulated_s = 0.0;      // simulated time advanced by those steps
+  bool running = false;
+};
+
+class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<EnvCore> {
+ public:
+  // Called on the physics thread when it starts and ends (the bindings attach it to Python), and
+  // with a plugin error the physics thread cannot raise to anyone.
+  struct ThreadHooks {
+    std::function<void()> on_start;
+    std::function<void()> on_exit;
+    std::function<void(std::exception_ptr)> on_error;
+  };
+
+  EnvCore() = default;
+  ~EnvCore() override;
+  EnvCore(const EnvCore&) = delete;
+  EnvCore& operator=(const EnvCore&) = delete;
+
+  PluginHost& host() { return host_; }
+
+  // Binds a (new) model and data: registers the pair with the hooks and the host. Called at
+  // construction and, inside a pause, at reload. Advances the model generation.
+  void bind(const mjModel* model, mjData* data);
+  const mjModel* model() const { return model_; }
+  mjData* data() const { return data_; }
+
+  ModelGeneration model_generation() const { return ModelGeneration(model_generation_.load()); }
+  PluginGeneration plugin_generation() const { return PluginGeneration(plugin_generation_.load()); }
+  // Loads the next plugin generation through the host (inside a pause, or before stepping).
+  void load_next_plugin_generation();
+
+  // Runs n steps on the calling thread. Per step: pre_step plugins, mj_step (control and passive
+  // plugins through the hooks), last_stage plugins. Stops after a step in which a plugin raised
+  // and throws PluginDispatchError.
+  void step(int n);
+
+  void start(std::optional<double> realtime_factor);
+  void stop();
+  bool running() const { return running_.load(std::memory_order_acquire); }
+  void set_thread_hooks(ThreadHooks hooks) { thread_hooks_ = std::move(hooks); }
+
+  // Stops stepping at the next step boundary and holds it there until resume(). Re-entrant on the
+  // same thread.
+  void pause();
+  void resume();
+
+  // Calls of the host's reset / notify entry points made with the env paused; a plugin error is
+  // thrown as PluginDispatchError.
+  void reset_plugins();
+  void notify_geometry_changed(int geom_id);
+
+  // Marks the env closed: stops the thread, drops the plugins, unregisters the pair.
+  void close();
+
+  EnvStatistics statistics() const;
+
+  // hooks::HookTarget
+  void on_control(const mjModel* m, mjData* d) override;
+  void on_passive(const mjModel* m, mjData* d) override;
+
+ private:
+  void check_can_step(const char* what) const;
+  void step_once_locked();
+  void run_physics(std::optional<double> realtime_factor);
+  void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
+                       std::uint64_t steps);
+
+  PluginHost host_;
+  const mjModel* model_ = nullptr;
+  mjData* data_ = nullptr;
+  std::atomic<std::uint64_t> model_generation_{0};
+  std::atomic<std::uint64_t> plugin_generation_{0};
+
+  std::mutex step_mutex_;
+  std::atomic<int> pause_requests_{0};
+  std::atomic<std::thread::id> pause_owner_{};
+  int pause_depth_ = 0;  // only touched by the pause owner
+
+  mutable std::mutex thread_mutex_;
+  std::condition_variable thread_wakeup_;
+  std::thread physics_thread_;
+  std::atomic<bool> running_{false};
+  bool stop_requested_ = false;  // guarded by thread_mutex_
+  ThreadHooks thread_hooks_;
+
+  mutable std::mutex stats_mutex_;
+  EnvStatistics stats_;
+  bool closed_ = false;
+};
+
+}  // namespace mjfast

@@ -1,0 +1,97 @@
+#include "hooks.h"
+
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "errors.h"
+
+namespace mjfast::hooks {
+namespace {
+
+struct RegistryEntry {
+  const mjModel* model;
+  std::weak_ptr<HookTarget> target;
+};
+
+// Registry lookups happen only for calls outside an env's own step loop (user code calling
+// mj_forward on an env's data, model compilation, rollout workers), so a shared lock is enough.
+std::shared_mutex registry_mutex;
+std::unordered_map<const mjData*, RegistryEntry>& registry() {
+  static auto* entries = new std::unordered_map<const mjData*, RegistryEntry>();  // never destroyed: trampolines may run during interpreter exit
+  return *entries;
+}
+
+thread_local const mjModel* tls_model = nullptr;
+thread_local mjData* tls_data = nullptr;
+thread_local HookTarget* tls_target = nullptr;
+thread_local int tls_dispatch_depth = 0;
+
+template <class Call>
+void trampoline(const mjModel* m, mjData* d, Call&& call) {
+  if (tls_dispatch_depth > 0) return;  // re-entered from a plugin: MuJoCo semantics apply, not ours
+  if (d == tls_data && m == tls_model) {
+    call(*tls_target);
+    return;
+  }
+  std::shared_ptr<HookTarget> target;
+  {
+    std::shared_lock<std::shared_mutex> lock(registry_mutex);
+    auto it = registry().find(d);
+    if (it == registry().end() || it->second.model != m) return;  // not an env's pair
+    target = it->second.target.lock();
+  }
+  if (target) call(*target);
+}
+
+}  // namespace
+
+extern "C" void control_trampoline(const mjModel* m, mjData* d) {
+  trampoline(m, d, [&](HookTarget& t) { t.on_control(m, d); });
+}
+
+extern "C" void passive_trampoline(const mjModel* m, mjData* d) {
+  trampoline(m, d, [&](HookTarget& t) { t.on_passive(m, d); });
+}
+
+bool control_owned() { return mjcb_control == &control_trampoline; }
+bool passive_owned() { return mjcb_passive == &passive_trampoline; }
+
+void check_owned() {
+  const char* lost = !control_owned() ? "mjcb_control" : !passive_owned() ? "mjcb_passive" : nullptr;
+  if (lost) {
+    throw HookOwnershipError(
+        std::string("MuJoCo's global ") + lost +
+        " was replaced by someone other than mjfast; mjfast owns it while an env exists and "
+        "cannot dispatch plugins without it (call mjfast.install_hooks() to take it back)");
+  }
+}
+
+void register_pair(const mjModel* m, mjData* d, std::weak_ptr<HookTarget> target) {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex);
+  registry()[d] = RegistryEntry{m, std::move(target)};
+}
+
+void unregister_pair(const mjData* d) {
+  std::unique_lock<std::shared_mutex> lock(registry_mutex);
+  registry().erase(d);
+}
+
+SteppingScope::SteppingScope(const mjModel* m, mjData* d, HookTarget* target)
+    : previous_model_(tls_model), previous_data_(tls_data), previous_target_(tls_target) {
+  tls_model = m;
+  tls_data = d;
+  tls_target = target;
+}
+
+SteppingScope::~SteppingScope() {
+  tls_model = previous_model_;
+  tls_data = previous_data_;
+  tls_target = previous_target_;
+}
+
+DispatchScope::DispatchScope() { ++tls_dispatch_depth; }
+DispatchScope::~DispatchScope() { --tls_dispatch_depth; }
+bool in_dispatch() { return tls_dispatch_depth > 0; }
+
+}  // namespace mjfast::hooks

@@ -1,0 +1,60 @@
+// MuJoCo's process-wide mjcb_control / mjcb_passive hooks: the compiled trampolines installed in
+// them, the registry that resolves a (mjModel*, mjData*) pair to the env that owns it, and the
+// ownership check. It owns no plugins and dispatches nothing itself: it hands the call to the env.
+#pragma once
+
+#include <memory>
+
+#include <mujoco/mujoco.h>
+
+namespace mjfast::hooks {
+
+// What a trampoline calls for a pair that belongs to an env.
+class HookTarget {
+ public:
+  virtual ~HookTarget() = default;
+  virtual void on_control(const mjModel* m, mjData* d) = 0;
+  virtual void on_passive(const mjModel* m, mjData* d) = 0;
+};
+
+// The trampolines, to be installed through mujoco.set_mjcb_control / set_mjcb_passive.
+extern "C" void control_trampoline(const mjModel* m, mjData* d);
+extern "C" void passive_trampoline(const mjModel* m, mjData* d);
+
+// Throws HookOwnershipError naming the hook if either slot no longer holds our trampoline.
+void check_owned();
+bool control_owned();
+bool passive_owned();
+
+// Registry of the pairs that belong to envs; the entry holds the target weakly.
+void register_pair(const mjModel* m, mjData* d, std::weak_ptr<HookTarget> target);
+void unregister_pair(const mjData* d);
+
+// Set by the thread that steps an env for the duration of its step loop: the trampoline then
+// resolves the pair without touching the registry (the common case, lock-free).
+class SteppingScope {
+ public:
+  SteppingScope(const mjModel* m, mjData* d, HookTarget* target);
+  ~SteppingScope();
+  SteppingScope(const SteppingScope&) = delete;
+  SteppingScope& operator=(const SteppingScope&) = delete;
+
+ private:
+  const mjModel* previous_model_;
+  mjData* previous_data_;
+  HookTarget* previous_target_;
+};
+
+// Marks the calling thread as inside plugin dispatch. A trampoline entered again from inside
+// dispatch (a plugin calling mj_forward) does nothing, and API calls that would deadlock or
+// re-enter the step (step, reset, reload, opening a camera) check in_dispatch() and refuse.
+class DispatchScope {
+ public:
+  DispatchScope();
+  ~DispatchScope();
+  DispatchScope(const DispatchScope&) = delete;
+  DispatchScope& operator=(const DispatchScope&) = delete;
+};
+bool in_dispatch();
+
+}  // namespace mjfast::hooks

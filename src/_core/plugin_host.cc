@@ -1,0 +1,352 @@
+#include "plugin_host.h"
+
+#include <chrono>
+#include <utility>
+
+#include "errors.h"
+
+namespace mjfast {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t elapsed_ns(Clock::time_point since) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
+}
+
+double elapsed_s(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+}  // namespace
+
+const char* callback_name(Callback callback) {
+  switch (callback) {
+    case Callback::kControl: return "control_callback";
+    case Callback::kPassive: return "passive_callback";
+    case Callback::kRender: return "render_callback";
+    case Callback::kLastStage: return "last_stage_callback";
+    case Callback::kGeomChanged: return "on_geom_changed";
+    case Callback::kReset: return "reset";
+    case Callback::kPreStep: return "pre_step";
+    case Callback::kUpdateRead: return "update_read";
+    case Callback::kUpdateWrite: return "update_write";
+  }
+  return "unknown";
+}
+
+std::string describe_exception(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown C++ exception";
+  }
+}
+
+PluginHost::~PluginHost() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  quiesce_and_destroy_locked();
+}
+
+void PluginHost::set_factory(Factory factory) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  factory_ = std::move(factory);
+}
+
+void PluginHost::bind_model(const mjModel* model, mjData* data) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  model_ = model;
+  data_ = data;
+}
+
+const mjModel* PluginHost::bound_model() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return model_;
+}
+
+mjData* PluginHost::bound_data() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return data_;
+}
+
+bool PluginHost::generation_active() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generation_active_;
+}
+
+ModelGeneration PluginHost::model_generation() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return model_generation_;
+}
+
+PluginGeneration PluginHost::plugin_generation() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return plugin_generation_;
+}
+
+void PluginHost::quiesce_and_destroy() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  quiesce_and_destroy_locked();
+}
+
+void PluginHost::quiesce_and_destroy_locked() {
+  generation_active_ = false;
+  for (auto& table : dispatch_tables_) table.clear();
+  active_mask_.store(0, std::memory_order_release);
+  for (auto& record : records_) {
+    if (record->adapter) {
+      try {
+        record->adapter->unload();
+      } catch (...) {
+        // An adapter reports its own unload errors (the Python adapter logs them); one failing
+        // unload must not keep the others alive.
+      }
+      record->adapter.reset();
+    }
+    record->report.state = PluginState::kUnloaded;
+  }
+  records_.clear();
+}
+
+void PluginHost::load_generation(ModelGeneration model_generation,
+                                 PluginGeneration plugin_generation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  quiesce_and_destroy_locked();
+  model_generation_ = model_generation;
+  plugin_generation_ = plugin_generation;
+  if (!factory_) {
+    generation_active_ = true;
+    return;
+  }
+
+  std::vector<FactoryEntry> entries = factory_(model_generation, plugin_generation);
+  for (FactoryEntry& entry : entries) {
+    auto record = std::make_unique<Record>();
+    record->report.name = std::move(entry.name);
+    record->report.type = std::move(entry.type);
+    record->adapter = std::move(entry.adapter);
+    PluginReport& report = record->report;
+    records_.push_back(std::move(record));
+    Record& current = *records_.back();
+
+    if (!current.adapter) {
+      report.state = PluginState::kFailed;
+      report.failure = PluginFailure{"factory", entry.error};
+      continue;
+    }
+    report.state = PluginState::kInstantiated;
+
+    const auto load_start = Clock::now();
+    try {
+      if (!current.adapter->load(model_, data_)) {
+        report.failure = PluginFailure{"load", "load() returned false"};
+      }
+    } catch (...) {
+      report.failure = PluginFailure{"load", describe_exception(std::current_exception())};
+    }
+    report.load_time_s = elapsed_s(load_start);
+    if (report.failure) {
+      report.state = PluginState::kFailed;
+      current.adapter.reset();  // never loaded: nothing to unload
+      continue;
+    }
+    report.state = PluginState::kLoaded;
+
+    try {
+      report.callbacks = current.adapter->callbacks();
+      report.custom = current.adapter->statistics();
+    } catch (...) {
+      report.callbacks = 0;
+      report.failure = PluginFailure{"statistics", describe_exception(std::current_exception())};
+    }
+  }
+
+  // Activate only once every plugin has loaded, so a plugin's activate() may rely on its
+  // neighbours being loaded.
+  for (auto& record : records_) {
+    PluginReport& report = record->report;
+    if (report.state == PluginState::kLoaded && !report.failure) {
+      try {
+        if (record->adapter->activate()) {
+          report.state = PluginState::kActive;
+        } else {
+          report.failure = PluginFailure{"activate", "activate() returned false"};
+        }
+      } catch (...) {
+        report.failure = PluginFailure{"activate", describe_exception(std::current_exception())};
+      }
+    }
+    if (report.failure && record->adapter) {
+      report.state = PluginState::kFailed;
+      try {
+        record->adapter->unload();
+      } catch (...) {
+      }
+      record->adapter.reset();
+    }
+  }
+  rebuild_dispatch_tables_locked();
+  generation_active_ = true;
+}
+
+void PluginHost::rebuild_dispatch_tables_locked() {
+  CallbackMask active = 0;
+  for (auto& table : dispatch_tables_) table.clear();
+  for (auto& record : records_) {
+    if (record->report.state != PluginState::kActive) continue;
+    for (std::size_t i = 0; i < kCallbackCount; ++i) {
+      const auto callback = static_cast<Callback>(i);
+      if (record->report.callbacks & mask_of(callback)) {
+        dispatch_tables_[i].push_back(record.get());
+        active |= mask_of(callback);
+      }
+    }
+  }
+  active_mask_.store(active, std::memory_order_release);
+}
+
+void PluginHost::set_pending_locked(std::exception_ptr error) {
+  if (!pending_error_) pending_error_ = std::move(error);  // the first error is the cause
+  pending_flag_.store(true, std::memory_order_release);
+}
+
+void PluginHost::fail_live_locked(Record& record, Callback callback, std::exception_ptr error) {
+  const std::string message = describe_exception(error);
+  PluginReport& report = record.report;
+  report.state = PluginState::kFailed;
+  report.failure = PluginFailure{callback_name(callback), message};
+  // A plugin that raised is out of this generation: it would most likely raise again every step.
+  // It is unloaded at the next quiesce (it keeps its adapter until then, since it did load).
+  rebuild_dispatch_tables_locked();
+  set_pending_locked(std::make_exception_ptr(
+      PluginDispatchError(report.name, report.type, callback_name(callback), message, error)));
+}
+
+template <class Invoke>
+bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!generation_active_) return true;
+  if (tag != model_generation_) {
+    throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
+                               " tagged with model generation " + std::to_string(tag.value()) +
+                               ", but generation " + std::to_string(model_generation_.value()) +
+                               " is active");
+  }
+  const std::size_t slot = index_of(callback);
+  for (Record* record : dispatch_tables_[slot]) {
+    CallbackStats& stats = record->report.callback_stats[slot];
+    const bool timed = stats.calls % kTimingSampleInterval == 0;
+    ++stats.calls;
+    const auto start = timed ? Clock::now() : Clock::time_point{};
+    try {
+      invoke(*record->adapter);
+    } catch (...) {
+      fail_live_locked(*record, callback, std::current_exception());
+      return false;  // the table was rebuilt: stop iterating it
+    }
+    if (timed) {
+      stats.last_ns = elapsed_ns(start);
+      stats.timed_total_ns += stats.last_ns;
+      ++stats.timed_calls;
+    }
+  }
+  return true;
+}
+
+bool PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
+  return dispatch(Callback::kControl, tag, [&](IPluginAdapter& a) { a.control(m, d); });
+}
+
+bool PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
+  return dispatch(Callback::kPassive, tag, [&](IPluginAdapter& a) { a.passive(m, d); });
+}
+
+bool PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
+                                 mjvScene* scene) {
+  return dispatch(Callback::kRender, tag, [&](IPluginAdapter& a) { a.render(m, d, scene); });
+}
+
+bool PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
+  return dispatch(Callback::kLastStage, tag, [&](IPluginAdapter& a) { a.last_stage(m, d); });
+}
+
+bool PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
+  return dispatch(Callback::kPreStep, tag, [&](IPluginAdapter& a) { a.pre_step(m, d); });
+}
+
+bool PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
+  return dispatch(Callback::kUpdateRead, tag, [&](IPluginAdapter& a) { a.update_read(m, d); });
+}
+
+bool PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
+  return dispatch(Callback::kUpdateWrite, tag, [&](IPluginAdapter& a) { a.update_write(m, d); });
+}
+
+bool PluginHost::notify_geometry_changed(ModelGeneration tag, int geom_id) {
+  return dispatch(Callback::kGeomChanged, tag,
+                  [&](IPluginAdapter& a) { a.geom_changed(model_, data_, geom_id); });
+}
+
+bool PluginHost::reset(ModelGeneration tag) {
+  return dispatch(Callback::kReset, tag, [&](IPluginAdapter& a) {
+    const auto start = Clock::now();
+    a.reset(model_, data_);
+    for (auto& record : records_) {
+      if (record->adapter.get() == &a) record->report.reset_time_s += elapsed_s(start);
+    }
+  });
+}
+
+void PluginHost::record_error(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  set_pending_locked(std::move(error));
+}
+
+void PluginHost::rethrow_pending_error() {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error = std::exchange(pending_error_, nullptr);
+    pending_flag_.store(false, std::memory_order_release);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+std::vector<PluginReport> PluginHost::report() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<PluginReport> reports;
+  reports.reserve(records_.size());
+  for (const auto& record : records_) reports.push_back(record->report);
+  return reports;
+}
+
+void PluginHost::acquire_scope() {
+  mutex_.lock();
+  scope_owner_.store(std::this_thread::get_id());
+}
+
+void PluginHost::release_scope() {
+  if (scope_owner_.load() != std::this_thread::get_id()) {
+    throw std::logic_error("acquire_plugin scope released from a thread that does not hold it");
+  }
+  scope_owner_.store(std::thread::id{});
+  mutex_.unlock();
+}
+
+bool PluginHost::scope_held_by_this_thread() const {
+  return scope_owner_.load() == std::this_thread::get_id();
+}
+
+IPluginAdapter* PluginHost::scoped_adapter(const std::string& name) const {
+  for (const auto& record : records_) {
+    if (record->report.name == name && record->report.state == PluginState::kActive) {
+      return record->adapter.get();
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace mjfast

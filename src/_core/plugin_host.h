@@ -1,0 +1,160 @@
+// PluginHost: owns one generation of plugin adapters, loads them with per-adapter failure
+// isolation, and dispatches every callback to them in load order. It owns no model or data (the
+// env binds them) and knows adapters only through IPluginAdapter.
+//
+// Threads: dispatch entry points are called from whichever thread steps the env (a Python thread
+// in env.step, the physics thread, a control thread for update_read/update_write, or any thread
+// calling mj_forward on the env's data). Everything below is guarded by `mutex_`, taken once per
+// dispatch entry; a thread holding the GIL never waits on it (the bindings release the GIL first),
+// so the lock order is always host mutex -> GIL.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "generation.h"
+#include "plugin_adapter.h"
+
+namespace mjfast {
+
+enum class PluginState { kRegistered, kInstantiated, kLoaded, kActive, kFailed, kUnloaded };
+
+struct PluginFailure {
+  std::string phase;  // factory, load, statistics, activate, or the callback that raised live
+  std::string message;
+};
+
+// What the factory produces for one configured plugin: an adapter, or why there is none.
+struct FactoryEntry {
+  std::string name;
+  std::string type;
+  std::unique_ptr<IPluginAdapter> adapter;
+  std::string error;  // when adapter is null
+};
+
+// Call counts and sampled wall times of one callback of one plugin.
+struct CallbackStats {
+  std::uint64_t calls = 0;
+  std::uint64_t timed_calls = 0;
+  std::uint64_t timed_total_ns = 0;
+  std::uint64_t last_ns = 0;
+};
+
+struct PluginReport {
+  std::string name;
+  std::string type;
+  PluginState state = PluginState::kRegistered;
+  std::optional<PluginFailure> failure;
+  double load_time_s = 0.0;
+  double reset_time_s = 0.0;
+  CallbackMask callbacks = 0;
+  std::array<CallbackStats, kCallbackCount> callback_stats{};
+  std::map<std::string, double> custom;
+};
+
+class PluginHost {
+ public:
+  using Factory = std::function<std::vector<FactoryEntry>(ModelGeneration, PluginGeneration)>;
+
+  // Time one call in kTimingSampleInterval per plugin and callback (and always the first):
+  // reading the clock around every call would cost more than a native callback itself.
+  static constexpr std::uint64_t kTimingSampleInterval = 64;
+
+  PluginHost() = default;
+  PluginHost(const PluginHost&) = delete;
+  PluginHost& operator=(const PluginHost&) = delete;
+  ~PluginHost();
+
+  // Set by the env; called under the host mutex by load_generation.
+  void set_factory(Factory factory);
+  // The model and data that load() and direct dispatch calls use; the env rebinds them on reload.
+  void bind_model(const mjModel* model, mjData* data);
+  const mjModel* bound_model() const;
+  mjData* bound_data() const;
+
+  // Quiesce and destroy the current generation, then create, load, collect statistics of and
+  // activate a fresh one. A failure of one adapter in any phase is recorded and skips only it.
+  void load_generation(ModelGeneration model_generation, PluginGeneration plugin_generation);
+  // Mark the generation inactive, unload every adapter and drop them.
+  void quiesce_and_destroy();
+
+  bool generation_active() const;
+  ModelGeneration model_generation() const;
+  PluginGeneration plugin_generation() const;
+  // Whether any active adapter dispatches `callback` (read without the mutex: a hint for fast paths).
+  bool has_callback(Callback callback) const {
+    return (active_mask_.load(std::memory_order_acquire) & mask_of(callback)) != 0;
+  }
+
+  // Dispatch entry points. Each checks the generation first, under the host mutex: inactive ->
+  // return quietly; active but tagged with another model generation -> StaleGenerationError.
+  // An adapter that raises is marked failed, the rest of this dispatch is skipped, and the error
+  // becomes the pending error (see take_pending_error); the return value is false then.
+  bool dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d);
+  bool dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d);
+  bool dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d, mjvScene* scene);
+  bool dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d);
+  bool dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d);
+  bool dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d);
+  bool dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d);
+  bool notify_geometry_changed(ModelGeneration tag, int geom_id);
+  bool reset(ModelGeneration tag);
+
+  // The first error raised by a plugin since the last take, if any (cheap to poll).
+  bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
+  // Throws the pending error as PluginDispatchError (or what else was recorded) and clears it.
+  void rethrow_pending_error();
+  // Keeps an error raised where nothing may unwind (inside MuJoCo), for rethrow_pending_error.
+  void record_error(std::exception_ptr error);
+
+  std::vector<PluginReport> report() const;
+
+  // Scoped access (env.acquire_plugin): holds the host mutex until release_scope(), so that no
+  // dispatch runs meanwhile. Must be released from the thread that acquired it.
+  void acquire_scope();
+  void release_scope();
+  bool scope_held_by_this_thread() const;
+  // With the scope held: the adapter of the active plugin `name`, or null.
+  IPluginAdapter* scoped_adapter(const std::string& name) const;
+
+ private:
+  struct Record {
+    PluginReport report;
+    std::unique_ptr<IPluginAdapter> adapter;
+  };
+
+  template <class Invoke>
+  bool dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke);
+  void quiesce_and_destroy_locked();
+  void rebuild_dispatch_tables_locked();
+  void fail_live_locked(Record& record, Callback callback, std::exception_ptr error);
+  void set_pending_locked(std::exception_ptr error);
+
+  mutable std::mutex mutex_;
+  Factory factory_;
+  const mjModel* model_ = nullptr;
+  mjData* data_ = nullptr;
+  bool generation_active_ = false;
+  ModelGeneration model_generation_;
+  PluginGeneration plugin_generation_;
+  std::vector<std::unique_ptr<Record>> records_;  // load order
+  std::array<std::vector<Record*>, kCallbackCount> dispatch_tables_;
+  std::atomic<CallbackMask> active_mask_{0};
+
+  std::exception_ptr pending_error_;
+  std::atomic<bool> pending_flag_{false};
+
+  std::atomic<std::thread::id> scope_owner_{};
+};
+
+}  // namespace mjfast

@@ -1,0 +1,134 @@
+#include "python_plugin_adapter.h"
+
+#include <stdexcept>
+
+namespace mjfast {
+namespace {
+
+struct CallbackBinding {
+  Callback callback;
+  const char* mujoco_method;   // on a MujocoPlugin
+  const char* control_method;  // on a ControlPlugin
+};
+
+constexpr CallbackBinding kBindings[] = {
+    {Callback::kControl, "control_callback", nullptr},
+    {Callback::kPassive, "passive_callback", nullptr},
+    {Callback::kRender, "render_callback", nullptr},
+    {Callback::kLastStage, "last_stage_callback", nullptr},
+    {Callback::kGeomChanged, "on_geom_changed", nullptr},
+    {Callback::kReset, "reset", "on_reset"},
+    {Callback::kPreStep, nullptr, "pre_step"},
+    {Callback::kUpdateRead, nullptr, "update_read"},
+    {Callback::kUpdateWrite, nullptr, "update_write"},
+};
+
+}  // namespace
+
+PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::object model,
+                                         py::object data, py::object control_data,
+                                         py::object node, const py::iterable& callbacks)
+    : instance_(std::move(instance)),
+      style_(style),
+      model_(std::move(model)),
+      data_(std::move(data)),
+      node_(std::move(node)) {
+  for (py::handle item : callbacks) {
+    const auto name = item.cast<std::string>();
+    bool known = false;
+    for (const CallbackBinding& binding : kBindings) {
+      const char* method = style_ == Style::kMujoco ? binding.mujoco_method : binding.control_method;
+      if (method == nullptr || name != method) continue;
+      const std::size_t slot = index_of(binding.callback);
+      methods_[slot] = instance_.attr(method);
+      switch (binding.callback) {
+        case Callback::kReset:
+          arguments_[slot] = style_ == Style::kMujoco ? py::tuple() : py::make_tuple(data_);
+          break;
+        case Callback::kPreStep:
+          arguments_[slot] = py::make_tuple(data_);
+          break;
+        case Callback::kUpdateRead:
+        case Callback::kUpdateWrite:
+          arguments_[slot] = py::make_tuple(model_, control_data);
+          break;
+        default:
+          arguments_[slot] = py::make_tuple(model_, data_);
+      }
+      callbacks_ |= mask_of(binding.callback);
+      known = true;
+    }
+    if (!known) throw std::invalid_argument("unknown plugin callback '" + name + "'");
+  }
+}
+
+PythonPluginAdapter::~PythonPluginAdapter() {
+  // The host may drop adapters on a thread that does not hold the GIL; the references must be
+  // released with it.
+  py::gil_scoped_acquire gil;
+  for (auto& method : methods_) method = py::object();
+  for (auto& arguments : arguments_) arguments = py::object();
+  node_ = py::object();
+  data_ = py::object();
+  model_ = py::object();
+  instance_ = py::object();
+}
+
+void PythonPluginAdapter::call(Callback callback) {
+  const std::size_t slot = index_of(callback);
+  // Safe: the stepping thread holds no Python state here; the GIL is taken only for this call.
+  py::gil_scoped_acquire gil;
+  PyObject* result = PyObject_Call(methods_[slot].ptr(), arguments_[slot].ptr(), nullptr);
+  if (result == nullptr) throw py::error_already_set();
+  Py_DECREF(result);
+}
+
+bool PythonPluginAdapter::load(const mjModel*, mjData*) {
+  py::gil_scoped_acquire gil;  // load runs under the host mutex on a thread that released the GIL
+  py::object result = style_ == Style::kMujoco ? instance_.attr("load")(model_, data_)
+                                               : instance_.attr("init")(node_, model_, data_);
+  // Only an explicit False fails: a load() that forgets to return is taken as success.
+  return !(result.is(py::bool_(false)));
+}
+
+std::map<std::string, double> PythonPluginAdapter::statistics() {
+  py::gil_scoped_acquire gil;
+  py::object result = instance_.attr("statistics")();
+  std::map<std::string, double> figures;
+  for (auto item : py::cast<py::dict>(result)) {
+    figures[py::str(item.first).cast<std::string>()] = py::cast<double>(item.second);
+  }
+  return figures;
+}
+
+bool PythonPluginAdapter::activate() {
+  py::gil_scoped_acquire gil;
+  return !(instance_.attr("activate")().is(py::bool_(false)));
+}
+
+void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
+  py::gil_scoped_acquire gil;  // see call()
+  methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id);
+}
+
+void PythonPluginAdapter::unload() {
+  py::gil_scoped_acquire gil;
+  const char* method = style_ == Style::kMujoco ? "unload" : "cleanup";
+  try {
+    instance_.attr(method)();
+  } catch (py::error_already_set& error) {
+    // Unload must not stop the others from unloading: report it and go on.
+    py::module_::import("logging")
+        .attr("getLogger")("mjfast.host")
+        .attr("error")("plugin %s raised in %s(): %s", instance_.attr("name"), method,
+                       py::str(error.value()));
+  }
+  try {
+    if (py::hasattr(instance_, "node") && py::hasattr(instance_.attr("node"), "shutdown")) {
+      instance_.attr("node").attr("shutdown")();
+    }
+  } catch (py::error_already_set&) {
+  }
+}
+
+}  // namespace mjfast

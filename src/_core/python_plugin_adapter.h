@@ -1,0 +1,56 @@
+// The adapter that puts a Python MujocoPlugin or ControlPlugin instance behind IPluginAdapter.
+// It caches the bound methods of the callbacks the class overrides and their argument tuples, so
+// a dispatch costs one GIL acquisition and one call; the raw pointers the host passes are ignored
+// in favour of the env's Python model/data objects, which view the same memory.
+#pragma once
+
+#include <array>
+#include <map>
+#include <string>
+
+#include "plugin_adapter.h"
+#include "pybind11.hpp"
+
+namespace mjfast {
+
+class PythonPluginAdapter final : public IPluginAdapter {
+ public:
+  enum class Style { kMujoco, kControl };
+
+  // `control_data` is the MjData passed to update_read/update_write (the control bridge's
+  // scratch data); `callbacks` are the names of the overridden callbacks.
+  PythonPluginAdapter(py::object instance, Style style, py::object model, py::object data,
+                      py::object control_data, py::object node, const py::iterable& callbacks);
+  ~PythonPluginAdapter() override;
+
+  bool load(const mjModel* m, mjData* d) override;
+  CallbackMask callbacks() override { return callbacks_; }
+  std::map<std::string, double> statistics() override;
+  bool activate() override;
+
+  void control(const mjModel*, mjData*) override { call(Callback::kControl); }
+  void passive(const mjModel*, mjData*) override { call(Callback::kPassive); }
+  void last_stage(const mjModel*, mjData*) override { call(Callback::kLastStage); }
+  void geom_changed(const mjModel*, mjData*, int geom_id) override;
+  void reset(const mjModel*, mjData*) override { call(Callback::kReset); }
+  void pre_step(const mjModel*, mjData*) override { call(Callback::kPreStep); }
+  void update_read(const mjModel*, mjData*) override { call(Callback::kUpdateRead); }
+  void update_write(const mjModel*, mjData*) override { call(Callback::kUpdateWrite); }
+  void unload() override;
+
+  const py::object& instance() const { return instance_; }
+
+ private:
+  void call(Callback callback);
+
+  py::object instance_;
+  Style style_;
+  py::object model_;
+  py::object data_;
+  py::object node_;
+  CallbackMask callbacks_ = 0;
+  std::array<py::object, kCallbackCount> methods_;
+  std::array<py::object, kCallbackCount> arguments_;
+};
+
+}  // namespace mjfast
