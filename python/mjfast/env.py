@@ -24,6 +24,7 @@ import mujoco
 import numpy as np
 
 from mjfast._native import _core
+from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
 from mjfast.hooks import install_hooks
@@ -217,9 +218,12 @@ class MujocoEnv:
         self._lifecycle_lock = threading.RLock()  # serialises reset / reload / close / geom edits
         self._model = new_model
         self._data = new_data
+        # The control bridge's scratch data (update_read/update_write plugins run on it).
+        self._control_data = mujoco.MjData(new_model)
         self._core = _core.EnvCore()
+        self.control = ControlInterface(self._core)
         install_hooks()
-        self._core.bind(new_model._address, new_data._address)
+        self._core.bind(new_model._address, new_data._address, self._control_data._address)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
         # by the env, and a cycle through C++ would keep both alive forever.
@@ -256,7 +260,7 @@ class MujocoEnv:
         style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
         return _core.python_adapter(
             name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
-            data=self._data, control_data=self._data, node=node,
+            data=self._data, control_data=self._control_data, node=node,
             callbacks=sorted(overridden_callbacks(target)),
         )
 
@@ -373,12 +377,14 @@ class MujocoEnv:
         specs = load_plugin_specs(params, self._namespace)
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
+        new_control_data = mujoco.MjData(new_model)
 
         with self._paused():
             self._core.host.quiesce_and_destroy()
             self._model, self._data = new_model, new_data
+            self._control_data = new_control_data
             self._source, self._params, self._specs = source, params, specs
-            self._core.bind(new_model._address, new_data._address)
+            self._core.bind(new_model._address, new_data._address, new_control_data._address)
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._core.load_next_plugin_generation()
 

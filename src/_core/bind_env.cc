@@ -56,11 +56,13 @@ void bind_env(py::module_& module) {
       }))
       .def(
           "bind",
-          [](EnvCore& env, std::uintptr_t model_address, std::uintptr_t data_address) {
-            py::gil_scoped_release release;  // takes the host mutex
-            env.bind(model_at(model_address), data_at(data_address));
+          [](EnvCore& env, std::uintptr_t model_address, std::uintptr_t data_address,
+             std::uintptr_t control_scratch_address) {
+            py::gil_scoped_release release;  // takes the host and control mutexes
+            env.bind(model_at(model_address), data_at(data_address),
+                     data_at(control_scratch_address));
           },
-          py::arg("model_address"), py::arg("data_address"),
+          py::arg("model_address"), py::arg("data_address"), py::arg("control_scratch_address"),
           "Bind the mjModel*/mjData* at these addresses (the Python objects must outlive them).")
       .def(
           "set_factory",

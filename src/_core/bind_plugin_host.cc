@@ -71,11 +71,14 @@ ModelGeneration tag_or_active(const PluginHost& host, std::optional<std::uint64_
 // Runs one direct dispatch from Python: GIL released (the dispatch takes the host mutex and each
 // Python plugin re-takes the GIL), and a plugin error raised at once.
 template <class Dispatch>
-void dispatch_from_python(PluginHost& host, Dispatch&& dispatch) {
-  py::gil_scoped_release release;  // lock order is host mutex -> GIL: never wait holding the GIL
-  hooks::DispatchScope dispatching;
-  dispatch();
-  if (host.has_pending_error()) host.rethrow_pending_error();
+void dispatch_from_python(PluginHost&, Dispatch&& dispatch) {
+  DispatchError error;
+  {
+    py::gil_scoped_release release;  // lock order is host mutex -> GIL: never wait holding the GIL
+    hooks::DispatchScope dispatching;
+    error = dispatch();
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
@@ -146,7 +149,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_control",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_control(tag_or_active(host, tag), host.bound_model(), host.bound_data());
+              return host.dispatch_control(tag_or_active(host, tag), host.bound_model(), host.bound_data());
             });
           },
           py::arg("model_generation") = py::none())
@@ -154,7 +157,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_passive",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_passive(tag_or_active(host, tag), host.bound_model(), host.bound_data());
+              return host.dispatch_passive(tag_or_active(host, tag), host.bound_model(), host.bound_data());
             });
           },
           py::arg("model_generation") = py::none())
@@ -162,7 +165,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_render",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_render(tag_or_active(host, tag), host.bound_model(), host.bound_data(),
+              return host.dispatch_render(tag_or_active(host, tag), host.bound_model(), host.bound_data(),
                                    nullptr);
             });
           },
@@ -171,7 +174,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_last_stage",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_last_stage(tag_or_active(host, tag), host.bound_model(),
+              return host.dispatch_last_stage(tag_or_active(host, tag), host.bound_model(),
                                        host.bound_data());
             });
           },
@@ -179,14 +182,14 @@ void bind_plugin_host(py::module_& module) {
       .def(
           "reset",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] { host.reset(tag_or_active(host, tag)); });
+            dispatch_from_python(host, [&] { return host.reset(tag_or_active(host, tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "notify_geometry_changed",
           [](PluginHost& host, int geom_id, std::optional<std::uint64_t> tag) {
             dispatch_from_python(
-                host, [&] { host.notify_geometry_changed(tag_or_active(host, tag), geom_id); });
+                host, [&] { return host.notify_geometry_changed(tag_or_active(host, tag), geom_id); });
           },
           py::arg("geom_id"), py::arg("model_generation") = py::none())
       .def("report",

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "errors.h"
 
@@ -18,11 +19,15 @@ constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
 
 EnvCore::~EnvCore() { close(); }
 
-void EnvCore::bind(const mjModel* model, mjData* data) {
+void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch) {
   if (data_) hooks::unregister_pair(data_);
   model_ = model;
   data_ = data;
   host_.bind_model(model, data);
+  {
+    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    control_.rebind(model, control_scratch, data);
+  }
   model_generation_.fetch_add(1, std::memory_order_acq_rel);
   hooks::register_pair(model, data, weak_from_this());
 }
@@ -46,15 +51,38 @@ void EnvCore::check_can_step(const char* what) const {
 
 void EnvCore::step_once_locked() {
   const ModelGeneration generation = model_generation();
+  control_.apply_staged(data_);
   if (host_.has_callback(Callback::kPreStep)) {
     hooks::DispatchScope dispatching;
-    host_.dispatch_pre_step(generation, model_, data_);
+    record_error(host_.dispatch_pre_step(generation, model_, data_));
   }
   mj_step(model_, data_);
   if (host_.has_callback(Callback::kLastStage)) {
     hooks::DispatchScope dispatching;
-    host_.dispatch_last_stage(generation, model_, data_);
+    record_error(host_.dispatch_last_stage(generation, model_, data_));
   }
+  control_.publish(data_);
+}
+
+void EnvCore::record_error(DispatchError error) {
+  if (!error) return;
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (!pending_error_) pending_error_ = std::move(error);  // the first error is the one raised
+  pending_flag_.store(true, std::memory_order_release);
+}
+
+void EnvCore::rethrow_pending_error() {
+  DispatchError error;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    error = std::exchange(pending_error_, nullptr);
+    pending_flag_.store(false, std::memory_order_release);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void EnvCore::raise_if(const DispatchError& error) {
+  if (error) std::rethrow_exception(error);
 }
 
 void EnvCore::step(int n) {
@@ -72,22 +100,22 @@ void EnvCore::step(int n) {
   while (done < n) {
     step_once_locked();
     ++done;
-    if (host_.has_pending_error()) break;
+    if (has_pending_error()) break;
   }
   record_stepping(Clock::now() - wall_start, data_->time - sim_start,
                   static_cast<std::uint64_t>(done));
-  if (host_.has_pending_error()) host_.rethrow_pending_error();
+  if (has_pending_error()) rethrow_pending_error();
 }
 
 void EnvCore::on_control(const mjModel* m, mjData* d) {
   if (!host_.has_callback(Callback::kControl)) return;
   hooks::DispatchScope dispatching;
   try {
-    host_.dispatch_control(model_generation(), m, d);
+    record_error(host_.dispatch_control(model_generation(), m, d));
   } catch (...) {
     // Nothing may unwind through MuJoCo's C frames: a stale-generation error is kept and thrown
     // by the step that made this call.
-    host_.record_error(std::current_exception());
+    record_error(std::current_exception());
   }
 }
 
@@ -95,9 +123,9 @@ void EnvCore::on_passive(const mjModel* m, mjData* d) {
   if (!host_.has_callback(Callback::kPassive)) return;
   hooks::DispatchScope dispatching;
   try {
-    host_.dispatch_passive(model_generation(), m, d);
+    record_error(host_.dispatch_passive(model_generation(), m, d));
   } catch (...) {
-    host_.record_error(std::current_exception());
+    record_error(std::current_exception());
   }
 }
 
@@ -143,15 +171,30 @@ void EnvCore::resume() {
 }
 
 void EnvCore::reset_plugins() {
+  {
+    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    control_.clear(data_);
+  }
   hooks::DispatchScope dispatching;
-  host_.reset(model_generation());
-  if (host_.has_pending_error()) host_.rethrow_pending_error();
+  raise_if(host_.reset(model_generation()));
 }
 
 void EnvCore::notify_geometry_changed(int geom_id) {
   hooks::DispatchScope dispatching;
-  host_.notify_geometry_changed(model_generation(), geom_id);
-  if (host_.has_pending_error()) host_.rethrow_pending_error();
+  raise_if(host_.notify_geometry_changed(model_generation(), geom_id));
+}
+
+void EnvCore::arm_control() {
+  if (control_.armed()) return;
+  pause();
+  try {
+    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    control_.arm(data_);
+  } catch (...) {
+    resume();
+    throw;
+  }
+  resume();
 }
 
 void EnvCore::start(std::optional<double> realtime_factor) {
@@ -214,10 +257,10 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
       sim_time = data_->time;
       record_stepping(Clock::now() - wall_start, sim_time - sim_start, 1);
     }
-    if (host_.has_pending_error()) {
+    if (has_pending_error()) {
       // The failed plugin is already out of the generation; the others keep running.
       try {
-        host_.rethrow_pending_error();
+        rethrow_pending_error();
       } catch (...) {
         if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
       }

@@ -208,12 +208,8 @@ void PluginHost::rebuild_dispatch_tables_locked() {
   active_mask_.store(active, std::memory_order_release);
 }
 
-void PluginHost::set_pending_locked(std::exception_ptr error) {
-  if (!pending_error_) pending_error_ = std::move(error);  // the first error is the cause
-  pending_flag_.store(true, std::memory_order_release);
-}
-
-void PluginHost::fail_live_locked(Record& record, Callback callback, std::exception_ptr error) {
+DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
+                                          std::exception_ptr error) {
   const std::string message = describe_exception(error);
   PluginReport& report = record.report;
   report.state = PluginState::kFailed;
@@ -221,14 +217,14 @@ void PluginHost::fail_live_locked(Record& record, Callback callback, std::except
   // A plugin that raised is out of this generation: it would most likely raise again every step.
   // It is unloaded at the next quiesce (it keeps its adapter until then, since it did load).
   rebuild_dispatch_tables_locked();
-  set_pending_locked(std::make_exception_ptr(
-      PluginDispatchError(report.name, report.type, callback_name(callback), message, error)));
+  return std::make_exception_ptr(
+      PluginDispatchError(report.name, report.type, callback_name(callback), message, error));
 }
 
 template <class Invoke>
-bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
+DispatchError PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!generation_active_) return true;
+  if (!generation_active_) return nullptr;
   if (tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
                                " tagged with model generation " + std::to_string(tag.value()) +
@@ -244,8 +240,8 @@ bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invok
     try {
       invoke(*record->adapter);
     } catch (...) {
-      fail_live_locked(*record, callback, std::current_exception());
-      return false;  // the table was rebuilt: stop iterating it
+      // The table was rebuilt without this adapter: stop iterating it.
+      return fail_live_locked(*record, callback, std::current_exception());
     }
     if (timed) {
       stats.last_ns = elapsed_ns(start);
@@ -253,44 +249,44 @@ bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invok
       ++stats.timed_calls;
     }
   }
-  return true;
+  return nullptr;
 }
 
-bool PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kControl, tag, [&](IPluginAdapter& a) { a.control(m, d); });
 }
 
-bool PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kPassive, tag, [&](IPluginAdapter& a) { a.passive(m, d); });
 }
 
-bool PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
+DispatchError PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
                                  mjvScene* scene) {
   return dispatch(Callback::kRender, tag, [&](IPluginAdapter& a) { a.render(m, d, scene); });
 }
 
-bool PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kLastStage, tag, [&](IPluginAdapter& a) { a.last_stage(m, d); });
 }
 
-bool PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kPreStep, tag, [&](IPluginAdapter& a) { a.pre_step(m, d); });
 }
 
-bool PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kUpdateRead, tag, [&](IPluginAdapter& a) { a.update_read(m, d); });
 }
 
-bool PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kUpdateWrite, tag, [&](IPluginAdapter& a) { a.update_write(m, d); });
 }
 
-bool PluginHost::notify_geometry_changed(ModelGeneration tag, int geom_id) {
+DispatchError PluginHost::notify_geometry_changed(ModelGeneration tag, int geom_id) {
   return dispatch(Callback::kGeomChanged, tag,
                   [&](IPluginAdapter& a) { a.geom_changed(model_, data_, geom_id); });
 }
 
-bool PluginHost::reset(ModelGeneration tag) {
+DispatchError PluginHost::reset(ModelGeneration tag) {
   return dispatch(Callback::kReset, tag, [&](IPluginAdapter& a) {
     const auto start = Clock::now();
     a.reset(model_, data_);
@@ -298,21 +294,6 @@ bool PluginHost::reset(ModelGeneration tag) {
       if (record->adapter.get() == &a) record->report.reset_time_s += elapsed_s(start);
     }
   });
-}
-
-void PluginHost::record_error(std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  set_pending_locked(std::move(error));
-}
-
-void PluginHost::rethrow_pending_error() {
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error = std::exchange(pending_error_, nullptr);
-    pending_flag_.store(false, std::memory_order_release);
-  }
-  if (error) std::rethrow_exception(error);
 }
 
 std::vector<PluginReport> PluginHost::report() const {
