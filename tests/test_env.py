@@ -32,7 +32,7 @@ def wait_for(condition, timeout: float = 5.0) -> bool:
     return condition()
 
 
-# -- construction ------------------------------------------------------------------------------
+# -- construction -------------------------------------------------------------------------------
 
 
 def test_construct_from_mjcf_string(make_env, arm):
@@ -114,7 +114,7 @@ def test_malformed_plugin_config_at_construction_is_config_error(make_env, arm):
         make_env(arm, params={"MujocoPlugins": [{"name": "no_type"}]})
 
 
-# -- close ---------------------------------------------------------------------------------------
+# -- close --------------------------------------------------------------------------------------
 
 
 def test_context_manager_closes_and_unloads(arm, register, journal):
@@ -156,7 +156,7 @@ def test_step_validates_n(env):
     assert env.data.time == 0.0
 
 
-# -- reset and the initial state -----------------------------------------------------------------
+# -- reset and the initial state ----------------------------------------------------------------
 
 
 def test_reset_to_initial_state(env):
@@ -278,7 +278,7 @@ def test_bad_initial_joint_state_at_reload_is_config_error_and_changes_nothing(m
     assert env.data.time == pytest.approx(3 * TIMESTEP)
 
 
-# -- set_geom_properties -------------------------------------------------------------------------
+# -- set_geom_properties ------------------------------------------------------------------------
 
 
 def test_set_geom_properties_changes_each_field(env):
@@ -381,7 +381,7 @@ def test_set_geom_properties_notifies_plugins_with_geom_id(make_env, arm, regist
     assert [p.geoms_changed for p in journal.instances] == [[ball], [ball]]
 
 
-# -- the physics thread ----------------------------------------------------------------------------
+# -- the physics thread -------------------------------------------------------------------------
 
 
 def test_start_stop_running(env):
@@ -523,7 +523,7 @@ def test_plugin_error_on_the_physics_thread(make_env, arm, register, journal, ca
     env.step(1)
 
 
-# -- statistics ------------------------------------------------------------------------------------
+# -- statistics ---------------------------------------------------------------------------------
 
 
 def test_statistics(make_env, arm, register):

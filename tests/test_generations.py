@@ -20,7 +20,7 @@ def counter_env(make_env, model, register, name="c"):
     return make_env(model, params=plugins_param({"type": register(ControlCounter), "name": name}))
 
 
-# -- stale vs absent ------------------------------------------------------------------------------
+# -- stale vs absent ----------------------------------------------------------------------------
 
 
 def test_dispatch_with_active_generation_tag_dispatches(make_env, arm, register, journal):

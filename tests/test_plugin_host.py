@@ -13,7 +13,7 @@ import mjfast
 from mjfast import PluginState
 from support import TIMESTEP, ControlCounter, FullRecorder, Recording, plugins_param
 
-# -- load order --------------------------------------------------------------------------------
+# -- load order ---------------------------------------------------------------------------------
 
 
 class First(Recording):
@@ -101,7 +101,7 @@ def test_plugins_found_in_a_parent_namespace(make_env, arm, register):
     assert [p.name for p in env.plugins] == ["First"]
 
 
-# -- what the host sets ------------------------------------------------------------------------
+# -- what the host sets -------------------------------------------------------------------------
 
 
 class Introspective(Recording):
@@ -157,7 +157,7 @@ def test_plugin_config_is_its_own_copy(make_env, arm, register, journal):
     assert params.get("/MujocoPlugins")[0]["table"] == {"x": [1, 2]}
 
 
-# -- dispatch of overridden callbacks only -------------------------------------------------------
+# -- dispatch of overridden callbacks only ------------------------------------------------------
 
 
 class OnlyPassive(Recording):
@@ -210,7 +210,7 @@ def test_callbacks_in_load_order_within_a_step(make_env, arm, register, journal)
     assert journal.names("control") == ["z", "y", "x", "z", "y", "x"]
 
 
-# -- failure isolation at load -------------------------------------------------------------------
+# -- failure isolation at load ------------------------------------------------------------------
 
 
 class CtorRaises(ControlCounter):
@@ -332,7 +332,7 @@ def test_custom_statistics_are_reported(make_env, arm, register):
     assert env.statistics()["plugins"][0]["custom"] == {"queue_depth": 3.0, "ratio": 0.25}
 
 
-# -- failure at live dispatch --------------------------------------------------------------------
+# -- failure at live dispatch -------------------------------------------------------------------
 
 
 class RaisesOnFourth(FullRecorder):
@@ -426,7 +426,7 @@ def test_plugin_raising_in_reset_and_on_geom_changed(make_env, arm, register):
     env.step(2)  # still usable
 
 
-# -- acquire_plugin ------------------------------------------------------------------------------
+# -- acquire_plugin -----------------------------------------------------------------------------
 
 
 def test_acquire_plugin_yields_the_instance(make_env, arm, register, journal):
