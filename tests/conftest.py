@@ -64,7 +64,8 @@ def register() -> Iterator[Callable[..., str]]:
     def register(cls: type, type_name: str | None = None) -> str:
         name = type_name or f"test/{cls.__name__}"
         mjfast.register_plugin(name, cls)
-        registered.append(name)
+        if name not in registered:
+            registered.append(name)
         return name
 
     yield register
