@@ -4,8 +4,12 @@ consistency of snapshots under an unpaced physics thread, concurrent control thr
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import mujoco
 import numpy as np
@@ -509,3 +513,19 @@ def test_control_works_on_a_model_from_mujoco(make_env):
     env.reset("go")
     env.step(10)
     check_clock_state(env.control.read())
+
+
+# -- the example ------------------------------------------------------------------------------
+
+
+def test_control_loop_example_converges():
+    example = Path(__file__).resolve().parent.parent / "examples" / "control_loop.py"
+    result = subprocess.run([sys.executable, str(example), "--duration", "1.0"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    figures = dict(re.findall(r"^(initial|final) tracking error: ([0-9.]+) rad$", result.stdout,
+                              re.MULTILINE))
+    assert set(figures) == {"initial", "final"}, result.stdout
+    initial, final = float(figures["initial"]), float(figures["final"])
+    assert initial > 0.3  # it starts away from the trajectory...
+    assert final < 0.05, result.stdout  # ...and converges onto it
