@@ -3,7 +3,9 @@ initial state, geometry edits, the physics thread, and statistics (SPEC §5, §8
 
 from __future__ import annotations
 
+import gc
 import logging
+import threading
 import time
 
 import mujoco
@@ -566,3 +568,34 @@ def test_statistics_generations_follow_reload(make_env, arm, register):
     assert stats["env"]["plugin_generation"] == 2
     assert stats["plugins"][0]["callbacks"]["control_callback"]["calls"] == 0
     assert stats["env"]["steps"] == 5
+
+
+def test_one_env_stepped_from_two_threads_is_serialised(make_env, arm, register, journal):
+    env = make_env(arm, params=plugins_param(register(ControlCounter)))
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            for _ in range(100):
+                env.step(5)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert journal.instances[0].calls == 1000
+    assert env.data.time == pytest.approx(1000 * TIMESTEP)
+    assert journal.instances[0].control_times == pytest.approx(
+        [i * TIMESTEP for i in range(1000)])
+
+
+def test_garbage_collected_env_unloads_its_plugins(arm, register, journal):
+    env = mjfast.MujocoEnv(arm, params=plugins_param(register(Recording)))
+    env.step(1)
+    del env
+    gc.collect()
+    assert journal.events == [("Recording", "load"), ("Recording", "unload")]

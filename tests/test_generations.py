@@ -4,6 +4,7 @@ and the reload transaction (re-read sources, prepare first, change nothing on fa
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import mujoco
@@ -288,3 +289,23 @@ def test_reload_unloads_in_load_order_then_loads_the_new_generation(
     make_env(arm, params=plugins_param(*({"type": kind, "name": n} for n in "abc"))).reload()
     assert journal.events == [(n, "load") for n in "abc"] + [(n, "unload") for n in "abc"] + [
         (n, "load") for n in "abc"]
+
+
+def test_an_unload_that_raises_is_logged_and_does_not_stop_the_reload(
+        make_env, arm, register, journal, caplog):
+    class BadUnload(Recording):
+        def unload(self):
+            super().unload()
+            raise RuntimeError("unload exploded")
+
+    env = make_env(arm, params=plugins_param(register(BadUnload), register(ControlCounter)))
+    with caplog.at_level(logging.ERROR, logger="mjfast.host"):
+        env.reload()
+    assert journal.events == [("BadUnload", "load"), ("ControlCounter", "load"),
+                              ("BadUnload", "unload"), ("ControlCounter", "unload"),
+                              ("BadUnload", "load"), ("ControlCounter", "load")]
+    assert [p.state for p in env.plugins] == [PluginState.ACTIVE, PluginState.ACTIVE]
+    assert any("unload exploded" in r.getMessage() for r in caplog.records
+               if r.name == "mjfast.host")
+    env.step(1)
+    assert journal.instances[-1].calls == 1

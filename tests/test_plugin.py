@@ -267,3 +267,26 @@ def test_error_hierarchy():
         assert issubclass(error, mjfast.MjfastError)
         assert issubclass(error, builtin)
     assert issubclass(mjfast.LogicError, mjfast.MjfastError)
+
+
+class PreStepRaisesOnFourth(Cyclic):
+    def pre_step(self, data):
+        super().pre_step(data)
+        if len(self.pre_step_times) == 4:
+            raise ValueError("pre_step failed on its 4th call")
+
+
+def test_pre_step_raising_stops_step_after_that_step(make_env, arm, register, journal):
+    env = make_env(arm, params=plugins_param(register(PreStepRaisesOnFourth),
+                                             register(ControlCounter)))
+    with pytest.raises(mjfast.PluginError) as caught:
+        env.step(10)
+    assert (caught.value.plugin_name, caught.value.callback) == ("PreStepRaisesOnFourth",
+                                                                  "pre_step")
+    assert isinstance(caught.value.__cause__, ValueError)
+    assert env.data.time == pytest.approx(4 * TIMESTEP)  # the 4th physics step still completed
+    failing, counter = journal.instances
+    assert counter.calls == 4
+    env.step(2)
+    assert len(failing.pre_step_times) == 4
+    assert counter.calls == 6

@@ -5,7 +5,11 @@ live dispatch, and scoped access with acquire_plugin (SPEC §2, §4, §6)."""
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -514,3 +518,43 @@ def test_acquire_unknown_plugin_is_key_error(make_env, arm, register):
         pytest.fail("the block must not run")
     env.step(1)  # the scope was released
     assert env.data.time == pytest.approx(TIMESTEP)
+
+
+# Calls that take the host mutex, made by the thread that holds it through acquire_plugin. Each
+# runs in a child process (a dead-locked thread would hold the mutex for the rest of the session).
+CALLS_INSIDE_ACQUIRE = [
+    "env.reset()",  # refused today: shows the harness itself works
+    "env.plugins",  # and env.statistics(): both read host.report()
+    "env.host.generation_active",
+    "mujoco.mj_forward(env.model, env.data)",  # and env.host.dispatch_*()
+    "env.close()",
+]
+
+
+@pytest.mark.parametrize("call", CALLS_INSIDE_ACQUIRE)
+def test_calls_inside_an_acquire_block_do_not_deadlock(call):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import mujoco
+        import mjfast
+        from support import ControlCounter, arm_xml, plugins_param
+        mjfast.register_plugin("test/C", ControlCounter)
+        env = mjfast.MujocoEnv(arm_xml(), params=plugins_param({{"type": "test/C", "name": "c"}}))
+        with env.acquire_plugin("c"):
+            try:
+                {call}
+                print("returned")
+            except mjfast.LogicError:
+                print("LogicError")
+        print("released")
+        env.close()
+    """)
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                timeout=4)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`{call}` inside `with env.acquire_plugin(...)` dead-locked")
+    assert result.returncode == 0, result.stderr
+    # Either it works (the mutex is this thread's) or it is refused as misuse; never a hang.
+    assert result.stdout.split() in (["returned", "released"], ["LogicError", "released"])
