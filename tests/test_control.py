@@ -97,10 +97,15 @@ class NegateFirst(ControlRecorder):
 
 
 class PassThrough(ControlRecorder):
+    """Has every control-side and physics-side callback, so each path takes the GIL."""
+
     def update_read(self, model, data):
         pass
 
     def update_write(self, model, data):
+        pass
+
+    def pre_step(self, data):
         pass
 
 
@@ -529,3 +534,39 @@ def test_control_loop_example_converges():
     initial, final = float(figures["initial"]), float(figures["final"])
     assert initial > 0.3  # it starts away from the trajectory...
     assert final < 0.05, result.stdout  # ...and converges onto it
+
+
+# -- plugin failures on the control side ------------------------------------------------------
+
+
+class FailingWrite(ControlRecorder):
+    def update_write(self, model, data):
+        data.ctrl[:] = 0.9
+        raise RuntimeError("write plugin exploded")
+
+
+class FailingRead(ControlRecorder):
+    def update_read(self, model, data):
+        raise RuntimeError("read plugin exploded")
+
+
+def test_an_update_write_failure_raises_to_the_writer_and_stages_nothing(make_env, arm,
+                                                                         register):
+    env = make_env(arm, params=plugins_param({"name": "bad", "type": register(FailingWrite)}))
+    with pytest.raises(mjfast.PluginError, match="bad") as raised:
+        env.control.write(ctrl=np.full(N_ARM_JOINTS, 0.3))
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    env.step()
+    np.testing.assert_array_equal(env.data.ctrl, 0.0)  # neither 0.3 nor the plugin's 0.9
+    # The failed plugin is out of the generation; control goes on without it.
+    assert env.plugins[0].state is mjfast.PluginState.FAILED
+    env.control.write(ctrl=np.full(N_ARM_JOINTS, 0.3))
+    env.step()
+    np.testing.assert_allclose(env.data.ctrl, 0.3)
+
+
+def test_an_update_read_failure_raises_to_the_reader(make_env, arm, register):
+    env = make_env(arm, params=plugins_param({"name": "bad", "type": register(FailingRead)}))
+    with pytest.raises(mjfast.PluginError, match="bad"):
+        env.control.read()
+    assert env.control.read().time == 0.0  # the next read works, without the failed plugin
