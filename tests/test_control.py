@@ -215,13 +215,7 @@ def test_an_entry_never_written_keeps_its_last_value(env):
     assert not np.any(env.data.xfrc_applied)
 
 
-@pytest.mark.parametrize("with_write_plugin", [
-    False,
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "control_bridge.cc write_locked: with update_write plugins every field is staged from "
-        "the bridge's record, which for a never-written field is the live value at the last "
-        "clear(), so a later direct change to the live field is overwritten"))),
-])
+@pytest.mark.parametrize("with_write_plugin", [False, True])
 def test_a_field_never_written_through_control_is_left_to_its_owner(make_env, arm, register,
                                                                    with_write_plugin):
     # xfrc_applied set directly on the live data (a user between steps) is not overwritten by a

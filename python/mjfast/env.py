@@ -526,8 +526,8 @@ class MujocoEnv:
         with self._lifecycle_lock:
             if self._closed:
                 return
+            self._core.close()  # refuses (LogicError) inside an acquire_plugin block
             self._closed = True
-            self._core.close()
         _open_envs.discard(self)
 
     def __enter__(self) -> MujocoEnv:

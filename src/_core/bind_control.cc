@@ -80,9 +80,10 @@ std::optional<Array> validated(const py::object& value, const char* field,
   const double* values = array.data();
   for (py::ssize_t i = 0; i < array.size(); ++i) {
     if (!std::isfinite(values[i])) {
-      throw std::invalid_argument(std::string(field) + ": expected finite values, got " +
-                                  std::to_string(values[i]) + " at flat index " +
-                                  std::to_string(i) + "; nothing was staged");
+      throw std::invalid_argument(std::string(field) + ": expected finite values of shape " +
+                                  shape_text(shape) + ", got " + std::to_string(values[i]) +
+                                  " at flat index " + std::to_string(i) +
+                                  "; nothing was staged");
     }
   }
   return array;

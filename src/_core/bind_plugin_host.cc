@@ -46,7 +46,7 @@ py::dict report_to_dict(const PluginReport& report) {
                                                static_cast<double>(stats.timed_calls)
                                          : 0.0;
     entry["last_ns"] = stats.last_ns;
-    callbacks[callback_name(callback)] = entry;
+    callbacks[report.callback_names[i] ? report.callback_names[i] : callback_name(callback)] = entry;
   }
   py::dict result;
   result["name"] = report.name;

@@ -25,6 +25,14 @@ void size_commands(CommandBuffer& commands, const mjModel* m) {
   commands.xfrc_applied.assign(6 * m->nbody, 0);
 }
 
+void adopt_rewritten(std::vector<mjtNum>& commanded, const mjtNum* rewritten, unsigned field,
+                     unsigned& fields) {
+  if (!std::equal(commanded.begin(), commanded.end(), rewritten)) {
+    std::copy_n(rewritten, commanded.size(), commanded.data());
+    fields |= field;
+  }
+}
+
 }  // namespace
 
 void ControlBridge::rebind(const mjModel* model, mjData* scratch, const mjData* live) {
@@ -137,11 +145,12 @@ void ControlBridge::write_locked(const mjtNum* ctrl, const mjtNum* qfrc_applied,
       commanded_ = staged;  // back to the commands before this write
       std::rethrow_exception(error);
     }
-    // The plugins may have rewritten any of the three: all of them are commands from now on.
-    copy_into(commanded_.ctrl, scratch_->ctrl, m->nu);
-    copy_into(commanded_.qfrc_applied, scratch_->qfrc_applied, m->nv);
-    copy_into(commanded_.xfrc_applied, scratch_->xfrc_applied, 6 * m->nbody);
-    commanded_.fields = kCtrl | kQfrcApplied | kXfrcApplied;
+    // A field the plugins rewrote is a command from now on; one nobody wrote stays its owner's.
+    adopt_rewritten(commanded_.ctrl, scratch_->ctrl, kCtrl, commanded_.fields);
+    adopt_rewritten(commanded_.qfrc_applied, scratch_->qfrc_applied, kQfrcApplied,
+                    commanded_.fields);
+    adopt_rewritten(commanded_.xfrc_applied, scratch_->xfrc_applied, kXfrcApplied,
+                    commanded_.fields);
   }
   staged.fields = commanded_.fields;
   staged.ctrl = commanded_.ctrl;

@@ -108,7 +108,9 @@ void EnvCore::step(int n) {
 }
 
 void EnvCore::on_control(const mjModel* m, mjData* d) {
-  if (!host_.has_callback(Callback::kControl)) return;
+  // Inside this thread's acquire_plugin block no dispatch may run (SPEC §6): MuJoCo's own call
+  // proceeds without plugins.
+  if (!host_.has_callback(Callback::kControl) || host_.scope_held_by_this_thread()) return;
   hooks::DispatchScope dispatching;
   try {
     record_error(host_.dispatch_control(model_generation(), m, d));
@@ -120,7 +122,7 @@ void EnvCore::on_control(const mjModel* m, mjData* d) {
 }
 
 void EnvCore::on_passive(const mjModel* m, mjData* d) {
-  if (!host_.has_callback(Callback::kPassive)) return;
+  if (!host_.has_callback(Callback::kPassive) || host_.scope_held_by_this_thread()) return;
   hooks::DispatchScope dispatching;
   try {
     record_error(host_.dispatch_passive(model_generation(), m, d));
@@ -286,6 +288,10 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
 
 void EnvCore::close() {
   if (closed_) return;
+  if (host_.scope_held_by_this_thread()) {
+    throw std::logic_error("close() inside an acquire_plugin() block would deadlock: leave the "
+                           "block first");
+  }
   stop();
   host_.quiesce_and_destroy();
   if (data_) hooks::unregister_pair(data_);

@@ -1,6 +1,8 @@
 #include "plugin_host.h"
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "errors.h"
@@ -63,32 +65,32 @@ void PluginHost::bind_model(const mjModel* model, mjData* data) {
 }
 
 const mjModel* PluginHost::bound_model() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return model_;
 }
 
 mjData* PluginHost::bound_data() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return data_;
 }
 
 bool PluginHost::generation_active() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return generation_active_;
 }
 
 ModelGeneration PluginHost::model_generation() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return model_generation_;
 }
 
 PluginGeneration PluginHost::plugin_generation() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return plugin_generation_;
 }
 
 void PluginHost::quiesce_and_destroy() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_change("quiesce_and_destroy()");
   quiesce_and_destroy_locked();
 }
 
@@ -113,7 +115,7 @@ void PluginHost::quiesce_and_destroy_locked() {
 
 void PluginHost::load_generation(ModelGeneration model_generation,
                                  PluginGeneration plugin_generation) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_change("load_generation()");
   quiesce_and_destroy_locked();
   model_generation_ = model_generation;
   plugin_generation_ = plugin_generation;
@@ -157,6 +159,9 @@ void PluginHost::load_generation(ModelGeneration model_generation,
 
     try {
       report.callbacks = current.adapter->callbacks();
+      for (std::size_t i = 0; i < kCallbackCount; ++i) {
+        report.callback_names[i] = current.adapter->name_of(static_cast<Callback>(i));
+      }
       report.custom = current.adapter->statistics();
     } catch (...) {
       report.callbacks = 0;
@@ -213,17 +218,18 @@ DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
   const std::string message = describe_exception(error);
   PluginReport& report = record.report;
   report.state = PluginState::kFailed;
-  report.failure = PluginFailure{callback_name(callback), message};
+  const char* name = record.adapter->name_of(callback);
+  report.failure = PluginFailure{name, message};
   // A plugin that raised is out of this generation: it would most likely raise again every step.
   // It is unloaded at the next quiesce (it keeps its adapter until then, since it did load).
   rebuild_dispatch_tables_locked();
   return std::make_exception_ptr(
-      PluginDispatchError(report.name, report.type, callback_name(callback), message, error));
+      PluginDispatchError(report.name, report.type, name, message, error));
 }
 
 template <class Invoke>
 DispatchError PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_change(callback_name(callback));
   if (!generation_active_) return nullptr;
   if (tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
@@ -297,14 +303,31 @@ DispatchError PluginHost::reset(ModelGeneration tag) {
 }
 
 std::vector<PluginReport> PluginHost::report() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   std::vector<PluginReport> reports;
   reports.reserve(records_.size());
   for (const auto& record : records_) reports.push_back(record->report);
   return reports;
 }
 
+std::unique_lock<std::mutex> PluginHost::lock_for_query() const {
+  if (scope_held_by_this_thread()) return std::unique_lock<std::mutex>();  // already ours
+  return std::unique_lock<std::mutex>(mutex_);
+}
+
+std::unique_lock<std::mutex> PluginHost::lock_for_change(const char* what) const {
+  if (scope_held_by_this_thread()) {
+    throw std::logic_error(std::string(what) +
+                           " inside an acquire_plugin() block would deadlock: leave the block "
+                           "first");
+  }
+  return std::unique_lock<std::mutex>(mutex_);
+}
+
 void PluginHost::acquire_scope() {
+  if (scope_held_by_this_thread()) {
+    throw std::logic_error("acquire_plugin() is already held by this thread");
+  }
   mutex_.lock();
   scope_owner_.store(std::this_thread::get_id());
 }

@@ -59,6 +59,7 @@ struct PluginReport {
   double reset_time_s = 0.0;
   CallbackMask callbacks = 0;
   std::array<CallbackStats, kCallbackCount> callback_stats{};
+  std::array<const char*, kCallbackCount> callback_names{};  // as the adapter names them
   std::map<std::string, double> custom;
 };
 
@@ -117,7 +118,9 @@ class PluginHost {
   std::vector<PluginReport> report() const;
 
   // Scoped access (env.acquire_plugin): holds the host mutex until release_scope(), so that no
-  // dispatch runs meanwhile. Must be released from the thread that acquired it.
+  // dispatch runs meanwhile. Must be released from the thread that acquired it. Inside the scope,
+  // the read-only queries work on the owning thread; dispatch, load and quiesce raise
+  // std::logic_error there instead of deadlocking.
   void acquire_scope();
   void release_scope();
   bool scope_held_by_this_thread() const;
@@ -129,6 +132,11 @@ class PluginHost {
     PluginReport report;
     std::unique_ptr<IPluginAdapter> adapter;
   };
+
+  // Locks the host mutex, unless this thread already holds it through the acquire scope.
+  std::unique_lock<std::mutex> lock_for_query() const;
+  // Locks the host mutex for a mutation; refuses inside this thread's acquire scope.
+  std::unique_lock<std::mutex> lock_for_change(const char* what) const;
 
   template <class Invoke>
   DispatchError dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke);
