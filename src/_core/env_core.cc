@@ -74,8 +74,9 @@ void EnvCore::step(int n) {
     ++done;
     if (host_.has_pending_error()) break;
   }
-  record_stepping(Clock::now() - wall_start, data_->time - sim_start,
-                  static_cast<std::uint64_t>(done));
+  const auto wall = Clock::now() - wall_start;
+  record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(done));
+  record_elapsed(wall);
   if (host_.has_pending_error()) host_.rethrow_pending_error();
 }
 
@@ -106,6 +107,11 @@ void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint6
   stats_.steps += steps;
   stats_.stepping_wall_s += std::chrono::duration<double>(wall).count();
   if (simulated > 0) stats_.simulated_s += simulated;  // a reset in between moves time back
+}
+
+void EnvCore::record_elapsed(Clock::duration wall) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.elapsed_wall_s += std::chrono::duration<double>(wall).count();
 }
 
 EnvStatistics EnvCore::statistics() const {
@@ -189,12 +195,15 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
   auto anchor_wall = Clock::now();
   double anchor_sim = data_->time;
   bool reanchor = false;
+  auto elapsed_mark = Clock::now();  // start of the running time not yet recorded
   std::unique_lock<std::mutex> control(thread_mutex_);
   while (!stop_requested_) {
     if (pause_requests_.load(std::memory_order_acquire) > 0) {
+      record_elapsed(Clock::now() - elapsed_mark);
       thread_wakeup_.wait(control, [&] {
         return stop_requested_ || pause_requests_.load(std::memory_order_acquire) == 0;
       });
+      elapsed_mark = Clock::now();  // paused time is not running time
       reanchor = true;  // a reset or reload may have moved time
       continue;
     }
@@ -236,8 +245,12 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
         });
       }
     }
+    const auto now = Clock::now();
+    record_elapsed(now - elapsed_mark);
+    elapsed_mark = now;
   }
   control.unlock();
+  record_elapsed(Clock::now() - elapsed_mark);
   if (thread_hooks_.on_exit) thread_hooks_.on_exit();
 }
 
