@@ -152,7 +152,8 @@ def test_reload_while_running_reaches_no_old_instance(liveness: str, tmp_path: P
             assert int(plugin.call("callbacks")) > 0
         assert len(serials) == 5  # a fresh instance every generation
         stats = env.statistics()
-        assert stats["plugins"][1]["callbacks"]["control_callback"]["calls"] > 0  # new generation ran
+        # The new generation ran.
+        assert stats["plugins"][1]["callbacks"]["control_callback"]["calls"] > 0
 
 
 def test_reload_from_another_thread_while_running(liveness: str) -> None:
