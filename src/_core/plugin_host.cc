@@ -19,7 +19,24 @@ double elapsed_s(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// The host whose mutex this thread holds through a StepLock, if any.
+// initial-exec: read on every dispatch, so no __tls_get_addr call (see hooks.cc).
+thread_local const PluginHost* step_locked_host __attribute__((tls_model("initial-exec"))) =
+    nullptr;
+
 }  // namespace
+
+PluginHost::StepLock::StepLock(PluginHost& host) : host_(host), previous_(step_locked_host) {
+  if (previous_ == &host_) return;  // nested: the outer lock already holds it
+  host_.mutex_.lock();
+  step_locked_host = &host_;
+}
+
+PluginHost::StepLock::~StepLock() {
+  if (previous_ == &host_) return;
+  step_locked_host = previous_;
+  host_.mutex_.unlock();
+}
 
 const char* callback_name(Callback callback) {
   switch (callback) {
@@ -227,7 +244,8 @@ void PluginHost::fail_live_locked(Record& record, Callback callback, std::except
 
 template <class Invoke>
 bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  if (step_locked_host != this) lock.lock();  // else held by this thread's StepLock
   if (!generation_active_) return true;
   if (tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
@@ -301,7 +319,8 @@ bool PluginHost::reset(ModelGeneration tag) {
 }
 
 void PluginHost::record_error(std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(mutex_, std::defer_lock);
+  if (step_locked_host != this) lock.lock();  // else held by this thread's StepLock
   set_pending_locked(std::move(error));
 }
 
