@@ -3,7 +3,7 @@
 Each case times both sides interleaved (best of several rounds, so load from other processes
 hurts both alike), asserts that they computed the same thing, records the mjfast side with
 pytest-benchmark and the ratio in its extra_info, and prints a ratio table at the end (-s).
-A ratio above target × MJFAST_BENCH_SLACK (default 1.10) fails: this is a shared 2-core machine.
+A ratio above target * MJFAST_BENCH_SLACK (default 1.10) fails: this is a shared 2-core machine.
 Run: python -m pytest bench/test_bench_native.py -s
 """
 
