@@ -29,8 +29,9 @@ TARGETS = {"no_plugins": 1.02, "noop": 1.15, "pd": 1.00}
 # Added to each target before failing: two runs of one binary on this 2-core machine differ by
 # up to ~2-3 % in the best round while other processes compete for the cores.
 NOISE_MARGIN = 0.03
-# Ratios compare the best (minimum) round of each benchmark: other processes only ever add time,
-# so the minimum is the figure least disturbed by them. The ratio of means is printed beside it.
+# Ratios compare the variant's best (minimum) round with the best round of its baseline timed
+# interleaved with it: other processes only ever add time, so the minimum is the figure least
+# disturbed by them. The ratio of means is printed beside it.
 RATIO_STATISTIC = "min"
 
 MODELS = ("arm7", "humanoid")
@@ -217,17 +218,27 @@ class Timing:
     def value(self, statistic: str) -> float:
         return self.min_s if statistic == "min" else self.mean_s
 
+    @classmethod
+    def of(cls, seconds: list[float]) -> Timing:
+        return cls(min(seconds), sum(seconds) / len(seconds))
+
 
 @dataclasses.dataclass(frozen=True)
 class Ratio:
-    """numerator / denominator, two benchmarks of one group (and model)."""
+    """A variant's time over a baseline's, both from one benchmark of `group`.
+
+    The baseline is timed once before every round of the variant, interleaved with it: on a
+    machine whose other load comes and goes, both then see the same conditions. The group also
+    holds the baseline as a benchmark of its own (for pytest-benchmark's tables and
+    --benchmark-compare); that ratio is printed too, but the gate uses the interleaved one.
+    """
 
     group: str
     label: str
-    numerator: str
-    denominator: str
+    variant: str
+    baseline: str
     gate: str | None  # a key of TARGETS, or None for a figure that is reported only
-    per_call: bool  # also report (numerator - denominator) / N_STEPS, the cost per step in ns
+    per_call: bool  # also report (variant - baseline) / N_STEPS, the cost per step in ns
 
 
 # Groups, variants (as the benchmarks record them) and the ratios printed for each model.
@@ -249,9 +260,11 @@ RATIOS = [
           "env", "mjcb", "pd", True),
 ]
 
-_VARIANTS = {(r.group, v) for r in RATIOS for v in (r.numerator, r.denominator)}
-_results_key = pytest.StashKey[dict[tuple[str, str, str], Timing]]()
-_verdicts_key = pytest.StashKey[list[tuple[str, Ratio, float, float, bool | None]]]()
+_VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}
+# (model, group, variant) -> its benchmark; (model, group, variant, baseline) -> the baseline
+# timed interleaved with that variant.
+_results_key = pytest.StashKey[dict[tuple[str, ...], Timing]]()
+_verdicts_key = pytest.StashKey[list[tuple[str, Ratio, Timing, Timing, bool | None]]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -259,34 +272,44 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 class Recorder:
-    """Runs one benchmark and keeps its timing for the ratio table."""
+    """Runs one benchmark, with its interleaved baselines, and keeps the timings."""
 
-    def __init__(self, results: dict[tuple[str, str, str], Timing]) -> None:
+    def __init__(self, results: dict[tuple[str, ...], Timing]) -> None:
         self._results = results
 
     def __call__(self, benchmark: Any, bench_model: BenchModel, group: str, variant: str,
-                 target: Callable[[], None], setup: Callable[[], None]) -> int:
-        """Times `target` (`setup` runs untimed before each round); returns the rounds run.
+                 target: Callable[[], None], setup: Callable[[], None],
+                 baselines: dict[str, Callable[[], float]] | None = None) -> int:
+        """Times `target`; returns the rounds run (warm-up included; 1 under --benchmark-disable).
 
-        The count includes the warm-up round, and is 1 under --benchmark-disable.
+        Before each round, untimed by pytest-benchmark: each of `baselines` (name -> a function
+        that runs one baseline round and returns its own wall time), then `setup`, which must
+        put back the hook state and the initial data that `target` needs.
         """
-        if (group, variant) not in _VARIANTS:
-            raise ValueError(f"no ratio uses variant {variant!r} of group {group!r}")
+        for name in (variant, *(baselines or {})):
+            if (group, name) not in _VARIANTS:
+                raise ValueError(f"no ratio uses variant {name!r} of group {group!r}")
         model = bench_model.name
         benchmark.group = f"{model}: {group}"
         benchmark.extra_info["variant"] = variant
+        baseline_times: dict[str, list[float]] = {name: [] for name in baselines or {}}
         rounds_run = 0
 
-        def counted_setup() -> None:
+        def interleaved_setup() -> None:
             nonlocal rounds_run
             rounds_run += 1
+            for name, run_baseline in (baselines or {}).items():
+                baseline_times[name].append(run_baseline())
             setup()
 
-        benchmark.pedantic(target, setup=counted_setup, rounds=bench_model.rounds, iterations=1,
-                           warmup_rounds=1)
+        benchmark.pedantic(target, setup=interleaved_setup, rounds=bench_model.rounds,
+                           iterations=1, warmup_rounds=1)
         stats = getattr(benchmark, "stats", None)
         if stats is not None:  # None under --benchmark-disable: correctness only
             self._results[(model, group, variant)] = Timing(stats.stats.min, stats.stats.mean)
+            for name, seconds in baseline_times.items():
+                # The first baseline round ran before the variant's warm-up round.
+                self._results[(model, group, variant, name)] = Timing.of(seconds[1:])
         return rounds_run
 
 
@@ -295,22 +318,21 @@ def record(request: pytest.FixtureRequest) -> Recorder:
     return Recorder(request.config.stash[_results_key])
 
 
-def _verdicts(config: pytest.Config) -> list[tuple[str, Ratio, float, float, bool | None]]:
-    """(model, ratio, value, ratio of means, passed: None when not gated) for each ratio."""
+def _verdicts(config: pytest.Config) -> list[tuple[str, Ratio, Timing, Timing, bool | None]]:
+    """(model, ratio, variant, interleaved baseline, passed: None when not gated) per ratio."""
     if _verdicts_key in config.stash:
         return config.stash[_verdicts_key]
     results = config.stash.get(_results_key, {})
     verdicts = []
     for model in MODELS:
         for ratio in RATIOS:
-            top = results.get((model, ratio.group, ratio.numerator))
-            bottom = results.get((model, ratio.group, ratio.denominator))
-            if top is None or bottom is None:
+            variant = results.get((model, ratio.group, ratio.variant))
+            baseline = results.get((model, ratio.group, ratio.variant, ratio.baseline))
+            if variant is None or baseline is None:
                 continue
-            value = top.value(RATIO_STATISTIC) / bottom.value(RATIO_STATISTIC)
-            mean_ratio = top.mean_s / bottom.mean_s
+            value = variant.value(RATIO_STATISTIC) / baseline.value(RATIO_STATISTIC)
             passed = None if ratio.gate is None else value <= TARGETS[ratio.gate] + NOISE_MARGIN
-            verdicts.append((model, ratio, value, mean_ratio, passed))
+            verdicts.append((model, ratio, variant, baseline, passed))
     config.stash[_verdicts_key] = verdicts
     return verdicts
 
@@ -327,27 +349,32 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if not verdicts:
         return
     results = config.stash[_results_key]
+    stat = RATIO_STATISTIC
     write = terminalreporter.write_line
     terminalreporter.section("mjfast ratios to bare MuJoCo (this run)")
-    write(f"{N_STEPS} steps per round; ratio of the {RATIO_STATISTIC} round, ratio of means "
-          f"beside it; gate: target + {NOISE_MARGIN:.2f}")
-    header = (f"{'model':<9} {'ratio':<56} {RATIO_STATISTIC:>6} {'mean':>6} "
-              f"{'ns/step':>8} {'target':>7}  verdict")
+    write(f"{N_STEPS} steps per round. '{stat}', 'mean': ratio to the baseline timed interleaved "
+          f"with the variant (gated on '{stat}' <= target + {NOISE_MARGIN:.2f}); 'groups': ratio "
+          f"of the two benchmarks' {stat}s; 'ns/step': (variant - baseline) / {N_STEPS}.")
+    header = (f"{'model':<9} {'ratio':<54} {stat:>6} {'mean':>6} {'groups':>6} "
+              f"{'ns/step':>8} {'target':>6}  verdict")
     write(header)
     write("-" * len(header))
-    for model, ratio, value, mean_ratio, passed in verdicts:
+    for model, ratio, variant, baseline, passed in verdicts:
+        value = variant.value(stat) / baseline.value(stat)
+        separate = results.get((model, ratio.group, ratio.baseline))
+        groups = f"{variant.value(stat) / separate.value(stat):6.3f}" if separate else ""
         per_call = ""
         if ratio.per_call:
-            top = results[(model, ratio.group, ratio.numerator)].value(RATIO_STATISTIC)
-            bottom = results[(model, ratio.group, ratio.denominator)].value(RATIO_STATISTIC)
-            per_call = f"{(top - bottom) / N_STEPS * 1e9:+.0f}"
+            per_call = f"{(variant.value(stat) - baseline.value(stat)) / N_STEPS * 1e9:+.0f}"
         target = f"{TARGETS[ratio.gate]:.2f}" if ratio.gate else ""
         verdict = {None: "info", True: "ok", False: "FAILED"}[passed]
-        write(f"{model:<9} {ratio.label:<56} {value:6.3f} {mean_ratio:6.3f} "
-              f"{per_call:>8} {target:>7}  {verdict}", red=passed is False, green=passed is True)
+        write(f"{model:<9} {ratio.label:<54} {value:6.3f} {variant.mean_s / baseline.mean_s:6.3f}"
+              f" {groups:>6} {per_call:>8} {target:>6}  {verdict}",
+              red=passed is False, green=passed is True)
     for model in MODELS:
         bare = results.get((model, GROUP_NO_PLUGINS, "bare_unhooked"))
         if bare is not None:
-            write(f"{model}: bare mj_step {bare.min_s / N_STEPS * 1e6:.2f} us/step (best round)")
+            write(f"{model}: bare mj_step {bare.min_s / N_STEPS * 1e6:.2f} us/step (best round, "
+                  f"hooks uninstalled)")
     if any(passed is False for *_, passed in verdicts):
         write("a gated ratio exceeds its target: the run fails", red=True, bold=True)

@@ -19,6 +19,7 @@ from mjfast.errors import (
     StaleGenerationError,
 )
 from mjfast.hooks import hooks_owned, install_hooks
+from mjfast.native import NativePlugin, get_cmake_dir, get_include
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer
 from mjfast.plugin import (
@@ -42,6 +43,7 @@ __all__ = [
     "MjfastError",
     "MujocoEnv",
     "MujocoPlugin",
+    "NativePlugin",
     "Node",
     "ParameterServer",
     "PluginError",
@@ -52,6 +54,8 @@ __all__ = [
     "PluginState",
     "StaleGenerationError",
     "available_plugins",
+    "get_cmake_dir",
+    "get_include",
     "hooks_owned",
     "install_hooks",
     "register_plugin",

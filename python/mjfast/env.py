@@ -28,6 +28,7 @@ from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
 from mjfast.hooks import install_hooks
+from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
 from mjfast.plugin import (
@@ -247,6 +248,10 @@ class MujocoEnv:
 
     def _make_adapter(self, spec: PluginSpec) -> Any:
         target = resolve_plugin(spec.type)
+        if getattr(target, "__mjfast_native__", False):
+            return _core.native_adapter(
+                name=spec.name, type=spec.type, library_path=target.library_path(),
+                symbol=target.symbol, config_json=config_json(spec.config))
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()

@@ -113,8 +113,10 @@ void bind_env(py::module_& module) {
         result["simulated_s"] = stats.simulated_s;
         result["mean_step_ns"] =
             stats.steps ? stats.stepping_wall_s * 1e9 / static_cast<double>(stats.steps) : 0.0;
+        // Achieved: simulated time over the wall time it took, physics thread pacing included.
         result["realtime_factor"] =
-            stats.stepping_wall_s > 0 ? stats.simulated_s / stats.stepping_wall_s : 0.0;
+            stats.elapsed_wall_s > 0 ? stats.simulated_s / stats.elapsed_wall_s : 0.0;
+        result["elapsed_wall_s"] = stats.elapsed_wall_s;
         result["running"] = stats.running;
         return result;
       });

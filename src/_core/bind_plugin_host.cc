@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "adapter_entry.h"
 #include "bindings.h"
 #include "errors.h"
 #include "hooks.h"
@@ -12,14 +13,6 @@
 
 namespace mjfast {
 namespace {
-
-// One factory result as Python hands it over; the adapter moves into the host when consumed.
-struct AdapterEntry {
-  std::string name;
-  std::string type;
-  std::unique_ptr<IPluginAdapter> adapter;
-  std::string error;
-};
 
 const char* state_name(PluginState state) {
   switch (state) {
@@ -206,14 +199,15 @@ void bind_plugin_host(py::module_& module) {
       .def("_acquire_scope", &PluginHost::acquire_scope,
            py::call_guard<py::gil_scoped_release>())  // may wait for a dispatch to finish
       .def("_release_scope", &PluginHost::release_scope)
-      .def("_scoped_backend", [](const PluginHost& host, const std::string& name) -> py::object {
+      .def("_scoped_backend", [](const py::object& self, const std::string& name) -> py::object {
+        const auto& host = self.cast<const PluginHost&>();
         if (!host.scope_held_by_this_thread()) {
           throw std::logic_error("_scoped_backend needs the acquire_plugin scope");
         }
         IPluginAdapter* adapter = host.scoped_adapter(name);
         if (adapter == nullptr) return py::none();
         if (auto* python = dynamic_cast<PythonPluginAdapter*>(adapter)) return python->instance();
-        return py::none();
+        return native_backend(self, host, adapter);
       });
 
   module.attr("TIMING_SAMPLE_INTERVAL") = PluginHost::kTimingSampleInterval;

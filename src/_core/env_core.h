@@ -36,6 +36,9 @@ struct EnvStatistics {
   std::uint64_t steps = 0;
   double stepping_wall_s = 0.0;  // wall time spent inside step() calls and the physics thread
   double simulated_s = 0.0;      // simulated time advanced by those steps
+  // Wall time of step() calls plus the physics thread's running time including its pacing waits
+  // (pauses excluded): the denominator of the achieved real-time factor.
+  double elapsed_wall_s = 0.0;
   bool running = false;
 };
 
@@ -114,6 +117,7 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   void run_physics(std::optional<double> realtime_factor);
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
                        std::uint64_t steps);
+  void record_elapsed(std::chrono::steady_clock::duration wall);
 
   PluginHost host_;
   ControlBridge control_;

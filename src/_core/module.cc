@@ -24,4 +24,5 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_plugin_host(module);
   mjfast::bind_env(module);
   mjfast::bind_control(module);
+  mjfast::bind_native(module);
 }

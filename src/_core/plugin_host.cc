@@ -21,7 +21,24 @@ double elapsed_s(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// The host whose mutex this thread holds through a StepLock, if any.
+// initial-exec: read on every dispatch, so no __tls_get_addr call (see hooks.cc).
+thread_local const PluginHost* step_locked_host __attribute__((tls_model("initial-exec"))) =
+    nullptr;
+
 }  // namespace
+
+PluginHost::StepLock::StepLock(PluginHost& host) : host_(host), previous_(step_locked_host) {
+  if (previous_ == &host_) return;  // nested: the outer lock already holds it
+  host_.mutex_.lock();
+  step_locked_host = &host_;
+}
+
+PluginHost::StepLock::~StepLock() {
+  if (previous_ == &host_) return;
+  step_locked_host = previous_;
+  host_.mutex_.unlock();
+}
 
 const char* callback_name(Callback callback) {
   switch (callback) {
@@ -229,7 +246,8 @@ DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
 
 template <class Invoke>
 DispatchError PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
-  const auto lock = lock_for_change(callback_name(callback));
+  std::unique_lock<std::mutex> lock;
+  if (step_locked_host != this) lock = lock_for_change(callback_name(callback));  // else ours
   if (!generation_active_) return nullptr;
   if (tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +

@@ -99,6 +99,26 @@ class PluginHost {
   bool has_callback(Callback callback) const {
     return (active_mask_.load(std::memory_order_acquire) & mask_of(callback)) != 0;
   }
+  bool has_any_callback() const { return active_mask_.load(std::memory_order_acquire) != 0; }
+  bool has_control_side_callback() const {
+    return has_callback(Callback::kUpdateRead) || has_callback(Callback::kUpdateWrite);
+  }
+
+  // Holds the host mutex for one env step on this thread, so that the step's dispatches
+  // (pre_step, the hooks' control/passive, last_stage) each check the generation under it without
+  // re-locking: one lock per step instead of one per dispatch. Dispatch entry points called on
+  // this thread meanwhile see the mutex as theirs; other threads wait as before.
+  class StepLock {
+   public:
+    explicit StepLock(PluginHost& host);
+    ~StepLock();
+    StepLock(const StepLock&) = delete;
+    StepLock& operator=(const StepLock&) = delete;
+
+   private:
+    PluginHost& host_;
+    const PluginHost* previous_;
+  };
 
   // Dispatch entry points. Each checks the generation first, under the host mutex: inactive ->
   // return quietly; active but tagged with another model generation -> StaleGenerationError.
