@@ -12,6 +12,7 @@ void bind_errors(py::module_& module);
 void bind_hooks(py::module_& module);
 void bind_plugin_host(py::module_& module);
 void bind_env(py::module_& module);
+void bind_render(py::module_& module);
 
 // Moves the adapters out of a Python list of AdapterEntry (bind_plugin_host.cc), for the factory.
 std::vector<FactoryEntry> take_factory_entries(const py::handle& entries);

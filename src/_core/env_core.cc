@@ -55,6 +55,10 @@ void EnvCore::step_once_locked() {
     hooks::DispatchScope dispatching;
     host_.dispatch_last_stage(generation, model_, data_);
   }
+  // The render turn: one predictable comparison per step while no camera is due.
+  if (step_observer_ && data_->time >= step_observer_->next_due_time()) {
+    step_observer_->after_step(model_, data_, generation);
+  }
 }
 
 void EnvCore::step(int n) {
