@@ -1,5 +1,6 @@
 #include "camera_handle.h"
 
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -162,7 +163,8 @@ std::vector<std::shared_ptr<const Frame>> CameraHandle::take_recent(Plane plane,
     throw std::invalid_argument(std::string("camera '") + name_ + "' has no " +
                                 plane_name(plane) + " plane configured");
   }
-  return stores_[p]->recent(static_cast<std::size_t>(n));
+  // The store keeps one slot more than the history (to render into): show only the history.
+  return stores_[p]->recent(static_cast<std::size_t>(std::min(n, history_)));
 }
 
 CameraStatistics CameraHandle::statistics() const {

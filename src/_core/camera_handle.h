@@ -62,7 +62,8 @@ class CameraHandle {
   bool visual_flag_enabled(int flag) const;
   // The newest completed frame newer than the last one this handle took, leased; or null.
   std::shared_ptr<const Frame> take_latest(Plane plane);
-  // Up to n of the newest completed frames of `plane`, oldest first, leased.
+  // Up to n (at most the history) of the newest completed frames of `plane`, oldest first,
+  // leased.
   std::vector<std::shared_ptr<const Frame>> take_recent(Plane plane, int n);
   bool plane_configured(Plane plane) const;
   CameraConfig config() const;
