@@ -1,5 +1,9 @@
 #include "render_core.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +23,8 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // A camera counts as due this close before its time: steps land on multiples of the timestep,
 // which rarely equal multiples of the camera period exactly.
 constexpr double kDueTolerance = 1e-9;
+// Niceness of the render thread (and of the GL driver threads it starts), relative to 0.
+constexpr int kRenderThreadNice = 10;
 
 class NativeSceneProvider final : public SceneProvider {
  public:
@@ -401,6 +407,14 @@ void RenderCore::ensure_render_thread() {
 }
 
 void RenderCore::run_render_thread() {
+  // Asynchronous rendering is background work that must never slow the physics thread: on a
+  // machine that rasterises in software it would otherwise compete for the same cores. Lower
+  // this thread's priority before the GL context exists, so that the rasteriser threads Mesa
+  // starts from it inherit it too. (Raising nice needs no privilege; a failure changes nothing.)
+  // With render_sync the physics thread waits for each turn: rendering is on its critical path.
+  if (!render_sync_) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kRenderThreadNice);
+  }
   try {
     gl_ = GlContext::create(800, 800);
     gl_->make_current();
