@@ -623,3 +623,43 @@ def test_close_while_a_turn_is_in_flight():
         closer.join(timeout=20)
         assert not closer.is_alive()
         assert_every_call_unavailable(camera)
+
+
+# -- the shipped publisher and the recording example ------------------------------------------
+
+
+def test_camera_publisher_publishes_each_cameras_frames_at_its_rate():
+    params = camera_params(front={"rate_hz": 100.0, "planes": ["rgb", "depth"]})
+    params["mujoco_server"]["MujocoPlugins"] = [
+        {"name": "cams", "type": "mjfast/CameraPublisher", "cameras": ["front"]}]
+    received: list[dict[str, Any]] = []
+    with mjfast.MujocoEnv(XML, params=params, render_sync=True) as env:
+        env.bus.subscribe("/mujoco_server/cams/front/rgb", received.append)
+        env.step(50)  # 0.1 s at 100 Hz
+        depth = env.bus.latest("/mujoco_server/cams/front/depth")
+    assert 9 <= len(received) <= 10
+    assert [m["capture_id"] for m in received] == sorted({m["capture_id"] for m in received})
+    assert received[-1]["data"].shape == (HEIGHT, WIDTH, 3)
+    assert depth["data"].dtype == np.float32
+    assert received[0]["simulation_time_ns"] == 2_000_000
+
+
+def test_record_example_writes_valid_pngs(tmp_path):
+    import importlib.util
+    import zlib
+
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "record_camera.py")
+    spec = importlib.util.spec_from_file_location("record_camera", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--frames", "2", "--out", str(tmp_path), "--width", "32",
+                        "--height", "24"]) == 0
+    files = sorted(tmp_path.glob("*.png"))
+    assert len(files) == 2
+    blob = files[0].read_bytes()
+    assert blob.startswith(b"\x89PNG\r\n\x1a\n")
+    width, height = int.from_bytes(blob[16:20], "big"), int.from_bytes(blob[20:24], "big")
+    assert (width, height) == (32, 24)
+    start = blob.index(b"IDAT") + 4
+    length = int.from_bytes(blob[start - 8:start - 4], "big")
+    assert len(zlib.decompress(blob[start:start + length])) == 24 * (1 + 32 * 3)
