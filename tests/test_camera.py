@@ -540,7 +540,8 @@ def test_render_callback_geometry_beyond_max_geom_is_an_error():
         assert camera.take_latest() is None
 
 
-def test_a_model_bigger_than_max_geom_is_an_error_not_a_truncation():
+def test_a_model_bigger_than_max_geom_is_an_error_not_a_truncation(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs its own overflow warning to MUJOCO_LOG.TXT
     params = camera_params(front={"max_geom": 1})
     with mjfast.MujocoEnv(XML, params=params, render_sync=True) as env:
         camera = env.open_offscreen_camera("front")
