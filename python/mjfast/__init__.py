@@ -20,6 +20,7 @@ from mjfast.errors import (
     StaleGenerationError,
 )
 from mjfast.hooks import hooks_owned, install_hooks
+from mjfast.native import NativePlugin, get_cmake_dir, get_include
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer
 from mjfast.plugin import (
@@ -44,6 +45,7 @@ __all__ = [
     "MjfastError",
     "MujocoEnv",
     "MujocoPlugin",
+    "NativePlugin",
     "Node",
     "OffscreenCamera",
     "ParameterServer",
@@ -55,6 +57,8 @@ __all__ = [
     "PluginState",
     "StaleGenerationError",
     "available_plugins",
+    "get_cmake_dir",
+    "get_include",
     "hooks_owned",
     "install_hooks",
     "register_plugin",

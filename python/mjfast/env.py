@@ -25,9 +25,11 @@ import numpy as np
 
 from mjfast._native import _core
 from mjfast.camera import CameraRig
+from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
 from mjfast.hooks import install_hooks
+from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
 from mjfast.plugin import (
@@ -219,9 +221,12 @@ class MujocoEnv:
         self._lifecycle_lock = threading.RLock()  # serialises reset / reload / close / geom edits
         self._model = new_model
         self._data = new_data
+        # The control bridge's scratch data (update_read/update_write plugins run on it).
+        self._control_data = mujoco.MjData(new_model)
         self._core = _core.EnvCore()
+        self.control = ControlInterface(self._core)
         install_hooks()
-        self._core.bind(new_model._address, new_data._address)
+        self._core.bind(new_model._address, new_data._address, self._control_data._address)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
         # by the env, and a cycle through C++ would keep both alive forever.
@@ -248,6 +253,10 @@ class MujocoEnv:
 
     def _make_adapter(self, spec: PluginSpec) -> Any:
         target = resolve_plugin(spec.type)
+        if getattr(target, "__mjfast_native__", False):
+            return _core.native_adapter(
+                name=spec.name, type=spec.type, library_path=target.library_path(),
+                symbol=target.symbol, config_json=config_json(spec.config))
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()
@@ -261,7 +270,7 @@ class MujocoEnv:
         style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
         return _core.python_adapter(
             name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
-            data=self._data, control_data=self._data, node=node,
+            data=self._data, control_data=self._control_data, node=node,
             callbacks=sorted(overridden_callbacks(target)),
         )
 
@@ -379,13 +388,15 @@ class MujocoEnv:
         specs = load_plugin_specs(params, self._namespace)
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
+        new_control_data = mujoco.MjData(new_model)
 
         with self._paused():
             self._core.host.quiesce_and_destroy()
             self._cameras.retire()
             self._model, self._data = new_model, new_data
+            self._control_data = new_control_data
             self._source, self._params, self._specs = source, params, specs
-            self._core.bind(new_model._address, new_data._address)
+            self._core.bind(new_model._address, new_data._address, new_control_data._address)
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._cameras.begin_load(new_model, self.model_generation)
             self._core.load_next_plugin_generation()
@@ -538,10 +549,9 @@ class MujocoEnv:
         with self._lifecycle_lock:
             if self._closed:
                 return
+            self._core.close()  # refuses (LogicError) inside an acquire_plugin block
             self._closed = True
-            self._core.stop()
-            self._cameras.close()
-            self._core.close()
+            self._cameras.close()  # the physics thread has stopped: retire, stop rendering
         _open_envs.discard(self)
 
     def __enter__(self) -> MujocoEnv:

@@ -119,6 +119,8 @@ class ControlPlugin(_PluginBase):
     def update_write(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         """Control thread, per `env.control.write()`; forwards to a deprecated `update`."""
         cls = type(self)
+        if cls.update is ControlPlugin.update:
+            return  # neither overridden: nothing to forward to, nothing deprecated in use
         if cls not in _warned_update_classes:
             _warned_update_classes.add(cls)
             warnings.warn(

@@ -56,11 +56,13 @@ void bind_env(py::module_& module) {
       }))
       .def(
           "bind",
-          [](EnvCore& env, std::uintptr_t model_address, std::uintptr_t data_address) {
-            py::gil_scoped_release release;  // takes the host mutex
-            env.bind(model_at(model_address), data_at(data_address));
+          [](EnvCore& env, std::uintptr_t model_address, std::uintptr_t data_address,
+             std::uintptr_t control_scratch_address) {
+            py::gil_scoped_release release;  // takes the host and control mutexes
+            env.bind(model_at(model_address), data_at(data_address),
+                     data_at(control_scratch_address));
           },
-          py::arg("model_address"), py::arg("data_address"),
+          py::arg("model_address"), py::arg("data_address"), py::arg("control_scratch_address"),
           "Bind the mjModel*/mjData* at these addresses (the Python objects must outlive them).")
       .def(
           "set_factory",
@@ -111,8 +113,10 @@ void bind_env(py::module_& module) {
         result["simulated_s"] = stats.simulated_s;
         result["mean_step_ns"] =
             stats.steps ? stats.stepping_wall_s * 1e9 / static_cast<double>(stats.steps) : 0.0;
+        // Achieved: simulated time over the wall time it took, physics thread pacing included.
         result["realtime_factor"] =
-            stats.stepping_wall_s > 0 ? stats.simulated_s / stats.stepping_wall_s : 0.0;
+            stats.elapsed_wall_s > 0 ? stats.simulated_s / stats.elapsed_wall_s : 0.0;
+        result["elapsed_wall_s"] = stats.elapsed_wall_s;
         result["running"] = stats.running;
         return result;
       });

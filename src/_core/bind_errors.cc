@@ -3,6 +3,7 @@
 
 #include "bindings.h"
 #include "errors.h"
+#include "python_plugin_adapter.h"
 
 namespace mjfast {
 namespace {
@@ -22,6 +23,8 @@ void raise_plugin_error(const PluginDispatchError& error) {
   py::object cause;
   try {
     std::rethrow_exception(error.cause);
+  } catch (PythonPluginException& original) {
+    cause = original.original.value();
   } catch (py::error_already_set& original) {
     cause = original.value();
   } catch (const std::exception& original) {

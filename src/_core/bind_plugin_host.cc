@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "adapter_entry.h"
 #include "bindings.h"
 #include "errors.h"
 #include "hooks.h"
@@ -12,14 +13,6 @@
 
 namespace mjfast {
 namespace {
-
-// One factory result as Python hands it over; the adapter moves into the host when consumed.
-struct AdapterEntry {
-  std::string name;
-  std::string type;
-  std::unique_ptr<IPluginAdapter> adapter;
-  std::string error;
-};
 
 const char* state_name(PluginState state) {
   switch (state) {
@@ -46,7 +39,7 @@ py::dict report_to_dict(const PluginReport& report) {
                                                static_cast<double>(stats.timed_calls)
                                          : 0.0;
     entry["last_ns"] = stats.last_ns;
-    callbacks[callback_name(callback)] = entry;
+    callbacks[report.callback_names[i] ? report.callback_names[i] : callback_name(callback)] = entry;
   }
   py::dict result;
   result["name"] = report.name;
@@ -71,11 +64,14 @@ ModelGeneration tag_or_active(const PluginHost& host, std::optional<std::uint64_
 // Runs one direct dispatch from Python: GIL released (the dispatch takes the host mutex and each
 // Python plugin re-takes the GIL), and a plugin error raised at once.
 template <class Dispatch>
-void dispatch_from_python(PluginHost& host, Dispatch&& dispatch) {
-  py::gil_scoped_release release;  // lock order is host mutex -> GIL: never wait holding the GIL
-  hooks::DispatchScope dispatching;
-  dispatch();
-  if (host.has_pending_error()) host.rethrow_pending_error();
+void dispatch_from_python(PluginHost&, Dispatch&& dispatch) {
+  DispatchError error;
+  {
+    py::gil_scoped_release release;  // lock order is host mutex -> GIL: never wait holding the GIL
+    hooks::DispatchScope dispatching;
+    error = dispatch();
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
@@ -146,7 +142,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_control",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_control(tag_or_active(host, tag), host.bound_model(), host.bound_data());
+              return host.dispatch_control(tag_or_active(host, tag), host.bound_model(), host.bound_data());
             });
           },
           py::arg("model_generation") = py::none())
@@ -154,7 +150,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_passive",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_passive(tag_or_active(host, tag), host.bound_model(), host.bound_data());
+              return host.dispatch_passive(tag_or_active(host, tag), host.bound_model(), host.bound_data());
             });
           },
           py::arg("model_generation") = py::none())
@@ -162,7 +158,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_render",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_render(tag_or_active(host, tag), host.bound_model(), host.bound_data(),
+              return host.dispatch_render(tag_or_active(host, tag), host.bound_model(), host.bound_data(),
                                    nullptr);
             });
           },
@@ -171,7 +167,7 @@ void bind_plugin_host(py::module_& module) {
           "dispatch_last_stage",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
             dispatch_from_python(host, [&] {
-              host.dispatch_last_stage(tag_or_active(host, tag), host.bound_model(),
+              return host.dispatch_last_stage(tag_or_active(host, tag), host.bound_model(),
                                        host.bound_data());
             });
           },
@@ -179,14 +175,14 @@ void bind_plugin_host(py::module_& module) {
       .def(
           "reset",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] { host.reset(tag_or_active(host, tag)); });
+            dispatch_from_python(host, [&] { return host.reset(tag_or_active(host, tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "notify_geometry_changed",
           [](PluginHost& host, int geom_id, std::optional<std::uint64_t> tag) {
             dispatch_from_python(
-                host, [&] { host.notify_geometry_changed(tag_or_active(host, tag), geom_id); });
+                host, [&] { return host.notify_geometry_changed(tag_or_active(host, tag), geom_id); });
           },
           py::arg("geom_id"), py::arg("model_generation") = py::none())
       .def("report",
@@ -203,14 +199,15 @@ void bind_plugin_host(py::module_& module) {
       .def("_acquire_scope", &PluginHost::acquire_scope,
            py::call_guard<py::gil_scoped_release>())  // may wait for a dispatch to finish
       .def("_release_scope", &PluginHost::release_scope)
-      .def("_scoped_backend", [](const PluginHost& host, const std::string& name) -> py::object {
+      .def("_scoped_backend", [](const py::object& self, const std::string& name) -> py::object {
+        const auto& host = self.cast<const PluginHost&>();
         if (!host.scope_held_by_this_thread()) {
           throw std::logic_error("_scoped_backend needs the acquire_plugin scope");
         }
         IPluginAdapter* adapter = host.scoped_adapter(name);
         if (adapter == nullptr) return py::none();
         if (auto* python = dynamic_cast<PythonPluginAdapter*>(adapter)) return python->instance();
-        return py::none();
+        return native_backend(self, host, adapter);
       });
 
   module.attr("TIMING_SAMPLE_INTERVAL") = PluginHost::kTimingSampleInterval;

@@ -12,9 +12,15 @@ void bind_errors(py::module_& module);
 void bind_hooks(py::module_& module);
 void bind_plugin_host(py::module_& module);
 void bind_env(py::module_& module);
+void bind_control(py::module_& module);
+void bind_native(py::module_& module);
 void bind_render(py::module_& module);
 
 // Moves the adapters out of a Python list of AdapterEntry (bind_plugin_host.cc), for the factory.
 std::vector<FactoryEntry> take_factory_entries(const py::handle& entries);
+
+// What acquire_plugin yields for a native adapter (bind_native.cc); None for any other adapter.
+py::object native_backend(const py::object& host_object, const PluginHost& host,
+                          IPluginAdapter* adapter);
 
 }  // namespace mjfast

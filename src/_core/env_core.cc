@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "errors.h"
 
@@ -18,11 +19,15 @@ constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
 
 EnvCore::~EnvCore() { close(); }
 
-void EnvCore::bind(const mjModel* model, mjData* data) {
+void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch) {
   if (data_) hooks::unregister_pair(data_);
   model_ = model;
   data_ = data;
   host_.bind_model(model, data);
+  {
+    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    control_.rebind(model, control_scratch, data);
+  }
   model_generation_.fetch_add(1, std::memory_order_acq_rel);
   hooks::register_pair(model, data, weak_from_this());
 }
@@ -46,19 +51,50 @@ void EnvCore::check_can_step(const char* what) const {
 
 void EnvCore::step_once_locked() {
   const ModelGeneration generation = model_generation();
+  control_.apply_staged(data_);
+  // One host lock for the whole step instead of one per dispatch (the per-step cost of native
+  // plugins is otherwise dominated by the four lock/unlock pairs); skipped with no plugins, and
+  // with control-side plugins, whose update_read/update_write dispatch from a control thread must
+  // never wait for a whole mj_step (SPEC §7).
+  std::optional<PluginHost::StepLock> host_lock;
+  if (host_.has_any_callback() && !host_.has_control_side_callback()) host_lock.emplace(host_);
   if (host_.has_callback(Callback::kPreStep)) {
     hooks::DispatchScope dispatching;
-    host_.dispatch_pre_step(generation, model_, data_);
+    record_error(host_.dispatch_pre_step(generation, model_, data_));
   }
   mj_step(model_, data_);
   if (host_.has_callback(Callback::kLastStage)) {
     hooks::DispatchScope dispatching;
-    host_.dispatch_last_stage(generation, model_, data_);
+    record_error(host_.dispatch_last_stage(generation, model_, data_));
   }
-  // The render turn: one predictable comparison per step while no camera is due.
+  control_.publish(data_);
+  // The render turn: one predictable comparison per step while no camera is due. The host lock
+  // is not held across it (render_sync waits for the render thread there).
   if (step_observer_ && data_->time >= step_observer_->next_due_time()) {
-    step_observer_->after_step(model_, data_, generation);
+    host_lock.reset();
+    record_error(step_observer_->after_step(model_, data_, generation));
   }
+}
+
+void EnvCore::record_error(DispatchError error) {
+  if (!error) return;
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (!pending_error_) pending_error_ = std::move(error);  // the first error is the one raised
+  pending_flag_.store(true, std::memory_order_release);
+}
+
+void EnvCore::rethrow_pending_error() {
+  DispatchError error;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    error = std::exchange(pending_error_, nullptr);
+    pending_flag_.store(false, std::memory_order_release);
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+void EnvCore::raise_if(const DispatchError& error) {
+  if (error) std::rethrow_exception(error);
 }
 
 void EnvCore::step(int n) {
@@ -76,32 +112,35 @@ void EnvCore::step(int n) {
   while (done < n) {
     step_once_locked();
     ++done;
-    if (host_.has_pending_error()) break;
+    if (has_pending_error()) break;
   }
-  record_stepping(Clock::now() - wall_start, data_->time - sim_start,
-                  static_cast<std::uint64_t>(done));
-  if (host_.has_pending_error()) host_.rethrow_pending_error();
+  const auto wall = Clock::now() - wall_start;
+  record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(done));
+  record_elapsed(wall);
+  if (has_pending_error()) rethrow_pending_error();
 }
 
 void EnvCore::on_control(const mjModel* m, mjData* d) {
-  if (!host_.has_callback(Callback::kControl)) return;
+  // Inside this thread's acquire_plugin block no dispatch may run (SPEC §6): MuJoCo's own call
+  // proceeds without plugins.
+  if (!host_.has_callback(Callback::kControl) || host_.scope_held_by_this_thread()) return;
   hooks::DispatchScope dispatching;
   try {
-    host_.dispatch_control(model_generation(), m, d);
+    record_error(host_.dispatch_control(model_generation(), m, d));
   } catch (...) {
     // Nothing may unwind through MuJoCo's C frames: a stale-generation error is kept and thrown
     // by the step that made this call.
-    host_.record_error(std::current_exception());
+    record_error(std::current_exception());
   }
 }
 
 void EnvCore::on_passive(const mjModel* m, mjData* d) {
-  if (!host_.has_callback(Callback::kPassive)) return;
+  if (!host_.has_callback(Callback::kPassive) || host_.scope_held_by_this_thread()) return;
   hooks::DispatchScope dispatching;
   try {
-    host_.dispatch_passive(model_generation(), m, d);
+    record_error(host_.dispatch_passive(model_generation(), m, d));
   } catch (...) {
-    host_.record_error(std::current_exception());
+    record_error(std::current_exception());
   }
 }
 
@@ -110,6 +149,11 @@ void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint6
   stats_.steps += steps;
   stats_.stepping_wall_s += std::chrono::duration<double>(wall).count();
   if (simulated > 0) stats_.simulated_s += simulated;  // a reset in between moves time back
+}
+
+void EnvCore::record_elapsed(Clock::duration wall) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.elapsed_wall_s += std::chrono::duration<double>(wall).count();
 }
 
 EnvStatistics EnvCore::statistics() const {
@@ -147,15 +191,30 @@ void EnvCore::resume() {
 }
 
 void EnvCore::reset_plugins() {
+  {
+    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    control_.clear(data_);
+  }
   hooks::DispatchScope dispatching;
-  host_.reset(model_generation());
-  if (host_.has_pending_error()) host_.rethrow_pending_error();
+  raise_if(host_.reset(model_generation()));
 }
 
 void EnvCore::notify_geometry_changed(int geom_id) {
   hooks::DispatchScope dispatching;
-  host_.notify_geometry_changed(model_generation(), geom_id);
-  if (host_.has_pending_error()) host_.rethrow_pending_error();
+  raise_if(host_.notify_geometry_changed(model_generation(), geom_id));
+}
+
+void EnvCore::arm_control() {
+  if (control_.armed()) return;
+  pause();
+  try {
+    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    control_.arm(data_);
+  } catch (...) {
+    resume();
+    throw;
+  }
+  resume();
 }
 
 void EnvCore::start(std::optional<double> realtime_factor) {
@@ -193,12 +252,15 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
   auto anchor_wall = Clock::now();
   double anchor_sim = data_->time;
   bool reanchor = false;
+  auto elapsed_mark = Clock::now();  // start of the running time not yet recorded
   std::unique_lock<std::mutex> control(thread_mutex_);
   while (!stop_requested_) {
     if (pause_requests_.load(std::memory_order_acquire) > 0) {
+      record_elapsed(Clock::now() - elapsed_mark);
       thread_wakeup_.wait(control, [&] {
         return stop_requested_ || pause_requests_.load(std::memory_order_acquire) == 0;
       });
+      elapsed_mark = Clock::now();  // paused time is not running time
       reanchor = true;  // a reset or reload may have moved time
       continue;
     }
@@ -218,10 +280,10 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
       sim_time = data_->time;
       record_stepping(Clock::now() - wall_start, sim_time - sim_start, 1);
     }
-    if (host_.has_pending_error()) {
+    if (has_pending_error()) {
       // The failed plugin is already out of the generation; the others keep running.
       try {
-        host_.rethrow_pending_error();
+        rethrow_pending_error();
       } catch (...) {
         if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
       }
@@ -240,13 +302,21 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
         });
       }
     }
+    const auto now = Clock::now();
+    record_elapsed(now - elapsed_mark);
+    elapsed_mark = now;
   }
   control.unlock();
+  record_elapsed(Clock::now() - elapsed_mark);
   if (thread_hooks_.on_exit) thread_hooks_.on_exit();
 }
 
 void EnvCore::close() {
   if (closed_) return;
+  if (host_.scope_held_by_this_thread()) {
+    throw std::logic_error("close() inside an acquire_plugin() block would deadlock: leave the "
+                           "block first");
+  }
   stop();
   host_.quiesce_and_destroy();
   if (data_) hooks::unregister_pair(data_);

@@ -25,6 +25,7 @@
 
 #include <mujoco/mujoco.h>
 
+#include "control_bridge.h"
 #include "generation.h"
 #include "hooks.h"
 #include "plugin_host.h"
@@ -36,6 +37,9 @@ struct EnvStatistics {
   std::uint64_t steps = 0;
   double stepping_wall_s = 0.0;  // wall time spent inside step() calls and the physics thread
   double simulated_s = 0.0;      // simulated time advanced by those steps
+  // Wall time of step() calls plus the physics thread's running time including its pacing waits
+  // (pauses excluded): the denominator of the achieved real-time factor.
+  double elapsed_wall_s = 0.0;
   bool running = false;
 };
 
@@ -56,9 +60,10 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   PluginHost& host() { return host_; }
 
-  // Binds a (new) model and data: registers the pair with the hooks and the host. Called at
+  // Binds a (new) model and data: registers the pair with the hooks, the host and the control
+  // bridge (`control_scratch` is the bridge's scratch mjData for the same model). Called at
   // construction and, inside a pause, at reload. Advances the model generation.
-  void bind(const mjModel* model, mjData* data);
+  void bind(const mjModel* model, mjData* data, mjData* control_scratch);
   const mjModel* model() const { return model_; }
   mjData* data() const { return data_; }
 
@@ -88,7 +93,7 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   void resume();
 
   // Calls of the host's reset / notify entry points made with the env paused; a plugin error is
-  // thrown as PluginDispatchError.
+  // thrown as PluginDispatchError. reset_plugins() also clears the control bridge.
   void reset_plugins();
   void notify_geometry_changed(int geom_id);
 
@@ -97,18 +102,34 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   EnvStatistics statistics() const;
 
+  // The control side (SPEC §7); see ControlBridge for the threading. arm_control() runs paused.
+  ControlBridge& control() { return control_; }
+  void arm_control();
+  // Raises the error a control-side dispatch returned, if any.
+  static void raise_if(const DispatchError& error);
+
   // hooks::HookTarget
   void on_control(const mjModel* m, mjData* d) override;
   void on_passive(const mjModel* m, mjData* d) override;
 
  private:
   void check_can_step(const char* what) const;
+  // A plugin error from a place that cannot unwind (inside mj_step) or from the stepping loop:
+  // kept until the step that caused it returns.
+  void record_error(DispatchError error);
+  void rethrow_pending_error();
+  bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
   void step_once_locked();
   void run_physics(std::optional<double> realtime_factor);
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
                        std::uint64_t steps);
+  void record_elapsed(std::chrono::steady_clock::duration wall);
 
   PluginHost host_;
+  ControlBridge control_;
+  std::mutex pending_mutex_;
+  DispatchError pending_error_;
+  std::atomic<bool> pending_flag_{false};
   const mjModel* model_ = nullptr;
   mjData* data_ = nullptr;
   std::atomic<std::uint64_t> model_generation_{0};

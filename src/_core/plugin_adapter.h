@@ -58,6 +58,9 @@ class IPluginAdapter {
 
   // Before the adapter is destroyed (shutdown or reload); never throws out of the host.
   virtual void unload() {}
+
+  // The name the plugin's author knows `callback` by (a ControlPlugin's reset is on_reset).
+  virtual const char* name_of(Callback callback) const { return callback_name(callback); }
 };
 
 }  // namespace mjfast

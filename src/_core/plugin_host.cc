@@ -1,6 +1,8 @@
 #include "plugin_host.h"
 
 #include <chrono>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "errors.h"
@@ -19,7 +21,24 @@ double elapsed_s(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+// The host whose mutex this thread holds through a StepLock, if any.
+// initial-exec: read on every dispatch, so no __tls_get_addr call (see hooks.cc).
+thread_local const PluginHost* step_locked_host __attribute__((tls_model("initial-exec"))) =
+    nullptr;
+
 }  // namespace
+
+PluginHost::StepLock::StepLock(PluginHost& host) : host_(host), previous_(step_locked_host) {
+  if (previous_ == &host_) return;  // nested: the outer lock already holds it
+  host_.mutex_.lock();
+  step_locked_host = &host_;
+}
+
+PluginHost::StepLock::~StepLock() {
+  if (previous_ == &host_) return;
+  step_locked_host = previous_;
+  host_.mutex_.unlock();
+}
 
 const char* callback_name(Callback callback) {
   switch (callback) {
@@ -63,32 +82,32 @@ void PluginHost::bind_model(const mjModel* model, mjData* data) {
 }
 
 const mjModel* PluginHost::bound_model() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return model_;
 }
 
 mjData* PluginHost::bound_data() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return data_;
 }
 
 bool PluginHost::generation_active() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return generation_active_;
 }
 
 ModelGeneration PluginHost::model_generation() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return model_generation_;
 }
 
 PluginGeneration PluginHost::plugin_generation() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   return plugin_generation_;
 }
 
 void PluginHost::quiesce_and_destroy() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_change("quiesce_and_destroy()");
   quiesce_and_destroy_locked();
 }
 
@@ -113,7 +132,7 @@ void PluginHost::quiesce_and_destroy_locked() {
 
 void PluginHost::load_generation(ModelGeneration model_generation,
                                  PluginGeneration plugin_generation) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_change("load_generation()");
   quiesce_and_destroy_locked();
   model_generation_ = model_generation;
   plugin_generation_ = plugin_generation;
@@ -157,6 +176,9 @@ void PluginHost::load_generation(ModelGeneration model_generation,
 
     try {
       report.callbacks = current.adapter->callbacks();
+      for (std::size_t i = 0; i < kCallbackCount; ++i) {
+        report.callback_names[i] = current.adapter->name_of(static_cast<Callback>(i));
+      }
       report.custom = current.adapter->statistics();
     } catch (...) {
       report.callbacks = 0;
@@ -208,27 +230,25 @@ void PluginHost::rebuild_dispatch_tables_locked() {
   active_mask_.store(active, std::memory_order_release);
 }
 
-void PluginHost::set_pending_locked(std::exception_ptr error) {
-  if (!pending_error_) pending_error_ = std::move(error);  // the first error is the cause
-  pending_flag_.store(true, std::memory_order_release);
-}
-
-void PluginHost::fail_live_locked(Record& record, Callback callback, std::exception_ptr error) {
+DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
+                                          std::exception_ptr error) {
   const std::string message = describe_exception(error);
   PluginReport& report = record.report;
   report.state = PluginState::kFailed;
-  report.failure = PluginFailure{callback_name(callback), message};
+  const char* name = record.adapter->name_of(callback);
+  report.failure = PluginFailure{name, message};
   // A plugin that raised is out of this generation: it would most likely raise again every step.
   // It is unloaded at the next quiesce (it keeps its adapter until then, since it did load).
   rebuild_dispatch_tables_locked();
-  set_pending_locked(std::make_exception_ptr(
-      PluginDispatchError(report.name, report.type, callback_name(callback), message, error)));
+  return std::make_exception_ptr(
+      PluginDispatchError(report.name, report.type, name, message, error));
 }
 
 template <class Invoke>
-bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!generation_active_) return true;
+DispatchError PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
+  std::unique_lock<std::mutex> lock;
+  if (step_locked_host != this) lock = lock_for_change(callback_name(callback));  // else ours
+  if (!generation_active_) return nullptr;
   if (tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
                                " tagged with model generation " + std::to_string(tag.value()) +
@@ -244,8 +264,8 @@ bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invok
     try {
       invoke(*record->adapter);
     } catch (...) {
-      fail_live_locked(*record, callback, std::current_exception());
-      return false;  // the table was rebuilt: stop iterating it
+      // The table was rebuilt without this adapter: stop iterating it.
+      return fail_live_locked(*record, callback, std::current_exception());
     }
     if (timed) {
       stats.last_ns = elapsed_ns(start);
@@ -253,44 +273,44 @@ bool PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invok
       ++stats.timed_calls;
     }
   }
-  return true;
+  return nullptr;
 }
 
-bool PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kControl, tag, [&](IPluginAdapter& a) { a.control(m, d); });
 }
 
-bool PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kPassive, tag, [&](IPluginAdapter& a) { a.passive(m, d); });
 }
 
-bool PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
+DispatchError PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
                                  mjvScene* scene) {
   return dispatch(Callback::kRender, tag, [&](IPluginAdapter& a) { a.render(m, d, scene); });
 }
 
-bool PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kLastStage, tag, [&](IPluginAdapter& a) { a.last_stage(m, d); });
 }
 
-bool PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kPreStep, tag, [&](IPluginAdapter& a) { a.pre_step(m, d); });
 }
 
-bool PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kUpdateRead, tag, [&](IPluginAdapter& a) { a.update_read(m, d); });
 }
 
-bool PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(Callback::kUpdateWrite, tag, [&](IPluginAdapter& a) { a.update_write(m, d); });
 }
 
-bool PluginHost::notify_geometry_changed(ModelGeneration tag, int geom_id) {
+DispatchError PluginHost::notify_geometry_changed(ModelGeneration tag, int geom_id) {
   return dispatch(Callback::kGeomChanged, tag,
                   [&](IPluginAdapter& a) { a.geom_changed(model_, data_, geom_id); });
 }
 
-bool PluginHost::reset(ModelGeneration tag) {
+DispatchError PluginHost::reset(ModelGeneration tag) {
   return dispatch(Callback::kReset, tag, [&](IPluginAdapter& a) {
     const auto start = Clock::now();
     a.reset(model_, data_);
@@ -300,30 +320,32 @@ bool PluginHost::reset(ModelGeneration tag) {
   });
 }
 
-void PluginHost::record_error(std::exception_ptr error) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  set_pending_locked(std::move(error));
-}
-
-void PluginHost::rethrow_pending_error() {
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error = std::exchange(pending_error_, nullptr);
-    pending_flag_.store(false, std::memory_order_release);
-  }
-  if (error) std::rethrow_exception(error);
-}
-
 std::vector<PluginReport> PluginHost::report() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  const auto lock = lock_for_query();
   std::vector<PluginReport> reports;
   reports.reserve(records_.size());
   for (const auto& record : records_) reports.push_back(record->report);
   return reports;
 }
 
+std::unique_lock<std::mutex> PluginHost::lock_for_query() const {
+  if (scope_held_by_this_thread()) return std::unique_lock<std::mutex>();  // already ours
+  return std::unique_lock<std::mutex>(mutex_);
+}
+
+std::unique_lock<std::mutex> PluginHost::lock_for_change(const char* what) const {
+  if (scope_held_by_this_thread()) {
+    throw std::logic_error(std::string(what) +
+                           " inside an acquire_plugin() block would deadlock: leave the block "
+                           "first");
+  }
+  return std::unique_lock<std::mutex>(mutex_);
+}
+
 void PluginHost::acquire_scope() {
+  if (scope_held_by_this_thread()) {
+    throw std::logic_error("acquire_plugin() is already held by this thread");
+  }
   mutex_.lock();
   scope_owner_.store(std::this_thread::get_id());
 }

@@ -59,8 +59,12 @@ struct PluginReport {
   double reset_time_s = 0.0;
   CallbackMask callbacks = 0;
   std::array<CallbackStats, kCallbackCount> callback_stats{};
+  std::array<const char*, kCallbackCount> callback_names{};  // as the adapter names them
   std::map<std::string, double> custom;
 };
+
+// What a dispatch returns: null, or the PluginDispatchError of the adapter that raised.
+using DispatchError = std::exception_ptr;
 
 class PluginHost {
  public:
@@ -95,32 +99,48 @@ class PluginHost {
   bool has_callback(Callback callback) const {
     return (active_mask_.load(std::memory_order_acquire) & mask_of(callback)) != 0;
   }
+  bool has_any_callback() const { return active_mask_.load(std::memory_order_acquire) != 0; }
+  bool has_control_side_callback() const {
+    return has_callback(Callback::kUpdateRead) || has_callback(Callback::kUpdateWrite);
+  }
+
+  // Holds the host mutex for one env step on this thread, so that the step's dispatches
+  // (pre_step, the hooks' control/passive, last_stage) each check the generation under it without
+  // re-locking: one lock per step instead of one per dispatch. Dispatch entry points called on
+  // this thread meanwhile see the mutex as theirs; other threads wait as before.
+  class StepLock {
+   public:
+    explicit StepLock(PluginHost& host);
+    ~StepLock();
+    StepLock(const StepLock&) = delete;
+    StepLock& operator=(const StepLock&) = delete;
+
+   private:
+    PluginHost& host_;
+    const PluginHost* previous_;
+  };
 
   // Dispatch entry points. Each checks the generation first, under the host mutex: inactive ->
   // return quietly; active but tagged with another model generation -> StaleGenerationError.
   // An adapter that raises is marked failed, the rest of this dispatch is skipped, and the error
-  // becomes the pending error (see take_pending_error); the return value is false then.
-  bool dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d);
-  bool dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d);
-  bool dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d, mjvScene* scene);
-  bool dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d);
-  bool dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d);
-  bool dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d);
-  bool dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d);
-  bool notify_geometry_changed(ModelGeneration tag, int geom_id);
-  bool reset(ModelGeneration tag);
-
-  // The first error raised by a plugin since the last take, if any (cheap to poll).
-  bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
-  // Throws the pending error as PluginDispatchError (or what else was recorded) and clears it.
-  void rethrow_pending_error();
-  // Keeps an error raised where nothing may unwind (inside MuJoCo), for rethrow_pending_error.
-  void record_error(std::exception_ptr error);
+  // (a PluginDispatchError) is returned to the caller, who raises it where unwinding is allowed:
+  // null means every adapter returned normally.
+  DispatchError dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d);
+  DispatchError dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d);
+  DispatchError dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d, mjvScene* scene);
+  DispatchError dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d);
+  DispatchError dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d);
+  DispatchError dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d);
+  DispatchError dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d);
+  DispatchError notify_geometry_changed(ModelGeneration tag, int geom_id);
+  DispatchError reset(ModelGeneration tag);
 
   std::vector<PluginReport> report() const;
 
   // Scoped access (env.acquire_plugin): holds the host mutex until release_scope(), so that no
-  // dispatch runs meanwhile. Must be released from the thread that acquired it.
+  // dispatch runs meanwhile. Must be released from the thread that acquired it. Inside the scope,
+  // the read-only queries work on the owning thread; dispatch, load and quiesce raise
+  // std::logic_error there instead of deadlocking.
   void acquire_scope();
   void release_scope();
   bool scope_held_by_this_thread() const;
@@ -133,12 +153,16 @@ class PluginHost {
     std::unique_ptr<IPluginAdapter> adapter;
   };
 
+  // Locks the host mutex, unless this thread already holds it through the acquire scope.
+  std::unique_lock<std::mutex> lock_for_query() const;
+  // Locks the host mutex for a mutation; refuses inside this thread's acquire scope.
+  std::unique_lock<std::mutex> lock_for_change(const char* what) const;
+
   template <class Invoke>
-  bool dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke);
+  DispatchError dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke);
   void quiesce_and_destroy_locked();
   void rebuild_dispatch_tables_locked();
-  void fail_live_locked(Record& record, Callback callback, std::exception_ptr error);
-  void set_pending_locked(std::exception_ptr error);
+  DispatchError fail_live_locked(Record& record, Callback callback, std::exception_ptr error);
 
   mutable std::mutex mutex_;
   Factory factory_;
@@ -150,9 +174,6 @@ class PluginHost {
   std::vector<std::unique_ptr<Record>> records_;  // load order
   std::array<std::vector<Record*>, kCallbackCount> dispatch_tables_;
   std::atomic<CallbackMask> active_mask_{0};
-
-  std::exception_ptr pending_error_;
-  std::atomic<bool> pending_flag_{false};
 
   std::atomic<std::thread::id> scope_owner_{};
 };

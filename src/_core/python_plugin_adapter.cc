@@ -25,7 +25,27 @@ constexpr CallbackBinding kBindings[] = {
     {Callback::kUpdateWrite, nullptr, "update_write"},
 };
 
+std::string python_error_text(const py::error_already_set& error) {
+  // Called with the GIL held (every adapter method holds it where Python can raise).
+  const py::object& value = error.value();
+  return py::str(py::type::of(value).attr("__name__")).cast<std::string>() + ": " +
+         py::str(value).cast<std::string>();
+}
+
+// Runs `call` (with the GIL held) and turns a Python exception into PythonPluginException.
+template <class Call>
+auto translating(Call&& call) {
+  try {
+    return call();
+  } catch (py::error_already_set& error) {
+    throw PythonPluginException(std::move(error));
+  }
+}
+
 }  // namespace
+
+PythonPluginException::PythonPluginException(py::error_already_set error)
+    : std::runtime_error(python_error_text(error)), original(std::move(error)) {}
 
 PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::object model,
                                          py::object data, py::object control_data,
@@ -81,21 +101,23 @@ void PythonPluginAdapter::call(Callback callback) {
   // Safe: the stepping thread holds no Python state here; the GIL is taken only for this call.
   py::gil_scoped_acquire gil;
   PyObject* result = PyObject_Call(methods_[slot].ptr(), arguments_[slot].ptr(), nullptr);
-  if (result == nullptr) throw py::error_already_set();
+  if (result == nullptr) throw PythonPluginException(py::error_already_set());
   Py_DECREF(result);
 }
 
 bool PythonPluginAdapter::load(const mjModel*, mjData*) {
   py::gil_scoped_acquire gil;  // load runs under the host mutex on a thread that released the GIL
-  py::object result = style_ == Style::kMujoco ? instance_.attr("load")(model_, data_)
-                                               : instance_.attr("init")(node_, model_, data_);
+  py::object result = translating([&] {
+    return style_ == Style::kMujoco ? instance_.attr("load")(model_, data_)
+                                    : instance_.attr("init")(node_, model_, data_);
+  });
   // Only an explicit False fails: a load() that forgets to return is taken as success.
   return !(result.is(py::bool_(false)));
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
   py::gil_scoped_acquire gil;
-  py::object result = instance_.attr("statistics")();
+  py::object result = translating([&] { return instance_.attr("statistics")(); });
   std::map<std::string, double> figures;
   for (auto item : py::cast<py::dict>(result)) {
     figures[py::str(item.first).cast<std::string>()] = py::cast<double>(item.second);
@@ -105,7 +127,7 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;
-  return !(instance_.attr("activate")().is(py::bool_(false)));
+  return !translating([&] { return instance_.attr("activate")(); }).is(py::bool_(false));
 }
 
 void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
@@ -123,7 +145,12 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
 
 void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
   py::gil_scoped_acquire gil;  // see call()
-  methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id);
+  translating([&] { return methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id); });
+}
+
+const char* PythonPluginAdapter::name_of(Callback callback) const {
+  if (callback == Callback::kReset && style_ == Style::kControl) return "on_reset";
+  return callback_name(callback);
 }
 
 void PythonPluginAdapter::unload() {

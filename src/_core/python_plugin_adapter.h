@@ -6,12 +6,21 @@
 
 #include <array>
 #include <map>
+#include <stdexcept>
 #include <string>
 
 #include "plugin_adapter.h"
 #include "pybind11.hpp"
 
 namespace mjfast {
+
+// A Python exception raised by a plugin. Its message is `Type: text`, without the traceback that
+// pybind11 appends; the original travels along and becomes the PluginError's __cause__.
+class PythonPluginException : public std::runtime_error {
+ public:
+  explicit PythonPluginException(py::error_already_set error);
+  py::error_already_set original;
+};
 
 class PythonPluginAdapter final : public IPluginAdapter {
  public:
@@ -38,6 +47,7 @@ class PythonPluginAdapter final : public IPluginAdapter {
   void update_read(const mjModel*, mjData*) override { call(Callback::kUpdateRead); }
   void update_write(const mjModel*, mjData*) override { call(Callback::kUpdateWrite); }
   void unload() override;
+  const char* name_of(Callback callback) const override;
 
   const py::object& instance() const { return instance_; }
 

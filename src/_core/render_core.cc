@@ -293,14 +293,19 @@ void RenderCore::recompute_due_locked() {
 
 // -- the physics thread's half -------------------------------------------------------------
 
-void RenderCore::after_step(const mjModel* model, mjData* data, ModelGeneration generation) {
+std::exception_ptr RenderCore::after_step(const mjModel* model, mjData* data,
+                                          ModelGeneration generation) {
   const double now = data->time;
   int slot_index = -1;
+  std::exception_ptr error;  // the first one: what the step raises
+  auto keep = [&error](std::exception_ptr raised) {
+    if (!error) error = std::move(raised);
+  };
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
     if (loading_ || bound_.empty()) {
       recompute_due_locked();
-      return;
+      return nullptr;
     }
     if (now < last_step_time_) {
       for (CameraHandle* handle : bound_) handle->next_due_.store(-kInfinity);
@@ -352,7 +357,7 @@ void RenderCore::after_step(const mjModel* model, mjData* data, ModelGeneration 
       mjv_updateScene(model, data, &option, nullptr, &handle->camera_, mjCAT_ALL, scene);
       // MuJoCo truncates a full scene with only a global warning: refuse the frame instead.
       if (scene->ngeom >= scene->maxgeom) {
-        host_->record_error(std::make_exception_ptr(std::length_error(
+        keep(std::make_exception_ptr(std::length_error(
             "camera '" + handle->name() + "': the scene is full (max_geom " +
             std::to_string(scene->maxgeom) + "): the model has at least as much visual "
             "geometry; raise the camera's max_geom parameter")));
@@ -360,9 +365,12 @@ void RenderCore::after_step(const mjModel* model, mjData* data, ModelGeneration 
       }
       if (host_ && host_->has_callback(Callback::kRender)) {
         hooks::DispatchScope dispatching;
-        if (!host_->dispatch_render(generation, model, data, scene)) continue;
+        if (std::exception_ptr raised = host_->dispatch_render(generation, model, data, scene)) {
+          keep(std::move(raised));
+          continue;
+        }
         if (scene->ngeom > scene->maxgeom || scene->ngeom < 0) {
-          host_->record_error(std::make_exception_ptr(std::length_error(
+          keep(std::make_exception_ptr(std::length_error(
               "render_callback geometry overflows the scene of camera '" + handle->name() +
               "': ngeom " + std::to_string(scene->ngeom) + " > max_geom " +
               std::to_string(scene->maxgeom) + " (raise the camera's max_geom parameter)")));
@@ -375,10 +383,10 @@ void RenderCore::after_step(const mjModel* model, mjData* data, ModelGeneration 
     }
     recompute_due_locked();
   }
-  if (slot_index < 0) return;
+  if (slot_index < 0) return error;
   std::unique_lock<std::mutex> lock(queue_mutex_);
   Slot& slot = slots_[static_cast<std::size_t>(slot_index)];
-  if (slot.jobs.empty()) return;  // still free
+  if (slot.jobs.empty()) return error;  // still free
   slot.render_generation = render_generation_;  // generation check at queue time
   slot.state = SlotState::kQueued;
   queue_.push_back(slot_index);
@@ -387,6 +395,7 @@ void RenderCore::after_step(const mjModel* model, mjData* data, ModelGeneration 
     // The render thread never takes the step lock or the GIL, so waiting here cannot deadlock.
     queue_changed_.wait(lock, [&] { return slot.state == SlotState::kFree || stopping_; });
   }
+  return error;
 }
 
 // -- the render thread ---------------------------------------------------------------------

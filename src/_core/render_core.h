@@ -99,7 +99,8 @@ class RenderCore final : public StepObserver {
   void set_render_hold(bool held);
 
   // StepObserver
-  void after_step(const mjModel* model, mjData* data, ModelGeneration generation) override;
+  std::exception_ptr after_step(const mjModel* model, mjData* data,
+                                ModelGeneration generation) override;
 
   // Called by a handle whose frames were just enabled.
   void wake();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <limits>
 
 #include <mujoco/mujoco.h>
@@ -17,7 +18,9 @@ class StepObserver {
   virtual ~StepObserver() = default;
 
   // On the stepping thread, with the step lock held, when data->time >= next_due_time().
-  virtual void after_step(const mjModel* model, mjData* data, ModelGeneration generation) = 0;
+  // Returns the error to raise after the step (a render_callback's, an overflowing scene), if any.
+  virtual std::exception_ptr after_step(const mjModel* model, mjData* data,
+                                        ModelGeneration generation) = 0;
 
   double next_due_time() const { return next_due_time_.load(std::memory_order_relaxed); }
 

@@ -1,0 +1,408 @@
+"""The `mjfast` command line (SPEC §11): `demo`, `run MODEL` and `plugins`.
+
+Owns argument parsing, the progress display and the statistics table; everything it simulates
+goes through `mjfast.MujocoEnv`. Bad input becomes one `mjfast: error: ...` line and a non-zero
+exit status (2: usage, 1: runtime), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_RUNTIME = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+DEFAULT_DURATION_S = 5.0
+# Wall time one chunk of env.step should take: short enough for a smooth progress bar, long
+# enough that the per-call cost of stepping from Python stays negligible.
+_CHUNK_WALL_S = 0.05
+_POSE_HOLD_TYPE = "mjfast/PoseHoldPD"
+
+
+class CliError(Exception):
+    """Bad input or a failed run: reported as one line, exit status `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_RUNTIME) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _one_line(text: str) -> str:
+    """`text` as a single line: MuJoCo's and pybind11's messages span several."""
+    lines = [line.strip() for line in str(text).strip().splitlines()]
+    # pybind11 appends the Python stack after an "At:" line; the message is what comes before.
+    if "At:" in lines:
+        lines = lines[: lines.index("At:")]
+    return " ".join(line for line in lines if line)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, like every other error of the CLI."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"mjfast: error: {message} (see '{self.prog} --help')\n")
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
+    length = parser.add_mutually_exclusive_group()
+    if steps:
+        length.add_argument("--steps", type=_positive_int, metavar="N",
+                            help="number of physics steps to run")
+    length.add_argument("--duration", type=_positive_float, metavar="S",
+                        help=f"simulated seconds to run (default {DEFAULT_DURATION_S:g})")
+    parser.add_argument("--realtime", type=_positive_float, metavar="F",
+                        help="run on the env's physics thread paced to F x wall clock "
+                             "(default: step as fast as possible)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="show no progress display on stderr")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mjfast", description="MuJoCo simulation server with native-speed "
+                                                "plugins.")
+    parser.add_argument("--version", action="version", version=f"mjfast {_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    commands.required = True
+
+    demo = commands.add_parser("demo", help="run the bundled 7-dof arm holding a pose",
+                               description="Run the bundled demo: a 7-dof arm whose pose is held "
+                                           "by the mjfast/PoseHoldPD plugin.")
+    _add_run_options(demo, steps=False)
+
+    run = commands.add_parser("run", help="run any MJCF/URDF model with its plugins",
+                              description="Load MODEL, load the plugins configured under "
+                                          "MujocoPlugins in --params, step it and print the "
+                                          "statistics.")
+    run.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
+    run.add_argument("--params", metavar="FILE", help="YAML parameter file (MujocoPlugins, "
+                                                      "initial_joint_positions, ...)")
+    _add_run_options(run, steps=True)
+
+    commands.add_parser("plugins", help="list the discovered plugin types",
+                        description="List the plugin types found through the mjfast.plugins "
+                                    "entry points and in-process registrations.")
+    return parser
+
+
+def _version() -> str:
+    from mjfast import __version__
+
+    return __version__
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+class _Progress:
+    """A progress bar on a terminal; elsewhere one plain line per wall-clock second."""
+
+    _WIDTH = 30
+
+    def __init__(self, stream: TextIO | None, total_s: float) -> None:
+        self._stream = stream
+        self._total = total_s
+        self._tty = stream is not None and stream.isatty()
+        self._started = time.perf_counter()
+        self._last_line = self._started
+
+    def update(self, done_s: float) -> None:
+        if self._stream is None:
+            return
+        now = time.perf_counter()
+        fraction = min(1.0, done_s / self._total) if self._total > 0 else 1.0
+        if self._tty:
+            filled = round(fraction * self._WIDTH)
+            bar = "#" * filled + "-" * (self._WIDTH - filled)
+            self._stream.write(f"\r[{bar}] {fraction:4.0%}  sim {done_s:7.2f}/{self._total:.2f} s"
+                               f"  wall {now - self._started:6.2f} s")
+            self._stream.flush()
+        elif now - self._last_line >= 1.0:
+            self._last_line = now
+            self._stream.write(f"mjfast: {fraction:.0%} (sim {done_s:.2f}/{self._total:.2f} s)\n")
+            self._stream.flush()
+
+    def close(self) -> None:
+        if self._stream is not None and self._tty:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def _import_mjfast() -> Any:
+    try:
+        import mjfast
+    except ImportError as error:  # a missing or mismatched compiled core
+        raise CliError(f"cannot import mjfast: {_one_line(str(error))}") from error
+    return mjfast
+
+
+@contextmanager
+def _bad_input_is_one_line() -> Iterator[None]:
+    mjfast = _import_mjfast()
+    try:
+        yield
+    except CliError:
+        raise
+    except (OSError, ValueError, mjfast.MjfastError) as error:
+        # FileNotFoundError, a model that does not compile (ValueError), ConfigError, PluginError.
+        message = _one_line(str(error)) or type(error).__name__
+        if isinstance(error, OSError) and error.filename and str(error.filename) not in message:
+            message = f"{message}: {error.filename}"
+        raise CliError(message) from error
+
+
+def _make_env(model: Path, params: Path | None) -> Any:
+    mjfast = _import_mjfast()
+    if not model.is_file():
+        raise CliError(f"model file not found: {model}")
+    if params is not None and not params.is_file():
+        raise CliError(f"parameter file not found: {params}")
+    with _bad_input_is_one_line():
+        return mjfast.MujocoEnv(model, params=params)
+
+
+def _step_as_fast_as_possible(env: Any, steps: int, progress: _Progress,
+                              warn: TextIO) -> None:
+    mjfast = _import_mjfast()
+    timestep = float(env.model.opt.timestep)
+    done = 0
+    chunk = 1
+    while done < steps:
+        n = min(chunk, steps - done)
+        started = time.perf_counter()
+        try:
+            env.step(n)
+        except mjfast.PluginError as error:
+            # The host has marked the plugin FAILED and dispatches it no more: the run goes on
+            # and the table shows the failure, as for a plugin that failed to load.
+            warn.write(f"mjfast: warning: {_one_line(str(error))}\n")
+        elapsed = time.perf_counter() - started
+        done += n
+        progress.update(done * timestep)
+        # Aim each chunk at _CHUNK_WALL_S of wall time, growing at most 4x at a time.
+        rate = n / elapsed if elapsed > 0 else float("inf")
+        chunk = max(1, min(chunk * 4, int(rate * _CHUNK_WALL_S) or 1))
+
+
+def _step_paced(env: Any, steps: int, realtime_factor: float, progress: _Progress) -> None:
+    timestep = float(env.model.opt.timestep)
+    first = int(env.statistics()["env"]["steps"])
+    env.start(realtime_factor)
+    try:
+        while env.running:
+            done = int(env.statistics()["env"]["steps"]) - first
+            progress.update(done * timestep)
+            if done >= steps:
+                break
+            # Sleep at most until the run should end, so a short run does not overshoot by much.
+            remaining_wall = (steps - done) * timestep / realtime_factor
+            time.sleep(min(_CHUNK_WALL_S, max(remaining_wall, 0.001)))
+    finally:
+        env.stop()
+    progress.update(min(steps, int(env.statistics()["env"]["steps"]) - first) * timestep)
+
+
+def _simulate(env: Any, steps: int, realtime: float | None, show_progress: bool,
+              err: TextIO) -> float:
+    """Steps `env` `steps` times; returns the wall time it took."""
+    timestep = float(env.model.opt.timestep)
+    progress = _Progress(err if show_progress else None, steps * timestep)
+    started = time.perf_counter()
+    try:
+        with _bad_input_is_one_line():
+            if realtime is None:
+                _step_as_fast_as_possible(env, steps, progress, err)
+            else:
+                _step_paced(env, steps, realtime, progress)
+    finally:
+        progress.close()
+    return time.perf_counter() - started
+
+
+def _steps_for(env: Any, steps: int | None, duration: float | None) -> int:
+    if steps is not None:
+        return steps
+    timestep = float(env.model.opt.timestep)
+    return max(1, round((duration if duration is not None else DEFAULT_DURATION_S) / timestep))
+
+
+# -- the statistics table -----------------------------------------------------------------------
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> list[str]:
+    widths = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+                         for i, cell in enumerate(cells)).rstrip()
+
+    return [line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)]
+
+
+def _format_ns(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def format_statistics(stats: dict[str, Any], wall_s: float) -> str:
+    """`env.statistics()` as the table the CLI prints."""
+    env = stats["env"]
+    sampled = env.get("timing_sample_interval", 1)
+    lines = ["environment",
+             f"  steps                 {env['steps']:,}",
+             f"  simulated time        {env.get('simulated_s', float('nan')):.3f} s",
+             f"  wall time             {wall_s:.3f} s",
+             f"  mean step time        {_format_ns(env['mean_step_ns'])} ns",
+             f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / stepping time)",
+             f"  model generation      {env['model_generation']}",
+             f"  plugin generation     {env['plugin_generation']}",
+             ""]
+    plugins = stats["plugins"]
+    if not plugins:
+        lines.append("plugins: none configured")
+        return "\n".join(lines)
+    rows = []
+    for plugin in plugins:
+        failure = plugin["failure"]
+        rows.append([plugin["name"], plugin["type"], plugin["state"].name,
+                     f"{plugin['load_time_s'] * 1e3:.2f}",
+                     "-" if failure is None
+                     else f"{failure.phase}: {_one_line(failure.message)}"])
+    lines.append("plugins")
+    lines += ["  " + line for line in _table(
+        ["name", "type", "state", "load ms", "failure"], rows, numeric={3})]
+    callback_rows = [
+        [plugin["name"], callback, f"{figures['calls']:,}",
+         _format_ns(figures["mean_ns"]) if figures.get("timed_calls", 1) else "-",
+         _format_ns(figures["last_ns"]) if figures.get("timed_calls", 1) else "-"]
+        for plugin in plugins for callback, figures in plugin["callbacks"].items()]
+    if callback_rows:
+        lines += ["", f"callbacks (wall time of 1 call in {sampled} per callback)"]
+        lines += ["  " + line for line in _table(
+            ["plugin", "callback", "calls", "mean ns", "last ns"], callback_rows,
+            numeric={2, 3, 4})]
+    return "\n".join(lines)
+
+
+def _pose_hold_report(env: Any) -> list[str]:
+    """Each active PoseHoldPD's final error: how far each held joint is from its target."""
+    import mujoco
+
+    mjfast = _import_mjfast()
+    lines = []
+    for info in env.plugins:
+        if info.type != _POSE_HOLD_TYPE or info.state is not mjfast.PluginState.ACTIVE:
+            continue
+        with env.acquire_plugin(info.name) as plugin:
+            targets = dict(plugin.config.get("target", {}))
+        errors = []
+        for joint, target in targets.items():
+            joint_id = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))
+            if joint_id >= 0:
+                position = float(env.data.qpos[env.model.jnt_qposadr[joint_id]])
+                errors.append((abs(float(target) - position), str(joint)))
+        if errors:
+            worst, joint = max(errors)
+            rms = math.sqrt(sum(e * e for e, _ in errors) / len(errors))
+            lines.append(f"{info.name}: final joint error over {len(errors)} held joints: "
+                         f"max {worst:.4f} rad ({joint}), rms {rms:.4f} rad")
+    return lines
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+
+def _run(model: Path, params: Path | None, args: argparse.Namespace,
+         out: TextIO, err: TextIO) -> int:
+    env = _make_env(model, params)
+    try:
+        steps = _steps_for(env, getattr(args, "steps", None), args.duration)
+        wall_s = _simulate(env, steps, args.realtime, not args.no_progress, err)
+        out.write(format_statistics(env.statistics(), wall_s) + "\n")
+        report = _pose_hold_report(env)
+        if report:
+            out.write("\n" + "\n".join(report) + "\n")
+    finally:
+        env.close()
+    return EXIT_OK
+
+
+def _demo_files() -> tuple[Path, Path]:
+    data = resources.files("mjfast") / "data"
+    model, params = Path(str(data / "demo_arm.xml")), Path(str(data / "demo.yaml"))
+    if not model.is_file() or not params.is_file():
+        raise CliError(f"the demo files are missing from the installed package ({data}); "
+                       f"reinstall mjfast")
+    return model, params
+
+
+def _plugins(out: TextIO) -> int:
+    mjfast = _import_mjfast()
+    names = sorted(mjfast.available_plugins())
+    if not names:
+        out.write("no plugin types found\n")
+    for name in names:
+        out.write(f"{name}\n")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line `argv` (default: sys.argv[1:]); returns the exit status."""
+    out, err = sys.stdout, sys.stderr
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # --help, --version and usage errors
+        return int(exit_.code) if isinstance(exit_.code, int) else EXIT_USAGE
+    try:
+        if args.command == "plugins":
+            return _plugins(out)
+        if args.command == "demo":
+            model, params = _demo_files()
+            return _run(model, params, args, out, err)
+        return _run(Path(args.model), Path(args.params) if args.params else None, args,
+                    out, err)
+    except CliError as error:
+        err.write(f"mjfast: error: {error}\n")
+        return error.code
+    except KeyboardInterrupt:
+        err.write("\nmjfast: interrupted\n")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `mjfast ... | head`: the reader left; say nothing more on a closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_RUNTIME

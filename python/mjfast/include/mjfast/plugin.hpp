@@ -1,0 +1,494 @@
+// mjfast native plugins in C++: a thin, header-only layer over the C ABI of plugin_abi.h.
+//
+//   #include <mjfast/plugin.hpp>
+//   class MyPlugin : public mjfast::Plugin {
+//    public:
+//     explicit MyPlugin(const mjfast::PluginContext& context) : Plugin(context),
+//         gain_(context.config.number("gains.kp")) {}          // throws if missing or mistyped
+//     bool load(const mjModel* m, mjData* d) override { return true; }
+//     void control(const mjModel* m, mjData* d) override { d->ctrl[0] = -gain_ * d->qpos[0]; }
+//    private:
+//     double gain_;
+//   };
+//   MJFAST_PLUGIN(MyPlugin)   // exports `mjfast_plugin_MyPlugin`
+//
+// Only the callbacks a class overrides are dispatched (detected at compile time). Exceptions
+// thrown by the constructor or any callback are caught in the generated C shim and reach Python
+// as a load failure or an mjfast.PluginError whose cause is a RuntimeError with what().
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "plugin_abi.h"
+
+#if defined(_WIN32)
+#define MJFAST_PLUGIN_EXPORT extern "C" __declspec(dllexport)
+#else
+#define MJFAST_PLUGIN_EXPORT extern "C" __attribute__((visibility("default")))
+#endif
+
+namespace mjfast {
+
+// ------------------------------------------------------------------------------------------------
+// Configuration: the plugin's entry of MujocoPlugins (minus `type`/`name`), as a JSON tree.
+
+class Config {
+ public:
+  enum class Kind { kNull, kBool, kNumber, kString, kList, kMapping };
+
+  Config() = default;
+  // Parses JSON text (mjfast passes the configuration this way); throws std::runtime_error.
+  static Config parse(const std::string& json) {
+    Parser parser{json, 0};
+    Config root = parser.value("");
+    parser.skip_space();
+    if (parser.pos != json.size()) parser.fail("trailing characters");
+    return root;
+  }
+
+  Kind kind() const { return kind_; }
+  const std::string& path() const { return path_; }
+  bool is_null() const { return kind_ == Kind::kNull; }
+  bool is_number() const { return kind_ == Kind::kNumber; }
+  bool is_string() const { return kind_ == Kind::kString; }
+  bool is_bool() const { return kind_ == Kind::kBool; }
+  bool is_list() const { return kind_ == Kind::kList; }
+  bool is_mapping() const { return kind_ == Kind::kMapping; }
+
+  // Typed values of this node; a mismatch throws "config key '<path>' must be a <kind>, got <kind>".
+  double as_number() const { expect(Kind::kNumber); return number_; }
+  int as_int() const {
+    const double value = as_number();
+    if (value != std::floor(value)) throw error("must be an integer, got " + std::to_string(value));
+    return static_cast<int>(value);
+  }
+  bool as_bool() const { expect(Kind::kBool); return bool_; }
+  const std::string& as_string() const { expect(Kind::kString); return string_; }
+  std::vector<double> as_numbers() const {
+    expect(Kind::kList);
+    std::vector<double> values;
+    for (const Config& item : list_) values.push_back(item.as_number());
+    return values;
+  }
+
+  // Lists.
+  std::size_t size() const {
+    if (kind_ == Kind::kMapping) return mapping_.size();
+    expect(Kind::kList);
+    return list_.size();
+  }
+  const Config& operator[](std::size_t index) const {
+    expect(Kind::kList);
+    if (index >= list_.size()) {
+      throw error("has " + std::to_string(list_.size()) + " items, index " +
+                  std::to_string(index) + " is out of range");
+    }
+    return list_[index];
+  }
+  const std::vector<Config>& items() const { expect(Kind::kList); return list_; }
+
+  // Mappings. `key` may be a dotted path ("gains.kp"); a missing key throws
+  // "config key '<path>' is missing".
+  bool has(const std::string& key) const { return find(key) != nullptr; }
+  const Config& at(const std::string& key) const {
+    const Config* found = find(key);
+    if (found == nullptr) throw missing(key);
+    return *found;
+  }
+  std::vector<std::string> keys() const {
+    expect(Kind::kMapping);
+    std::vector<std::string> result;
+    for (const auto& entry : mapping_) result.push_back(entry.first);
+    return result;
+  }
+
+  double number(const std::string& key) const { return at(key).as_number(); }
+  double number(const std::string& key, double fallback) const {
+    return has(key) ? at(key).as_number() : fallback;
+  }
+  int integer(const std::string& key) const { return at(key).as_int(); }
+  int integer(const std::string& key, int fallback) const {
+    return has(key) ? at(key).as_int() : fallback;
+  }
+  bool boolean(const std::string& key) const { return at(key).as_bool(); }
+  bool boolean(const std::string& key, bool fallback) const {
+    return has(key) ? at(key).as_bool() : fallback;
+  }
+  std::string string(const std::string& key) const { return at(key).as_string(); }
+  std::string string(const std::string& key, const std::string& fallback) const {
+    return has(key) ? at(key).as_string() : fallback;
+  }
+  std::vector<double> numbers(const std::string& key) const { return at(key).as_numbers(); }
+
+  static const char* kind_name(Kind kind) {
+    switch (kind) {
+      case Kind::kNull: return "null";
+      case Kind::kBool: return "bool";
+      case Kind::kNumber: return "number";
+      case Kind::kString: return "string";
+      case Kind::kList: return "list";
+      case Kind::kMapping: return "mapping";
+    }
+    return "unknown";
+  }
+
+ private:
+  struct Parser {
+    const std::string& text;
+    std::size_t pos;
+
+    [[noreturn]] void fail(const std::string& what) const {
+      throw std::runtime_error("invalid plugin configuration JSON at offset " +
+                               std::to_string(pos) + ": " + what);
+    }
+    void skip_space() {
+      while (pos < text.size() && std::strchr(" \t\r\n", text[pos]) != nullptr) ++pos;
+    }
+    bool consume(const char* word) {
+      const std::size_t n = std::strlen(word);
+      if (text.compare(pos, n, word) != 0) return false;
+      pos += n;
+      return true;
+    }
+    static std::string child(const std::string& parent, const std::string& key) {
+      return parent.empty() ? key : parent + "." + key;
+    }
+    Config value(const std::string& path) {
+      skip_space();
+      if (pos >= text.size()) fail("unexpected end");
+      Config node;
+      node.path_ = path;
+      const char c = text[pos];
+      if (c == '{') {
+        node.kind_ = Kind::kMapping;
+        ++pos;
+        skip_space();
+        if (pos < text.size() && text[pos] == '}') { ++pos; return node; }
+        while (true) {
+          skip_space();
+          if (pos >= text.size() || text[pos] != '"') fail("expected a key");
+          std::string key = string_literal();
+          skip_space();
+          if (pos >= text.size() || text[pos] != ':') fail("expected ':'");
+          ++pos;
+          node.mapping_[key] = value(child(path, key));
+          skip_space();
+          if (pos < text.size() && text[pos] == ',') { ++pos; continue; }
+          if (pos < text.size() && text[pos] == '}') { ++pos; return node; }
+          fail("expected ',' or '}'");
+        }
+      }
+      if (c == '[') {
+        node.kind_ = Kind::kList;
+        ++pos;
+        skip_space();
+        if (pos < text.size() && text[pos] == ']') { ++pos; return node; }
+        while (true) {
+          node.list_.push_back(value(path + "[" + std::to_string(node.list_.size()) + "]"));
+          skip_space();
+          if (pos < text.size() && text[pos] == ',') { ++pos; continue; }
+          if (pos < text.size() && text[pos] == ']') { ++pos; return node; }
+          fail("expected ',' or ']'");
+        }
+      }
+      if (c == '"') { node.kind_ = Kind::kString; node.string_ = string_literal(); return node; }
+      if (consume("true")) { node.kind_ = Kind::kBool; node.bool_ = true; return node; }
+      if (consume("false")) { node.kind_ = Kind::kBool; node.bool_ = false; return node; }
+      if (consume("null")) return node;
+      node.kind_ = Kind::kNumber;
+      // Python's json module writes these for non-finite floats.
+      if (consume("NaN")) { node.number_ = std::nan(""); return node; }
+      if (consume("Infinity")) { node.number_ = HUGE_VAL; return node; }
+      if (consume("-Infinity")) { node.number_ = -HUGE_VAL; return node; }
+      const char* begin = text.c_str() + pos;
+      char* end = nullptr;
+      node.number_ = std::strtod(begin, &end);
+      if (end == begin) fail("unexpected character");
+      pos += static_cast<std::size_t>(end - begin);
+      return node;
+    }
+    std::string string_literal() {
+      ++pos;  // opening quote
+      std::string out;
+      while (pos < text.size() && text[pos] != '"') {
+        char c = text[pos++];
+        if (c != '\\') { out += c; continue; }
+        if (pos >= text.size()) fail("unterminated escape");
+        c = text[pos++];
+        switch (c) {
+          case 'n': out += '\n'; break;
+          case 't': out += '\t'; break;
+          case 'r': out += '\r'; break;
+          case 'b': out += '\b'; break;
+          case 'f': out += '\f'; break;
+          case 'u': {
+            if (pos + 4 > text.size()) fail("short \\u escape");
+            unsigned code = static_cast<unsigned>(std::stoul(text.substr(pos, 4), nullptr, 16));
+            pos += 4;
+            if (code >= 0xD800 && code < 0xDC00 && text.compare(pos, 2, "\\u") == 0) {
+              const unsigned low =
+                  static_cast<unsigned>(std::stoul(text.substr(pos + 2, 4), nullptr, 16));
+              pos += 6;
+              code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+            }
+            append_utf8(out, code);
+            break;
+          }
+          default: out += c;  // \" \\ \/
+        }
+      }
+      if (pos >= text.size()) fail("unterminated string");
+      ++pos;  // closing quote
+      return out;
+    }
+    static void append_utf8(std::string& out, unsigned code) {
+      if (code < 0x80) {
+        out += static_cast<char>(code);
+      } else if (code < 0x800) {
+        out += static_cast<char>(0xC0 | (code >> 6));
+        out += static_cast<char>(0x80 | (code & 0x3F));
+      } else if (code < 0x10000) {
+        out += static_cast<char>(0xE0 | (code >> 12));
+        out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code & 0x3F));
+      } else {
+        out += static_cast<char>(0xF0 | (code >> 18));
+        out += static_cast<char>(0x80 | ((code >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (code & 0x3F));
+      }
+    }
+  };
+
+  std::runtime_error error(const std::string& what) const {
+    return std::runtime_error("config key '" + (path_.empty() ? std::string("<root>") : path_) +
+                              "' " + what);
+  }
+  void expect(Kind kind) const {
+    if (kind_ != kind) {
+      throw error(std::string("must be a ") + kind_name(kind) + ", got " + kind_name(kind_));
+    }
+  }
+  std::runtime_error missing(const std::string& key) const {
+    return std::runtime_error("config key '" + Parser::child(path_, key) + "' is missing");
+  }
+  const Config* find(const std::string& key) const {
+    const Config* node = this;
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t dot = key.find('.', start);
+      const std::string part = key.substr(start, dot == std::string::npos ? dot : dot - start);
+      if (node->kind_ != Kind::kMapping) {
+        if (node == this) expect(Kind::kMapping);
+        // An intermediate value that is not a mapping: name it and what it is.
+        throw node->error(std::string("must be a mapping, got ") + kind_name(node->kind_));
+      }
+      auto it = node->mapping_.find(part);
+      if (it == node->mapping_.end()) return nullptr;
+      node = &it->second;
+      if (dot == std::string::npos) return node;
+      start = dot + 1;
+    }
+  }
+
+  Kind kind_ = Kind::kNull;
+  std::string path_;
+  bool bool_ = false;
+  double number_ = 0.0;
+  std::string string_;
+  std::vector<Config> list_;
+  std::map<std::string, Config> mapping_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// The base class: the MujocoPlugin callbacks and the ControlPlugin hooks.
+
+struct PluginContext {
+  std::string name;  // the configured plugin name
+  std::string type;  // its `package/Class` type
+  Config config;     // its configuration
+};
+
+class Plugin {
+ public:
+  explicit Plugin(const PluginContext& context)
+      : name_(context.name), type_(context.type), config_(context.config) {}
+  virtual ~Plugin() = default;
+  Plugin(const Plugin&) = delete;
+  Plugin& operator=(const Plugin&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  const Config& config() const { return config_; }
+
+  // Required, as in MujocoPlugin: bind model-specific resources. False or a throw = load failure.
+  virtual bool load(const mjModel* m, mjData* d) = 0;
+  virtual bool activate() { return true; }
+  virtual void unload() {}
+
+  // MujocoPlugin callbacks (dispatched only if overridden).
+  virtual void control(const mjModel*, mjData*) {}
+  virtual void passive(const mjModel*, mjData*) {}  // add to qfrc_passive, don't overwrite
+  virtual void render(const mjModel*, mjData*, mjvScene*) {}
+  virtual void last_stage(const mjModel*, mjData*) {}
+  virtual void geom_changed(const mjModel*, mjData*, int /*geom_id*/) {}
+  virtual void reset() {}
+
+  // ControlPlugin hooks (dispatched only if overridden).
+  virtual void pre_step(const mjModel*, mjData*) {}
+  virtual void update_read(const mjModel*, mjData*) {}
+  virtual void update_write(const mjModel*, mjData*) {}
+  virtual void on_reset(const mjModel*, mjData*) {}
+
+  // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
+  // Runs with no callback of this env in flight. The default knows no command.
+  virtual std::string call(const std::string& command, const std::string& /*argument*/) {
+    throw std::runtime_error("plugin '" + name_ + "' (" + type_ + ") has no command '" +
+                             command + "'");
+  }
+
+ private:
+  std::string name_;
+  std::string type_;
+  Config config_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// The C shim MJFAST_PLUGIN generates: catches every exception at the ABI boundary.
+
+namespace detail {
+
+inline void set_error(mjfast_error* error, const char* message) {
+  if (error == nullptr) return;
+  std::strncpy(error->message, message, sizeof(error->message) - 1);
+  error->message[sizeof(error->message) - 1] = '\0';
+}
+
+template <class Body>
+int guarded(mjfast_error* error, Body&& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    set_error(error, e.what());
+  } catch (...) {
+    set_error(error, "unknown C++ exception");
+  }
+  return MJFAST_ERROR;
+}
+
+// Whether T overrides a member: &T::f names Plugin's member unless T (or a base between) declares it.
+#define MJFAST_DETAIL_OVERRIDES(T, member, bit)                                          \
+  (std::is_same_v<decltype(&T::member), decltype(&::mjfast::Plugin::member)> ? 0u : (bit))
+
+template <class T>
+constexpr std::uint32_t overridden_callbacks() {
+  return MJFAST_DETAIL_OVERRIDES(T, control, MJFAST_CB_CONTROL) |
+         MJFAST_DETAIL_OVERRIDES(T, passive, MJFAST_CB_PASSIVE) |
+         MJFAST_DETAIL_OVERRIDES(T, render, MJFAST_CB_RENDER) |
+         MJFAST_DETAIL_OVERRIDES(T, last_stage, MJFAST_CB_LAST_STAGE) |
+         MJFAST_DETAIL_OVERRIDES(T, geom_changed, MJFAST_CB_GEOM_CHANGED) |
+         MJFAST_DETAIL_OVERRIDES(T, reset, MJFAST_CB_RESET) |
+         MJFAST_DETAIL_OVERRIDES(T, on_reset, MJFAST_CB_RESET) |
+         MJFAST_DETAIL_OVERRIDES(T, pre_step, MJFAST_CB_PRE_STEP) |
+         MJFAST_DETAIL_OVERRIDES(T, update_read, MJFAST_CB_UPDATE_READ) |
+         MJFAST_DETAIL_OVERRIDES(T, update_write, MJFAST_CB_UPDATE_WRITE);
+}
+
+template <class T>
+struct Shim {
+  static T& self(void* instance) { return *static_cast<T*>(instance); }
+
+  static void* create(const char* name, const char* type, const char* config_json,
+                      mjfast_error* error) noexcept {
+    try {
+      PluginContext context{name, type, Config::parse(config_json ? config_json : "{}")};
+      return new T(context);
+    } catch (const std::exception& e) {
+      set_error(error, e.what());
+    } catch (...) {
+      set_error(error, "unknown C++ exception");
+    }
+    return nullptr;
+  }
+  static void destroy(void* instance) noexcept { delete static_cast<T*>(instance); }
+  static int load(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { return self(i).load(m, d) ? MJFAST_OK : MJFAST_FALSE; });
+  }
+  static int activate(void* i, mjfast_error* e) noexcept {
+    return guarded(e, [&] { return self(i).activate() ? MJFAST_OK : MJFAST_FALSE; });
+  }
+  static int unload(void* i, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).unload(); return MJFAST_OK; });
+  }
+  static int control(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).control(m, d); return MJFAST_OK; });
+  }
+  static int passive(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).passive(m, d); return MJFAST_OK; });
+  }
+  static int render(void* i, const mjModel* m, mjData* d, mjvScene* s, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).render(m, d, s); return MJFAST_OK; });
+  }
+  static int last_stage(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).last_stage(m, d); return MJFAST_OK; });
+  }
+  static int geom_changed(void* i, const mjModel* m, mjData* d, int g, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).geom_changed(m, d, g); return MJFAST_OK; });
+  }
+  static int reset(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] {
+      self(i).reset();
+      self(i).on_reset(m, d);
+      return MJFAST_OK;
+    });
+  }
+  static int pre_step(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).pre_step(m, d); return MJFAST_OK; });
+  }
+  static int update_read(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).update_read(m, d); return MJFAST_OK; });
+  }
+  static int update_write(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
+    return guarded(e, [&] { self(i).update_write(m, d); return MJFAST_OK; });
+  }
+  static int call(void* i, const char* command, const char* argument, mjfast_string_sink sink,
+                  void* context, mjfast_error* e) noexcept {
+    return guarded(e, [&] {
+      const std::string reply = self(i).call(command ? command : "", argument ? argument : "");
+      sink(context, reply.data(), reply.size());
+      return MJFAST_OK;
+    });
+  }
+
+  static const mjfast_plugin_api* api(const char* class_name) {
+    static const mjfast_plugin_api table = {
+        MJFAST_PLUGIN_ABI_VERSION, sizeof(mjfast_plugin_api), class_name,
+        overridden_callbacks<T>(), &create, &destroy, &load, &activate, &unload, &control,
+        &passive, &render, &last_stage, &geom_changed, &reset, &pre_step, &update_read,
+        &update_write, &call};
+    return &table;
+  }
+};
+
+}  // namespace detail
+}  // namespace mjfast
+
+// Exports the entry function `mjfast_plugin_<Class>` for a mjfast::Plugin subclass; name it in
+// the descriptor: mjfast.native.NativePlugin(library="lib....so", class_name="<Class>").
+#define MJFAST_PLUGIN(Class)                                                     \
+  static_assert(std::is_base_of_v<::mjfast::Plugin, Class>,                      \
+                #Class " must derive from mjfast::Plugin");                      \
+  MJFAST_PLUGIN_EXPORT const mjfast_plugin_api* mjfast_plugin_##Class(void) {    \
+    return ::mjfast::detail::Shim<Class>::api(#Class);                           \
+  }

@@ -1,0 +1,98 @@
+"""mjfast/BaseVelocity: drives a floating base's planar velocity from commands on the bus.
+
+Configuration keys: `joint` (name of a free joint, required), `timeout` (simulated seconds a
+command stays in force, default 0.5), `topic` (default `~cmd_vel`; a message is a mapping with
+`vx`, `vy`, `yaw_rate` (missing keys are 0) or a sequence `(vx, vy, yaw_rate)`). In `pre_step` it
+overrides the joint's world-frame linear x/y velocity and world-frame yaw rate (keeping vertical,
+roll and pitch motion); `timeout` simulated seconds after the step that first saw the last
+command it releases the joint (stops overriding). A world reset drops the command.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import ControlPlugin
+
+__all__ = ["BaseVelocity"]
+
+
+def _command(message: Any) -> tuple[float, float, float]:
+    if isinstance(message, Mapping):
+        unknown = set(message) - {"vx", "vy", "yaw_rate"}
+        if unknown:
+            raise ValueError(f"unknown velocity command keys {sorted(unknown)} "
+                             f"(expected vx, vy, yaw_rate)")
+        values = [message.get(key, 0.0) for key in ("vx", "vy", "yaw_rate")]
+    elif isinstance(message, Sequence) and not isinstance(message, str) and len(message) == 3:
+        values = list(message)
+    else:
+        raise ValueError(f"expected a mapping with vx, vy, yaw_rate or a sequence of 3 numbers, "
+                         f"got {message!r}")
+    command = tuple(float(v) for v in values)
+    if not all(math.isfinite(v) for v in command):
+        raise ValueError(f"velocity command must be finite, got {message!r}")
+    return command  # type: ignore[return-value]
+
+
+class BaseVelocity(ControlPlugin):
+    def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        joint = self.config.get("joint")
+        joint_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))
+        if joint_id < 0:
+            raise ValueError(f"{self.name}: the model has no joint named {joint!r}")
+        if int(model.jnt_type[joint_id]) != mujoco.mjtJoint.mjJNT_FREE:
+            raise ValueError(f"{self.name}: joint {joint!r} is not a free joint")
+        self.timeout = float(self.config.get("timeout", 0.5))
+        if not self.timeout >= 0:
+            raise ValueError(f"{self.name}: timeout must be >= 0, got {self.timeout!r}")
+        self.qpos_address = int(model.jnt_qposadr[joint_id])
+        self.dof_address = int(model.jnt_dofadr[joint_id])
+        # Written by the bus (any thread), taken by pre_step: one reference swap under the GIL.
+        self._pending: tuple[float, float, float] | None = None
+        self._command: tuple[float, float, float] | None = None
+        self._commanded_at = 0.0
+        self._rotation = np.zeros(9)
+        self.subscription = node.subscribe(self.config.get("topic", "~cmd_vel"), self.command)
+        return True
+
+    def command(self, message: Any) -> None:
+        """A velocity command (as received on the topic); it takes effect at the next step."""
+        self._pending = _command(message)
+
+    @property
+    def active(self) -> bool:
+        """Whether the joint is being overridden (a command younger than the timeout)."""
+        return self._command is not None
+
+    def pre_step(self, data: mujoco.MjData) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._command, self._commanded_at = pending, float(data.time)
+        if self._command is None:
+            return
+        if data.time - self._commanded_at >= self.timeout:
+            self._command = None  # released: the joint moves freely from now on
+            return
+        vx, vy, yaw_rate = self._command
+        dof = self.dof_address
+        data.qvel[dof] = vx
+        data.qvel[dof + 1] = vy
+        # A free joint's angular velocity is in the body frame: set the world z component.
+        mujoco.mju_quat2Mat(self._rotation, data.qpos[self.qpos_address + 3:self.qpos_address + 7])
+        rotation = self._rotation.reshape(3, 3)
+        angular = rotation @ data.qvel[dof + 3:dof + 6]
+        angular[2] = yaw_rate
+        data.qvel[dof + 3:dof + 6] = rotation.T @ angular
+
+    def on_reset(self, data: mujoco.MjData) -> None:
+        self._pending = None
+        self._command = None
+
+    def cleanup(self) -> None:
+        self.subscription.unsubscribe()

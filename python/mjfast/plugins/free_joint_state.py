@@ -1,0 +1,72 @@
+"""mjfast/FreeJointStatePublisher: publishes free bodies' poses and twists on the bus at a rate.
+
+Configuration keys: `bodies` (list of names of bodies that each have a free joint, required),
+`rate_hz` (in simulated time, default 100), `topic` (default: `~<body name>` per body; if given,
+all bodies publish there and messages are told apart by `body`). A message is a dict: `body`,
+`time`, `position` (world, 3), `quaternion` (w x y z, 4), `linear` and `angular` (world-frame
+velocities, 3 each). It is a MujocoPlugin timed by `last_stage_callback`: a message describes a
+completed step, published after the first step whose time reaches each multiple of 1/rate_hz.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import MujocoPlugin
+
+__all__ = ["FreeJointStatePublisher"]
+
+
+class FreeJointStatePublisher(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        bodies = self.config.get("bodies")
+        if not isinstance(bodies, (list, tuple)) or not bodies:
+            raise ValueError(f"{self.name}: bodies must be a non-empty list of body names, "
+                             f"got {bodies!r}")
+        self.rate_hz = float(self.config.get("rate_hz", 100.0))
+        if not self.rate_hz > 0 or not np.isfinite(self.rate_hz):
+            raise ValueError(f"{self.name}: rate_hz must be a positive number, "
+                             f"got {self.config.get('rate_hz')!r}")
+        topic = self.config.get("topic")
+        self._targets: list[tuple[str, str, int, int]] = []  # body, topic, qpos and dof address
+        for body in bodies:
+            body_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, str(body))
+            if body_id < 0:
+                raise ValueError(f"{self.name}: the model has no body named {body!r}")
+            joint = int(model.body_jntadr[body_id])
+            if (joint < 0 or int(model.body_jntnum[body_id]) != 1
+                    or int(model.jnt_type[joint]) != mujoco.mjtJoint.mjJNT_FREE):
+                raise ValueError(f"{self.name}: body {body!r} does not move on one free joint")
+            self._targets.append((str(body), topic or f"~{body}", int(model.jnt_qposadr[joint]),
+                                  int(model.jnt_dofadr[joint])))
+        self._period = 1.0 / self.rate_hz
+        self._half_step = 0.5 * float(model.opt.timestep)
+        self._schedule_after(float(data.time))
+        self._rotation = np.zeros(9)
+        return True
+
+    def _schedule_after(self, time: float) -> None:
+        # The next multiple of the period strictly after `time` (within half a step).
+        self._next = (np.floor((time + self._half_step) / self._period) + 1) * self._period
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        time = float(data.time)
+        if time + self._half_step < self._next:
+            return
+        self._schedule_after(time)
+        for body, topic, qpos, dof in self._targets:
+            # A free body's pose is its joint's qpos; its angular velocity is in the body frame.
+            quaternion = data.qpos[qpos + 3:qpos + 7].copy()
+            mujoco.mju_quat2Mat(self._rotation, quaternion)
+            self.node.publish(topic, {
+                "body": body,
+                "time": time,
+                "position": data.qpos[qpos:qpos + 3].copy(),
+                "quaternion": quaternion,
+                "linear": data.qvel[dof:dof + 3].copy(),
+                "angular": self._rotation.reshape(3, 3) @ data.qvel[dof + 3:dof + 6],
+            })
+
+    def reset(self) -> None:
+        self._schedule_after(float(self.env.data.time))

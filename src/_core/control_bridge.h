@@ -1,0 +1,122 @@
+// ControlBridge: the ros2_control-style hardware interface between a control loop and the physics
+// side (SPEC §7). The physics side publishes a control-state snapshot after each step and applies
+// staged commands before the next; the control side reads snapshots and stages commands. The two
+// meet only through lock-free triple buffers, so neither ever waits for the other. It owns no
+// plugins (it calls the host's update_read/update_write dispatch) and knows nothing of Python.
+//
+// Threads and locks:
+//   physics side (whoever steps, under EnvCore's step mutex): publish(), apply_staged(). Lock-free.
+//   control side (any thread): everything under control_mutex(), which serialises control callers
+//   among themselves; it is never held by the physics side, so it is never held across mj_step.
+//   rebind()/clear() run with stepping paused AND control_mutex() held.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include <mujoco/mujoco.h>
+
+#include "generation.h"
+#include "plugin_host.h"
+
+namespace mjfast {
+
+// Single-producer, single-consumer exchange of whole values: the producer fills back() and
+// publishes; the consumer takes the newest published value into front(). Neither waits.
+template <class T>
+class TripleBuffer {
+ public:
+  T& back() { return slots_[back_]; }
+  void publish() { back_ = middle_.exchange(back_ | kFresh, std::memory_order_acq_rel) & kIndex; }
+  bool has_fresh() const { return middle_.load(std::memory_order_acquire) & kFresh; }
+  bool take() {
+    if (!has_fresh()) return false;
+    front_ = middle_.exchange(front_, std::memory_order_acq_rel) & kIndex;
+    return true;
+  }
+  const T& front() const { return slots_[front_]; }
+  // Only while neither side runs (stepping paused, control mutex held).
+  std::array<T, 3>& all_slots() { return slots_; }
+  void discard() {
+    middle_.store(1, std::memory_order_release);
+    back_ = 0;
+    front_ = 2;
+  }
+
+ private:
+  static constexpr unsigned kIndex = 3;
+  static constexpr unsigned kFresh = 4;
+  std::array<T, 3> slots_{};
+  std::atomic<unsigned> middle_{1};
+  unsigned back_ = 0;   // producer's
+  unsigned front_ = 2;  // consumer's
+};
+
+struct ControlStateBuffer {
+  double time = 0.0;
+  std::vector<mjtNum> qpos, qvel, act, qfrc_actuator, sensordata, ctrl;
+};
+
+struct CommandBuffer {
+  unsigned fields = 0;  // CommandField bits: which entries to apply
+  std::vector<mjtNum> ctrl, qfrc_applied, xfrc_applied;
+};
+
+enum CommandField : unsigned { kCtrl = 1, kQfrcApplied = 2, kXfrcApplied = 4 };
+
+// Pointers to one consistent control state (a snapshot or the scratch data after update_read).
+struct ControlStateView {
+  double time;
+  const mjtNum *qpos, *qvel, *act, *qfrc_actuator, *sensordata, *ctrl;
+};
+
+class ControlBridge {
+ public:
+  // Sizes the buffers for a (new) model; `scratch` is the mjData update_read/update_write run on.
+  void rebind(const mjModel* model, mjData* scratch, const mjData* live);
+  // Drops staged commands and republishes the live state (after a reset).
+  void clear(const mjData* live);
+
+  // Physics side. Snapshots are published only once a control caller has armed the bridge, so an
+  // env nobody controls pays one predictable branch per step.
+  void arm(const mjData* live);
+  bool armed() const { return armed_.load(std::memory_order_relaxed); }
+  void publish(const mjData* live) {
+    if (armed()) publish_snapshot(live);
+  }
+  void apply_staged(mjData* live) {
+    if (commands_.has_fresh()) apply_commands(live);
+  }
+
+  // Control side: call with control_mutex() held.
+  std::mutex& control_mutex() { return control_mutex_; }
+  const mjModel* model() const { return model_; }
+  // The newest snapshot. With `plugins` (the host, when it has update_read plugins), it is copied
+  // into the scratch data and passed through them first; a plugin error is thrown.
+  ControlStateView read_locked(PluginHost* plugins, ModelGeneration tag);
+  // Stages commands (null: not written), validated by the caller. With `plugins` (the host, when
+  // it has update_write plugins), they run on the scratch data holding a recent snapshot and the
+  // commands, and may rewrite them; a plugin error is thrown and nothing is staged.
+  void write_locked(const mjtNum* ctrl, const mjtNum* qfrc_applied, const mjtNum* xfrc_applied,
+                    PluginHost* plugins, ModelGeneration tag);
+
+ private:
+  void publish_snapshot(const mjData* live);
+  void apply_commands(mjData* live);
+  void copy_state_into_scratch(const ControlStateBuffer& state);
+
+  const mjModel* model_ = nullptr;
+  mjData* scratch_ = nullptr;
+  std::atomic<bool> armed_{false};
+  TripleBuffer<ControlStateBuffer> snapshots_;
+  TripleBuffer<CommandBuffer> commands_;
+  std::mutex control_mutex_;
+  // Control side's record of every command written so far (an entry never written keeps its
+  // last value): guarded by control_mutex_.
+  CommandBuffer commanded_;
+};
+
+}  // namespace mjfast

@@ -1,0 +1,83 @@
+// NativePluginAdapter: puts a plugin compiled to a shared library (the C ABI of
+// mjfast/plugin_abi.h) behind IPluginAdapter. It loads the library, checks the ABI version,
+// creates the instance and forwards each callback through the library's function table with no
+// Python involved. Errors come back as status codes and are rethrown here as std::runtime_error,
+// so the host isolates them exactly like a Python plugin's.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "plugin_abi.h"
+#include "plugin_adapter.h"
+
+namespace mjfast {
+
+class NativePluginAdapter final : public IPluginAdapter {
+ public:
+  // Opens `library_path` (kept open for the life of the process), looks up `symbol`, checks the
+  // ABI version and creates the instance. Throws std::runtime_error naming the library and the
+  // reason (a factory failure).
+  NativePluginAdapter(std::string name, std::string type, std::string library_path,
+                      std::string symbol, const std::string& config_json);
+  ~NativePluginAdapter() override;
+  NativePluginAdapter(const NativePluginAdapter&) = delete;
+  NativePluginAdapter& operator=(const NativePluginAdapter&) = delete;
+
+  bool load(const mjModel* m, mjData* d) override;
+  CallbackMask callbacks() override { return api_->callbacks & kKnownCallbacks; }
+  std::map<std::string, double> statistics() override { return {}; }
+  bool activate() override;
+
+  void control(const mjModel* m, mjData* d) override { check(api_->control(instance_, m, d, &error_)); }
+  void passive(const mjModel* m, mjData* d) override { check(api_->passive(instance_, m, d, &error_)); }
+  void render(const mjModel* m, mjData* d, mjvScene* scene) override {
+    check(api_->render(instance_, m, d, scene, &error_));
+  }
+  void last_stage(const mjModel* m, mjData* d) override {
+    check(api_->last_stage(instance_, m, d, &error_));
+  }
+  void geom_changed(const mjModel* m, mjData* d, int geom_id) override {
+    check(api_->geom_changed(instance_, m, d, geom_id, &error_));
+  }
+  void reset(const mjModel* m, mjData* d) override { check(api_->reset(instance_, m, d, &error_)); }
+  void pre_step(const mjModel* m, mjData* d) override {
+    check(api_->pre_step(instance_, m, d, &error_));
+  }
+  void update_read(const mjModel* m, mjData* d) override {
+    check(api_->update_read(instance_, m, d, &error_));
+  }
+  void update_write(const mjModel* m, mjData* d) override {
+    check(api_->update_write(instance_, m, d, &error_));
+  }
+  void unload() override;
+
+  // The plugin's escape hatch (Plugin::call); throws std::runtime_error with its message.
+  std::string call(const std::string& command, const std::string& argument);
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  const std::string& library_path() const { return library_path_; }
+  const std::string& symbol() const { return symbol_; }
+  void* instance() const { return instance_; }
+
+ private:
+  static constexpr CallbackMask kKnownCallbacks = (CallbackMask{1} << kCallbackCount) - 1;
+
+  void check(int status) {
+    if (status == MJFAST_ERROR) throw_error();
+  }
+  [[noreturn]] void throw_error();
+
+  std::string name_;
+  std::string type_;
+  std::string library_path_;
+  std::string symbol_;
+  const mjfast_plugin_api* api_ = nullptr;
+  void* instance_ = nullptr;
+  bool unloaded_ = false;
+  // One per instance: the host serialises every call into an adapter under its mutex.
+  mjfast_error error_{};
+};
+
+}  // namespace mjfast

@@ -1,0 +1,131 @@
+// Plugins for the native failure, ordering and reload tests.
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include <mjfast/plugin.hpp>
+
+namespace {
+
+// load() returns false.
+class LoadFalse final : public mjfast::Plugin {
+ public:
+  using Plugin::Plugin;
+  bool load(const mjModel*, mjData*) override { return false; }
+};
+
+// The constructor throws.
+class ThrowingCtor final : public mjfast::Plugin {
+ public:
+  explicit ThrowingCtor(const mjfast::PluginContext& context) : Plugin(context) {
+    throw std::runtime_error("constructor exploded");
+  }
+  bool load(const mjModel*, mjData*) override { return true; }
+};
+
+// Reads typed configuration in its constructor: gains.kp (number) and label (string).
+class Configured final : public mjfast::Plugin {
+ public:
+  explicit Configured(const mjfast::PluginContext& context)
+      : Plugin(context),
+        kp_(config().number("gains.kp")),
+        label_(config().string("label", "none")),
+        first_(config().at("list")[0].as_int()) {}
+  bool load(const mjModel*, mjData*) override { return true; }
+  std::string call(const std::string& command, const std::string&) override {
+    if (command == "describe") {
+      return std::to_string(kp_) + " " + label_ + " " + std::to_string(first_);
+    }
+    return Plugin::call(command, "");
+  }
+
+ private:
+  double kp_;
+  std::string label_;
+  int first_;
+};
+
+// control() throws once `after` calls have run (default 0).
+class ThrowingControl final : public mjfast::Plugin {
+ public:
+  explicit ThrowingControl(const mjfast::PluginContext& context)
+      : Plugin(context), after_(config().integer("after", 0)) {}
+  bool load(const mjModel*, mjData*) override { return true; }
+  void control(const mjModel*, mjData*) override {
+    if (calls_++ >= after_) throw std::runtime_error("control exploded");
+  }
+
+ private:
+  int after_;
+  int calls_ = 0;
+};
+
+// Appends its `tag` to the ordering log in userdata: userdata[0] counts the entries, the entries
+// follow (the Python test plugins write the same log).
+class Tagger final : public mjfast::Plugin {
+ public:
+  explicit Tagger(const mjfast::PluginContext& context)
+      : Plugin(context), tag_(config().number("tag")) {}
+  bool load(const mjModel* m, mjData*) override { return m->nuserdata > 1; }
+  void control(const mjModel* m, mjData* d) override {
+    const int n = static_cast<int>(d->userdata[0]);
+    if (n + 1 < m->nuserdata) {
+      d->userdata[1 + n] = tag_;
+      d->userdata[0] = n + 1;
+    }
+  }
+
+ private:
+  double tag_;
+};
+
+// Checks that no callback reaches an instance after its unload: each instance registers its serial
+// number while live; a callback on an unregistered instance counts as a violation.
+std::mutex live_mutex;
+std::set<long> live;
+std::atomic<long> next_serial{0};
+std::atomic<long> violations{0};
+std::atomic<long> callbacks{0};
+
+class Liveness final : public mjfast::Plugin {
+ public:
+  explicit Liveness(const mjfast::PluginContext& context)
+      : Plugin(context), serial_(next_serial.fetch_add(1)) {}
+  bool load(const mjModel*, mjData*) override {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.insert(serial_);
+    return true;
+  }
+  void unload() override {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live.erase(serial_);
+  }
+  void control(const mjModel*, mjData*) override { check(); }
+  void pre_step(const mjModel*, mjData*) override { check(); }
+  void last_stage(const mjModel*, mjData*) override { check(); }
+  std::string call(const std::string& command, const std::string&) override {
+    if (command == "violations") return std::to_string(violations.load());
+    if (command == "callbacks") return std::to_string(callbacks.load());
+    if (command == "serial") return std::to_string(serial_);
+    return Plugin::call(command, "");
+  }
+
+ private:
+  void check() {
+    callbacks.fetch_add(1);
+    std::lock_guard<std::mutex> lock(live_mutex);
+    if (live.count(serial_) == 0) violations.fetch_add(1);
+  }
+  long serial_;
+};
+
+}  // namespace
+
+MJFAST_PLUGIN(LoadFalse)
+MJFAST_PLUGIN(ThrowingCtor)
+MJFAST_PLUGIN(Configured)
+MJFAST_PLUGIN(ThrowingControl)
+MJFAST_PLUGIN(Tagger)
+MJFAST_PLUGIN(Liveness)

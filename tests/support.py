@@ -1,0 +1,153 @@
+"""Shared test material: small MJCF models built in code and plugin classes that record what the
+host does to them. Fixtures built on these live in conftest.py; test modules import the classes
+from here to subclass them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import mujoco
+
+import mjfast
+
+N_ARM_JOINTS = 7
+TIMESTEP = 0.002
+HOME_QPOS = [0.1 * (i + 1) for i in range(N_ARM_JOINTS)]
+
+
+def arm_xml(extra_body: str = "") -> str:
+    """A fixed-base 7-dof arm: hinge joints, motors with ctrlrange, keyframe "home", a joint
+    sensor, and a free-standing sphere "ball" whose size tests change. `extra_body` is MJCF put
+    into the worldbody (to edit the model between reloads)."""
+    links = []
+    for i in range(N_ARM_JOINTS):
+        axis = "0 0 1" if i % 2 == 0 else "0 1 0"
+        links.append(
+            f'<body name="link{i}" pos="0 0 {0.1 if i else 0.0}">'
+            f'<joint name="j{i}" type="hinge" axis="{axis}" range="-3 3" damping="0.1"/>'
+            f'<geom name="g{i}" type="capsule" fromto="0 0 0 0 0 0.1" size="0.02" '
+            f'contype="0" conaffinity="0"/>'
+        )
+    chain = "".join(links) + "</body>" * N_ARM_JOINTS
+    motors = "".join(
+        f'<motor name="m{i}" joint="j{i}" ctrlrange="-1 1" ctrllimited="true"/>'
+        for i in range(N_ARM_JOINTS)
+    )
+    home = " ".join(str(q) for q in HOME_QPOS)
+    return f"""
+<mujoco model="arm7">
+  <option timestep="{TIMESTEP}"/>
+  <worldbody>
+    {chain}
+    <body name="ball_body" pos="1 0 0.5">
+      <geom name="ball" type="sphere" size="0.05" contype="0" conaffinity="0"/>
+    </body>
+    {extra_body}
+  </worldbody>
+  <actuator>{motors}</actuator>
+  <sensor><jointpos name="j0_pos" joint="j0"/></sensor>
+  <keyframe><key name="home" qpos="{home}"/></keyframe>
+</mujoco>
+"""
+
+
+BOX_XML = f"""
+<mujoco model="box">
+  <option timestep="{TIMESTEP}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1"/>
+    <body name="box" pos="0 0 0.2">
+      <freejoint name="box_free"/>
+      <geom name="box_geom" type="box" size="0.1 0.1 0.1" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+class Journal:
+    """Everything the recording plugins saw, in order, across instances and envs."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.clear()
+
+    def clear(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.instances: list[Any] = []
+
+    def add(self, name: str, event: str) -> None:
+        with self.lock:
+            self.events.append((name, event))
+
+    def names(self, event: str) -> list[str]:
+        """The plugin names that received `event`, in order."""
+        return [name for name, seen in self.events if seen == event]
+
+    def instances_named(self, name: str) -> list[Any]:
+        return [p for p in self.instances if getattr(p, "name", None) == name]
+
+
+JOURNAL = Journal()
+
+
+class Recording(mjfast.MujocoPlugin):
+    """Records load/unload (and whatever subclasses note) on itself and in JOURNAL."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.loaded_with: tuple[Any, Any] | None = None
+        JOURNAL.instances.append(self)
+
+    def note(self, event: str) -> None:
+        self.events.append(event)
+        JOURNAL.add(self.name, event)
+
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        self.loaded_with = (model, data)
+        self.note("load")
+        return True
+
+    def unload(self) -> None:
+        self.note("unload")
+
+
+class ControlCounter(Recording):
+    """Counts control callbacks and keeps data.time of each."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.control_times: list[float] = []
+
+    @property
+    def calls(self) -> int:
+        return len(self.control_times)
+
+    def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        self.control_times.append(float(data.time))
+        self.note("control")
+
+
+class FullRecorder(ControlCounter):
+    """Records reset and geometry notifications too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.geoms_changed: list[int] = []
+        self.reset_times: list[float] = []
+
+    def reset(self) -> None:
+        self.reset_times.append(float(self.env.data.time))
+        self.note("reset")
+
+    def on_geom_changed(self, model: mujoco.MjModel, data: mujoco.MjData, geom_id: int) -> None:
+        self.geoms_changed.append(geom_id)
+        self.note("geom_changed")
+
+
+def plugins_param(*entries: str | dict[str, Any]) -> dict[str, Any]:
+    """A params dict with a ROS 1 style MujocoPlugins list; a str entry is a bare type."""
+    listed = [{"type": e} if isinstance(e, str) else dict(e) for e in entries]
+    return {"MujocoPlugins": listed}

@@ -1,0 +1,265 @@
+"""Tests of the `mjfast` command line (mjfast.cli): output, exit status, one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import mjfast
+from mjfast import cli
+
+ARM_XML = """
+<mujoco model="cli_arm">
+  <compiler angle="radian"/>
+  <option timestep="0.002"/>
+  <default>
+    <joint type="hinge" damping="0.5" armature="0.1"/>
+    <geom type="capsule" size="0.03" contype="0" conaffinity="0"/>
+    <motor ctrlrange="-20 20"/>
+  </default>
+  <worldbody>
+    <geom type="plane" size="1 1 0.1"/>
+    <body name="upper" pos="0 0 0.1">
+      <joint name="shoulder" axis="0 1 0"/>
+      <geom fromto="0 0 0 0 0 0.3"/>
+      <body name="lower" pos="0 0 0.3">
+        <joint name="elbow" axis="0 1 0"/>
+        <geom fromto="0 0 0 0 0 0.3"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="shoulder"/>
+    <motor joint="elbow"/>
+  </actuator>
+</mujoco>
+"""
+
+
+@pytest.fixture
+def arm_file(tmp_path: Path) -> Path:
+    path = tmp_path / "arm.xml"
+    path.write_text(ARM_XML)
+    return path
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_one_error_line(err: str, *fragments: str) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, f"expected one line on stderr, got {lines!r}"
+    assert lines[0].startswith("mjfast: error: ")
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def table_row(out: str, first_cell: str) -> list[str]:
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] == [first_cell]]
+    assert rows, f"no table row starting with {first_cell!r} in:\n{out}"
+    return rows[0]
+
+
+# -- demo ------------------------------------------------------------------------------------
+
+
+def test_demo_holds_the_pose_and_prints_the_statistics(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    code, out, _ = run_cli(capsys, "demo", "--duration", "2", "--no-progress")
+    assert code == 0
+    assert table_row(out, "steps")[1] == "1,000"  # 2 s at the demo's 2 ms timestep
+    plugin = table_row(out, "pose_hold")
+    assert plugin[1:3] == ["mjfast/PoseHoldPD", "ACTIVE"]
+    assert plugin[-1] == "-"  # no failure
+    callback = [row for row in (line.split() for line in out.splitlines())
+                if row[:2] == ["pose_hold", "control_callback"]]
+    assert callback and callback[0][2] == "1,000"
+    # The arm starts away from the target and ends near it (a PD law droops under gravity).
+    report = next(line for line in out.splitlines() if "final joint error" in line)
+    worst = float(report.split("max ")[1].split(" rad")[0])
+    assert worst < 0.05
+
+
+def test_demo_files_ship_inside_the_package() -> None:
+    model, params = cli._demo_files()
+    assert model.parent.name == "data" and model.parent.parent.name == "mjfast"
+    with mjfast.MujocoEnv(model, params=params) as env:
+        (plugin,) = env.plugins
+        assert (plugin.type, plugin.state) == ("mjfast/PoseHoldPD", mjfast.PluginState.ACTIVE)
+        assert env.model.nu == 7 and env.model.nsensor >= 1 and env.model.nlight >= 1
+
+
+def test_python_dash_m_runs_the_demo_in_a_fresh_process() -> None:
+    result = subprocess.run([sys.executable, "-m", "mjfast", "demo", "--duration", "0.2"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "pose_hold" in result.stdout and "ACTIVE" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+def test_run_steps_exactly_the_requested_number(capsys: pytest.CaptureFixture[str],
+                                                arm_file: Path) -> None:
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--steps", "123", "--no-progress")
+    assert code == 0, err
+    assert table_row(out, "steps")[1] == "123"
+    assert "plugins: none configured" in out
+
+
+def test_run_with_both_config_layouts(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                      arm_file: Path) -> None:
+    ros1 = write(tmp_path, "ros1.yaml", "MujocoPlugins:\n  - type: mjfast/PoseHoldPD\n"
+                                        "    target: {elbow: 0.5}\n")
+    ros2 = write(tmp_path, "ros2.yaml", "MujocoPlugins:\n  names: [hold]\n"
+                                        "  hold: {type: mjfast/PoseHoldPD, target: {elbow: 0.5}}\n")
+    for params, name in ((ros1, "PoseHoldPD"), (ros2, "hold")):
+        code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                                 "--duration", "0.5")
+        assert code == 0, err
+        assert table_row(out, name)[2] == "ACTIVE"
+        assert f"{name}: final joint error over 1 held joints" in out
+
+
+def test_realtime_run_is_paced_and_stops(capsys: pytest.CaptureFixture[str],
+                                         arm_file: Path) -> None:
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--duration", "0.2",
+                             "--realtime", "2", "--no-progress")
+    assert code == 0, err
+    steps = int(table_row(out, "steps")[1].replace(",", ""))
+    # The physics thread stops after the step in progress: a few steps past 100 at most.
+    assert 100 <= steps < 150
+    wall = float(table_row(out, "wall")[2])
+    assert wall >= 0.09  # 0.2 simulated s at 2x real time
+
+
+def test_a_plugin_load_failure_is_shown_not_an_error(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path, arm_file: Path) -> None:
+    params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: nowhere/Missing\n"
+                                       "  - type: mjfast/PoseHoldPD\n")
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                             "--steps", "10")
+    assert code == 0
+    missing = table_row(out, "Missing")
+    assert missing[2] == "FAILED" and "factory:" in missing
+    assert table_row(out, "PoseHoldPD")[2] == "ACTIVE"
+    assert "Traceback" not in err
+
+
+def test_a_plugin_raising_while_stepping_is_a_warning(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path, arm_file: Path) -> None:
+    class Raising(mjfast.MujocoPlugin):
+        def load(self, model: object, data: object) -> bool:
+            return True
+
+        def control_callback(self, model: object, data: object) -> None:
+            raise RuntimeError("deliberate failure")
+
+    mjfast.register_plugin("test_cli/Raising", Raising)
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: test_cli/Raising\n")
+        code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                                 "--steps", "50", "--no-progress")
+    finally:
+        mjfast.unregister_plugin("test_cli/Raising")
+    assert code == 0
+    assert table_row(out, "steps")[1] == "50"
+    assert table_row(out, "Raising")[2] == "FAILED"
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mjfast: warning: ")
+    assert "deliberate failure" in lines[0] and "Traceback" not in err
+
+
+# -- plugins -----------------------------------------------------------------------------------
+
+
+def test_plugins_lists_the_discovered_types(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, "plugins")
+    assert code == 0
+    assert out.splitlines() == sorted(mjfast.available_plugins())
+    assert "mjfast/PoseHoldPD" in out.splitlines()
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def test_missing_model_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, out, err = run_cli(capsys, "run", str(tmp_path / "absent.xml"))
+    assert code == 1 and out == ""
+    assert_one_error_line(err, "model file not found", "absent.xml")
+
+
+def test_model_that_does_not_compile(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    model = write(tmp_path, "broken.xml",
+                  "<mujoco>\n<worldbody>\n<geom type='nonsense'/>\n</worldbody>\n</mujoco>\n")
+    code, out, err = run_cli(capsys, "run", str(model))
+    assert code == 1 and out == ""
+    assert_one_error_line(err, "does not compile", "nonsense")
+
+
+def test_missing_parameter_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                arm_file: Path) -> None:
+    code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(tmp_path / "no.yaml"))
+    assert code == 1
+    assert_one_error_line(err, "parameter file not found", "no.yaml")
+
+
+def test_malformed_yaml_parameters(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                   arm_file: Path) -> None:
+    params = write(tmp_path, "bad.yaml", "MujocoPlugins: [unclosed\n  - : :\n")
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params))
+    assert code == 1 and out == ""
+    assert_one_error_line(err, "bad.yaml", "invalid YAML")
+
+
+@pytest.mark.parametrize(("text", "fragment"), [
+    ("MujocoPlugins: 5\n", "expected a list of plugin entries"),
+    ("MujocoPlugins:\n  - kp: 1.0\n", "missing required key 'type'"),
+    ("MujocoPlugins:\n  - type: not-a-type\n", "invalid plugin type"),
+    ("MujocoPlugins:\n  names: [a]\n", "listed in 'names' but has no mapping"),
+])
+def test_malformed_plugin_configuration(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                        arm_file: Path, text: str, fragment: str) -> None:
+    params = write(tmp_path, "plugins.yaml", text)
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params))
+    assert code == 1 and out == ""
+    assert_one_error_line(err, fragment)
+
+
+def test_initial_position_of_an_unknown_joint(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path, arm_file: Path) -> None:
+    params = write(tmp_path, "init.yaml",
+                   "mujoco_server:\n  initial_joint_positions: {wrist: 1.0}\n")
+    code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(params))
+    assert code == 1
+    assert_one_error_line(err, "no joint 'wrist'")
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["bogus"],
+    ["run"],
+    ["run", "m.xml", "--steps", "10", "--duration", "1"],
+    ["run", "m.xml", "--steps", "0"],
+    ["demo", "--duration", "-1"],
+    ["demo", "--realtime", "nan"],
+])
+def test_usage_errors_exit_2_with_one_line(capsys: pytest.CaptureFixture[str],
+                                           argv: list[str]) -> None:
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert_one_error_line(err)

@@ -1,0 +1,601 @@
+"""Tests of mjfast.MujocoEnv: construction from every model and params form, close, reset and the
+initial state, geometry edits, the physics thread, and statistics (SPEC §5, §8)."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+
+import mujoco
+import numpy as np
+import pytest
+
+import mjfast
+from support import (
+    HOME_QPOS,
+    N_ARM_JOINTS,
+    TIMESTEP,
+    ControlCounter,
+    FullRecorder,
+    Recording,
+    plugins_param,
+)
+
+
+def wait_for(condition, timeout: float = 5.0) -> bool:
+    """Polls `condition` until it holds or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.002)
+    return condition()
+
+
+# -- construction -------------------------------------------------------------------------------
+
+
+def test_construct_from_mjcf_string(make_env, arm):
+    env = make_env(arm)
+    assert env.model.nq == N_ARM_JOINTS
+    assert env.model.nu == N_ARM_JOINTS
+    assert env.data.time == 0.0
+    assert env.plugins == ()
+
+
+def test_construct_from_path_str_and_pathlike(make_env, arm_path):
+    for model in (arm_path, str(arm_path)):
+        env = make_env(model)
+        assert env.model.njnt == N_ARM_JOINTS
+        env.step(2)
+        assert env.data.time == pytest.approx(2 * TIMESTEP)
+
+
+def test_construct_from_mjmodel(make_env, arm_model):
+    env = make_env(arm_model)
+    assert env.model.nq == arm_model.nq
+    env.step(3)
+    assert env.data.time == pytest.approx(3 * TIMESTEP)
+
+
+def test_model_that_does_not_compile_is_value_error(make_env):
+    with pytest.raises(ValueError, match="does not compile"):
+        make_env("<mujoco><worldbody><bogus/></worldbody></mujoco>")
+
+
+def test_bad_model_file_is_value_error(make_env, tmp_path):
+    path = tmp_path / "bad.xml"
+    path.write_text("<mujoco><worldbody><geom type='nope'/></worldbody></mujoco>")
+    with pytest.raises(ValueError, match=r"bad\.xml"):
+        make_env(path)
+
+
+def test_missing_model_file_is_file_not_found(make_env, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nowhere\.xml"):
+        make_env(tmp_path / "nowhere.xml")
+
+
+def test_model_of_wrong_type_is_type_error(make_env):
+    with pytest.raises(TypeError):
+        make_env(42)
+
+
+def test_params_as_dict(make_env, arm, register):
+    kind = register(ControlCounter)
+    env = make_env(arm, params=plugins_param(kind))
+    assert [p.name for p in env.plugins] == ["ControlCounter"]
+    assert env.plugins[0].state is mjfast.PluginState.ACTIVE
+
+
+def test_params_as_parameter_server(make_env, arm, register):
+    kind = register(ControlCounter)
+    server = mjfast.ParameterServer(plugins_param(kind))
+    env = make_env(arm, params=server)
+    assert env.params is server
+    assert [p.type for p in env.plugins] == [kind]
+
+
+def test_params_as_yaml_path(make_env, arm, register, tmp_path):
+    kind = register(ControlCounter)
+    path = tmp_path / "params.yaml"
+    path.write_text(f"MujocoPlugins:\n  - type: {kind}\n    gain: 2.5\n")
+    env = make_env(arm, params=path)
+    assert [p.type for p in env.plugins] == [kind]
+    assert env.params.get("/MujocoPlugins")[0]["gain"] == 2.5
+
+
+def test_missing_params_file_is_file_not_found(make_env, arm, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        make_env(arm, params=tmp_path / "absent.yaml")
+
+
+def test_malformed_plugin_config_at_construction_is_config_error(make_env, arm):
+    with pytest.raises(mjfast.ConfigError):
+        make_env(arm, params={"MujocoPlugins": [{"name": "no_type"}]})
+
+
+# -- close --------------------------------------------------------------------------------------
+
+
+def test_context_manager_closes_and_unloads(arm, register, journal):
+    kind = register(Recording)
+    with mjfast.MujocoEnv(arm, params=plugins_param(kind)) as env:
+        env.step(1)
+        assert journal.events == [("Recording", "load")]
+    assert journal.events == [("Recording", "load"), ("Recording", "unload")]
+    with pytest.raises(mjfast.LogicError):
+        env.step(1)
+
+
+def test_close_is_idempotent(make_env, arm, register, journal):
+    kind = register(Recording)
+    env = make_env(arm, params=plugins_param(kind))
+    env.close()
+    env.close()
+    assert journal.names("unload") == ["Recording"]
+
+
+def test_operations_after_close_raise_logic_error(env):
+    env.close()
+    time_before = env.data.time
+    with pytest.raises(mjfast.LogicError):
+        env.step(1)
+    with pytest.raises(mjfast.LogicError):
+        env.start(None)
+    with pytest.raises(mjfast.LogicError):
+        env.reset()
+    with pytest.raises(mjfast.LogicError):
+        env.reload()
+    assert env.data.time == time_before
+
+
+def test_step_validates_n(env):
+    with pytest.raises(ValueError):
+        env.step(-1)
+    env.step(0)
+    assert env.data.time == 0.0
+
+
+# -- reset and the initial state ----------------------------------------------------------------
+
+
+def test_reset_to_initial_state(env):
+    env.data.qpos[:] = 0.5
+    env.data.ctrl[:] = 0.3
+    env.step(20)
+    assert env.data.time > 0
+    env.reset()
+    assert env.data.time == 0.0
+    np.testing.assert_array_equal(env.data.qpos, env.model.qpos0)
+    np.testing.assert_array_equal(env.data.qvel, np.zeros(env.model.nv))
+    np.testing.assert_array_equal(env.data.ctrl, np.zeros(env.model.nu))
+
+
+def test_reset_to_keyframe_by_name_and_index(env):
+    env.step(5)
+    env.reset("home")
+    assert env.data.time == 0.0
+    np.testing.assert_allclose(env.data.qpos, HOME_QPOS)
+    # mj_forward ran after the reset: derived quantities match the keyframe's pose.
+    assert env.data.sensordata[0] == pytest.approx(HOME_QPOS[0])
+    env.reset()
+    np.testing.assert_array_equal(env.data.qpos, np.zeros(N_ARM_JOINTS))
+    env.step(5)
+    env.reset(0)
+    assert env.data.time == 0.0
+    np.testing.assert_allclose(env.data.qpos, HOME_QPOS)
+
+
+def test_reset_to_missing_keyframe_is_key_error_naming_it(env):
+    env.step(3)
+    with pytest.raises(KeyError, match="nowhere"):
+        env.reset("nowhere")
+    with pytest.raises(KeyError, match="7"):
+        env.reset(7)
+    assert env.data.time == pytest.approx(3 * TIMESTEP)  # nothing was reset
+
+
+def test_reset_calls_each_plugin_reset_once_in_load_order(make_env, arm, register, journal):
+    kind = register(FullRecorder)
+    env = make_env(arm, params=plugins_param(
+        {"type": kind, "name": "b"}, {"type": kind, "name": "a"}, {"type": kind, "name": "c"}))
+    env.step(4)
+    env.reset()
+    assert journal.names("reset") == ["b", "a", "c"]
+    for plugin in journal.instances:
+        assert plugin.reset_times == [0.0]  # called after the world reset, not before
+    # The reset's mj_forward is callback-free: plugins learn of it through reset() only.
+    assert all(p.calls == 4 for p in journal.instances)
+
+
+def initial_state_params(positions=None, velocities=None):
+    params = {}
+    if positions is not None:
+        params["initial_joint_positions"] = positions
+    if velocities is not None:
+        params["initial_joint_velocities"] = velocities
+    return {"mujoco_server": params}
+
+
+def test_initial_joint_state_applied_at_construction_reset_and_reload(make_env, arm):
+    env = make_env(arm, params=initial_state_params({"j1": 0.4, "j3": -0.2}, {"j2": 1.5}))
+
+    def check():
+        assert env.data.qpos[1] == pytest.approx(0.4)
+        assert env.data.qpos[3] == pytest.approx(-0.2)
+        assert env.data.qpos[0] == 0.0
+        assert env.data.qvel[2] == pytest.approx(1.5)
+        assert env.data.sensordata[0] == pytest.approx(env.data.qpos[0])
+
+    check()
+    env.step(10)
+    assert env.data.qpos[2] != pytest.approx(0.0)
+    env.reset()
+    check()
+    env.step(10)
+    env.reload()
+    check()
+
+
+def test_initial_joint_state_read_again_at_reset(make_env, arm):
+    env = make_env(arm, params=initial_state_params({"j1": 0.4}))
+    env.params.set("/mujoco_server/initial_joint_positions/j1", -0.7)
+    env.reset()
+    assert env.data.qpos[1] == pytest.approx(-0.7)
+
+
+def test_initial_joint_positions_of_a_free_joint(make_env, box):
+    pose = [0.5, 0.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    env = make_env(box, params=initial_state_params({"box_free": pose}))
+    np.testing.assert_allclose(env.data.qpos, pose)
+
+
+@pytest.mark.parametrize(
+    ("positions", "velocities", "match"),
+    [
+        ({"no_such_joint": 0.1}, None, "no_such_joint"),
+        ({"j0": [0.1, 0.2]}, None, "j0"),
+        ({"j0": "high"}, None, "j0"),
+        (None, {"j0": float("nan")}, "j0"),
+        (None, {"nothere": 1.0}, "nothere"),
+        ([0.1, 0.2], None, "mapping"),
+    ],
+)
+def test_bad_initial_joint_state_is_config_error(make_env, arm, positions, velocities, match):
+    with pytest.raises(mjfast.ConfigError, match=match):
+        make_env(arm, params=initial_state_params(positions, velocities))
+
+
+def test_bad_initial_joint_state_at_reload_is_config_error_and_changes_nothing(make_env, arm):
+    env = make_env(arm)
+    env.step(3)
+    model = env.model
+    env.params.set("/mujoco_server/initial_joint_positions", {"nope": 1.0})
+    with pytest.raises(mjfast.ConfigError, match="nope"):
+        env.reload()
+    assert env.model is model
+    assert env.model_generation == 1
+    assert env.data.time == pytest.approx(3 * TIMESTEP)
+
+
+# -- set_geom_properties ------------------------------------------------------------------------
+
+
+def test_set_geom_properties_changes_each_field(env):
+    ball = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "ball")
+    env.set_geom_properties("ball", size=[0.1, 0, 0], rgba=[1, 0, 0, 0.5],
+                            friction=[0.3, 0.01, 0.002], contype=2, conaffinity=3)
+    np.testing.assert_allclose(env.model.geom_size[ball], [0.1, 0, 0])
+    np.testing.assert_allclose(env.model.geom_rgba[ball], [1, 0, 0, 0.5])
+    np.testing.assert_allclose(env.model.geom_friction[ball], [0.3, 0.01, 0.002])
+    assert env.model.geom_contype[ball] == 2
+    assert env.model.geom_conaffinity[ball] == 3
+    env.set_geom_properties(ball, rgba=[0, 1, 0, 1])  # by id
+    np.testing.assert_allclose(env.model.geom_rgba[ball], [0, 1, 0, 1])
+
+
+SHAPES = {
+    "sphere": ("sphere", [0.05, 0, 0], [0.12, 0, 0]),
+    "capsule": ("capsule", [0.05, 0.2, 0], [0.08, 0.1, 0]),
+    "cylinder": ("cylinder", [0.05, 0.2, 0], [0.3, 0.05, 0]),
+    "box": ("box", [0.1, 0.2, 0.3], [0.3, 0.05, 0.4]),
+    "ellipsoid": ("ellipsoid", [0.1, 0.2, 0.3], [0.4, 0.05, 0.1]),
+}
+
+
+def shape_model(kind: str, size) -> str:
+    sizes = " ".join(str(s) for s in size if s) if kind != "sphere" else str(size[0])
+    return (f'<mujoco><worldbody><body pos="0 0 1"><freejoint/>'
+            f'<geom name="shape" type="{kind}" size="{sizes}"/></body></worldbody></mujoco>')
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_set_geom_size_updates_bounds_like_a_fresh_compile(make_env, name):
+    kind, before, after = SHAPES[name]
+    env = make_env(shape_model(kind, before))
+    env.set_geom_properties("shape", size=after)
+    expected = mujoco.MjModel.from_xml_string(shape_model(kind, after))
+    assert env.model.geom_rbound[0] == pytest.approx(expected.geom_rbound[0])
+    np.testing.assert_allclose(env.model.geom_aabb[0], expected.geom_aabb[0], atol=1e-12)
+
+
+def test_sphere_rbound_updated(env):
+    ball = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "ball")
+    assert env.model.geom_rbound[ball] == pytest.approx(0.05)
+    env.set_geom_properties("ball", size=[0.2, 0, 0])
+    assert env.model.geom_rbound[ball] == pytest.approx(0.2)
+
+
+def test_contype_change_takes_effect_in_collisions(make_env, box):
+    env = make_env(box)
+    env.step(200)
+    resting_height = env.data.qpos[2]
+    assert resting_height == pytest.approx(0.1, abs=0.01)  # the box rests on the floor
+    env.set_geom_properties("box_geom", contype=0, conaffinity=0)
+    env.step(200)
+    assert env.data.qpos[2] < 0.0  # and now falls through it
+
+
+def test_set_geom_properties_unknown_geom_is_key_error(env):
+    with pytest.raises(KeyError, match="nothing_here"):
+        env.set_geom_properties("nothing_here", rgba=[1, 1, 1, 1])
+    with pytest.raises(KeyError):
+        env.set_geom_properties(env.model.ngeom, rgba=[1, 1, 1, 1])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size": [0.1, 0.1]},
+        {"rgba": [1, 0, 0]},
+        {"friction": [[1, 0, 0]]},
+        {"size": [float("nan"), 0, 0]},
+        {"rgba": [1, 0, 0, float("inf")]},
+        {"friction": [float("-inf"), 0, 0]},
+        {"contype": -1},
+        {"conaffinity": 1.5},
+    ],
+)
+def test_set_geom_properties_invalid_changes_nothing(env, kwargs):
+    ball = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "ball")
+    before = {field: np.copy(getattr(env.model, field)[ball]) for field in (
+        "geom_size", "geom_rgba", "geom_friction", "geom_contype", "geom_conaffinity",
+        "geom_rbound", "geom_aabb")}
+    # A valid rgba in the same call must not be applied when another field is invalid.
+    with pytest.raises(ValueError):
+        env.set_geom_properties("ball", **{"rgba": [0, 0, 1, 1], **kwargs})
+    for field, value in before.items():
+        np.testing.assert_array_equal(getattr(env.model, field)[ball], value, err_msg=field)
+
+
+def test_set_geom_properties_notifies_plugins_with_geom_id(make_env, arm, register, journal):
+    kind = register(FullRecorder)
+    env = make_env(arm, params=plugins_param({"type": kind, "name": "a"},
+                                             {"type": kind, "name": "b"}))
+    ball = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "ball")
+    env.set_geom_properties("ball", rgba=[1, 1, 0, 1])
+    assert [p.geoms_changed for p in journal.instances] == [[ball], [ball]]
+    assert journal.names("geom_changed") == ["a", "b"]
+    with pytest.raises(ValueError):
+        env.set_geom_properties("ball", rgba=[1, 1, 0])
+    assert [p.geoms_changed for p in journal.instances] == [[ball], [ball]]
+
+
+# -- the physics thread -------------------------------------------------------------------------
+
+
+def test_start_stop_running(env):
+    assert not env.running
+    env.start(None)
+    try:
+        assert env.running
+        assert wait_for(lambda: env.data.time > 10 * TIMESTEP)
+        with pytest.raises(mjfast.LogicError):
+            env.step(1)
+        with pytest.raises(mjfast.LogicError):
+            env.start(None)
+    finally:
+        env.stop()
+    assert not env.running
+    env.stop()  # idempotent
+    assert not env.running
+    stopped_at = env.data.time
+    time.sleep(0.02)
+    assert env.data.time == stopped_at  # really stopped
+    env.step(1)  # and stepping is allowed again
+    assert env.data.time == pytest.approx(stopped_at + TIMESTEP)
+
+
+def test_start_paced_to_wall_clock(env):
+    env.start(1.0)
+    try:
+        time.sleep(0.2)
+        simulated = env.data.time
+    finally:
+        env.stop()
+    # Real time: about 0.2 s simulated; generous bounds for a loaded 2-core machine.
+    assert 0.05 < simulated < 0.3
+
+
+def test_start_rejects_bad_realtime_factor(env):
+    for factor in (0.0, -1.0):
+        with pytest.raises(ValueError):
+            env.start(factor)
+    assert not env.running
+
+
+def test_close_stops_the_physics_thread(make_env, arm, register, journal):
+    kind = register(ControlCounter)
+    env = make_env(arm, params=plugins_param(kind))
+    env.start(None)
+    assert wait_for(lambda: journal.instances[0].calls > 5)
+    env.close()
+    assert not env.running
+    calls = journal.instances[0].calls
+    time.sleep(0.02)
+    assert journal.instances[0].calls == calls
+    assert journal.instances[0].events[-1] == "unload"
+
+
+def test_reset_while_running(make_env, arm, register, journal):
+    kind = register(FullRecorder)
+    env = make_env(arm, params=plugins_param(kind))
+    env.start(None)
+    try:
+        assert wait_for(lambda: env.data.time > 50 * TIMESTEP)
+        env.reset("home")
+        plugin = journal.instances[0]
+        assert plugin.reset_times == [0.0]  # the thread was paused during the reset
+        calls_at_reset = plugin.events[: plugin.events.index("reset")].count("control")
+        assert wait_for(lambda: plugin.calls > calls_at_reset + 5)  # and resumed
+        assert env.running
+    finally:
+        env.stop()
+    assert plugin.events.count("reset") == 1
+    # The first step after the reset started from the keyframe at time 0.
+    assert plugin.control_times[calls_at_reset] == 0.0
+    assert plugin.control_times[calls_at_reset - 1] > 50 * TIMESTEP
+
+
+def test_reload_while_running(make_env, arm_path, register, journal):
+    kind = register(ControlCounter)
+    env = make_env(arm_path, params=plugins_param(kind))
+    env.start(None)
+    try:
+        assert wait_for(lambda: journal.instances[0].calls > 10)
+        env.reload()
+        assert len(journal.instances) == 2
+        old, new = journal.instances
+        assert old.events[-1] == "unload"  # no callback reached it after unload()
+        assert wait_for(lambda: new.calls > 10)
+        assert env.running
+        assert env.model_generation == 2
+    finally:
+        env.stop()
+    assert new.control_times[0] == pytest.approx(0.0)  # the new data started at time 0
+    assert old.events.count("unload") == 1
+
+
+def test_set_geom_properties_while_running(make_env, arm, register, journal):
+    kind = register(FullRecorder)
+    env = make_env(arm, params=plugins_param(kind))
+    env.start(None)
+    try:
+        env.set_geom_properties("ball", size=[0.3, 0, 0])
+        assert env.running
+        assert wait_for(lambda: journal.instances[0].calls > 5)
+    finally:
+        env.stop()
+    assert journal.instances[0].geoms_changed == [
+        mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "ball")]
+
+
+class RaisesOnThirdControl(ControlCounter):
+    def control_callback(self, model, data):
+        super().control_callback(model, data)
+        if self.calls == 3:
+            raise RuntimeError("third call fails")
+
+
+def test_plugin_error_on_the_physics_thread(make_env, arm, register, journal, caplog):
+    failing = register(RaisesOnThirdControl)
+    counting = register(ControlCounter)
+    env = make_env(arm, params=plugins_param(failing, counting))
+    caplog.set_level(logging.ERROR, logger="mjfast.env")
+    env.start(None)
+    try:
+        assert wait_for(lambda: env.plugins[0].state is mjfast.PluginState.FAILED)
+        time_then = env.data.time
+        assert wait_for(lambda: env.data.time > time_then + 10 * TIMESTEP)
+        assert env.running
+    finally:
+        env.stop()
+    bad, good = journal.instances
+    assert bad.calls == 3
+    assert good.calls > 10
+    assert env.plugins[0].failure.phase == "control_callback"
+    assert env.plugins[1].state is mjfast.PluginState.ACTIVE
+    records = [r for r in caplog.records if r.name == "mjfast.env"]
+    assert len(records) == 1
+    assert records[0].levelno == logging.ERROR
+    assert "third call fails" in records[0].getMessage()
+    # The thread's error was reported there, not left pending for the next step.
+    env.step(1)
+
+
+# -- statistics ---------------------------------------------------------------------------------
+
+
+def test_statistics(make_env, arm, register):
+    control = register(ControlCounter)
+    full = register(FullRecorder)
+    env = make_env(arm, params=plugins_param(control, full))
+    env.step(100)
+    env.reset()
+    stats = env.statistics()
+    assert stats["env"]["steps"] == 100
+    assert stats["env"]["mean_step_ns"] > 0
+    assert stats["env"]["realtime_factor"] > 0
+    assert stats["env"]["model_generation"] == env.model_generation == 1
+    assert stats["env"]["plugin_generation"] == env.plugin_generation == 1
+    counter, recorder = stats["plugins"]
+    assert (counter["name"], counter["type"]) == ("ControlCounter", control)
+    assert counter["state"] is mjfast.PluginState.ACTIVE
+    assert counter["failure"] is None
+    assert counter["load_time_s"] > 0
+    assert set(counter["callbacks"]) == {"control_callback"}
+    control_stats = counter["callbacks"]["control_callback"]
+    assert control_stats["calls"] == 100
+    assert control_stats["mean_ns"] > 0
+    assert control_stats["last_ns"] > 0
+    assert set(recorder["callbacks"]) == {"control_callback", "reset", "on_geom_changed"}
+    assert recorder["callbacks"]["reset"]["calls"] == 1
+    assert recorder["callbacks"]["on_geom_changed"]["calls"] == 0
+    assert recorder["reset_time_s"] > 0
+    assert counter["reset_time_s"] == 0.0  # it has no reset()
+    # env.plugins carries the same figures.
+    assert env.plugins[0].stats["callbacks"]["control_callback"]["calls"] == 100
+
+
+def test_statistics_generations_follow_reload(make_env, arm, register):
+    env = make_env(arm, params=plugins_param(register(ControlCounter)))
+    env.step(5)
+    env.reload()
+    stats = env.statistics()
+    assert stats["env"]["model_generation"] == 2
+    assert stats["env"]["plugin_generation"] == 2
+    assert stats["plugins"][0]["callbacks"]["control_callback"]["calls"] == 0
+    assert stats["env"]["steps"] == 5
+
+
+def test_one_env_stepped_from_two_threads_is_serialised(make_env, arm, register, journal):
+    env = make_env(arm, params=plugins_param(register(ControlCounter)))
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            for _ in range(100):
+                env.step(5)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert journal.instances[0].calls == 1000
+    assert env.data.time == pytest.approx(1000 * TIMESTEP)
+    assert journal.instances[0].control_times == pytest.approx(
+        [i * TIMESTEP for i in range(1000)])
+
+
+def test_garbage_collected_env_unloads_its_plugins(arm, register, journal):
+    env = mjfast.MujocoEnv(arm, params=plugins_param(register(Recording)))
+    env.step(1)
+    del env
+    gc.collect()
+    assert journal.events == [("Recording", "load"), ("Recording", "unload")]

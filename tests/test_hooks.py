@@ -1,0 +1,224 @@
+"""Tests of MuJoCo's global callback hooks under mjfast: per-env routing (also from several
+threads), silence for pairs that belong to no env (rollout, user code), MuJoCo's own semantics
+for mj_forward on an env's pair, and detection of a replaced hook (SPEC §5)."""
+
+from __future__ import annotations
+
+import threading
+
+import mujoco
+import numpy as np
+import pytest
+from mujoco import rollout
+
+import mjfast
+from support import TIMESTEP, ControlCounter, Recording, arm_xml, plugins_param
+
+
+def counter_env(make_env, model, register, name="c"):
+    return make_env(model, params=plugins_param({"type": register(ControlCounter), "name": name}))
+
+
+def test_env_installs_the_trampolines(env):
+    assert mjfast.hooks_owned()
+    assert mujoco.get_mjcb_control() is not None
+    assert mujoco.get_mjcb_passive() is not None
+
+
+# -- routing ------------------------------------------------------------------------------------
+
+
+def test_two_envs_each_see_only_their_own_callbacks(make_env, arm, register, journal):
+    kind = register(ControlCounter)
+    env_a = make_env(arm, params=plugins_param({"type": kind, "name": "a"}))
+    env_b = make_env(arm, params=plugins_param({"type": kind, "name": "b"}))
+    a, b = journal.instances
+    env_a.step(3)
+    assert (a.calls, b.calls) == (3, 0)
+    env_b.step(5)
+    assert (a.calls, b.calls) == (3, 5)
+    mujoco.mj_forward(env_b.model, env_b.data)
+    assert (a.calls, b.calls) == (3, 6)
+
+
+def test_two_envs_stepped_from_two_threads_at_once(make_env, arm, register, journal):
+    kind = register(ControlCounter)
+    envs = [make_env(arm, params=plugins_param({"type": kind, "name": n})) for n in "ab"]
+    barrier = threading.Barrier(2)
+    errors: list[BaseException] = []
+
+    def run(env):
+        try:
+            barrier.wait(5)
+            for _ in range(200):
+                env.step(10)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(env,), daemon=True) for env in envs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
+    a, b = journal.instances
+    assert (a.calls, b.calls) == (2000, 2000)
+    for env in envs:
+        assert env.data.time == pytest.approx(2000 * TIMESTEP)
+        stats = env.statistics()
+        assert stats["env"]["steps"] == 2000
+        assert stats["plugins"][0]["callbacks"]["control_callback"]["calls"] == 2000
+    # Each plugin saw its own data's clock, step after step.
+    assert a.control_times == pytest.approx([i * TIMESTEP for i in range(2000)])
+    assert b.control_times == pytest.approx([i * TIMESTEP for i in range(2000)])
+
+
+def test_two_physics_threads_at_once(make_env, arm, register, journal):
+    kind = register(ControlCounter)
+    envs = [make_env(arm, params=plugins_param({"type": kind, "name": n})) for n in "ab"]
+    for env in envs:
+        env.start(None)
+    try:
+        deadline = threading.Event()
+        deadline.wait(0.1)
+    finally:
+        for env in envs:
+            env.stop()
+    for env, plugin in zip(envs, journal.instances, strict=True):
+        assert plugin.calls > 0
+        assert plugin.calls == env.statistics()["env"]["steps"]
+        assert env.data.time == pytest.approx(plugin.calls * TIMESTEP)
+
+
+# -- pairs that belong to no env ----------------------------------------------------------------
+
+
+def test_rollout_on_an_unrelated_model_calls_no_plugin(make_env, arm, register, journal):
+    env = counter_env(make_env, arm, register)
+    env.step(1)
+    model = mujoco.MjModel.from_xml_string(arm_xml())
+    datas = [mujoco.MjData(model) for _ in range(2)]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    initial = np.zeros((4, mujoco.mj_stateSize(model, spec)))
+    for row in initial:
+        mujoco.mj_getState(model, datas[0], row, spec)
+    control = np.full((4, 25, model.nu), 0.5)
+    state, sensordata = rollout.rollout(model, datas, initial, control)
+    assert state.shape == (4, 25, initial.shape[1])
+    assert sensordata.shape == (4, 25, model.nsensordata)
+    assert np.all(state[:, -1, 0] > 0)  # the rollout really stepped (time is the first entry)
+    # Single-data rollout on the calling thread, and on the env's own model with other data.
+    rollout.rollout(model, datas[0], initial, control)
+    rollout.rollout(env.model, mujoco.MjData(env.model), initial, control)
+    assert journal.instances[0].calls == 1
+
+
+def test_mujoco_calls_on_other_pairs_call_no_plugin(make_env, arm, box, register, journal):
+    env = counter_env(make_env, arm, register)
+    other_model = mujoco.MjModel.from_xml_string(box)
+    other_data = mujoco.MjData(other_model)
+    for _ in range(10):
+        mujoco.mj_step(other_model, other_data)
+    mujoco.mj_forward(other_model, other_data)
+    assert other_data.time == pytest.approx(10 * TIMESTEP)
+    # The env's own model with a data of its own is not the env's pair either.
+    foreign = mujoco.MjData(env.model)
+    mujoco.mj_step(env.model, foreign)
+    mujoco.mj_forward(env.model, foreign)
+    # Nor is the env's data with a copy of its model.
+    mujoco.mj_forward(mujoco.MjModel.from_xml_string(arm), env.data)
+    assert journal.instances[0].calls == 0
+
+
+def test_user_mj_forward_on_the_env_pair_dispatches_control(make_env, arm, register, journal):
+    env = counter_env(make_env, arm, register)
+    mujoco.mj_forward(env.model, env.data)
+    assert journal.instances[0].calls == 1
+    mujoco.mj_step(env.model, env.data)
+    assert journal.instances[0].calls == 2
+    env.step(1)
+    assert journal.instances[0].calls == 3
+
+
+class ForwardsInside(ControlCounter):
+    """Calls mj_forward on its own pair from inside control_callback."""
+
+    def control_callback(self, model, data):
+        super().control_callback(model, data)
+        mujoco.mj_forward(model, data)
+
+
+def test_plugin_calling_mj_forward_does_not_reenter_dispatch(make_env, arm, register, journal):
+    env = make_env(arm, params=plugins_param(register(ForwardsInside)))
+    done = threading.Event()
+
+    def run():
+        env.step(3)
+        done.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert done.wait(10), "a plugin's mj_forward dead-locked or recursed into dispatch"
+    assert journal.instances[0].calls == 3
+
+
+class StepsInside(Recording):
+    def control_callback(self, model, data):
+        self.env.step(1)
+
+
+def test_plugin_stepping_its_env_from_a_callback_is_plugin_error(make_env, arm, register):
+    env = make_env(arm, params=plugins_param(register(StepsInside)))
+    with pytest.raises(mjfast.PluginError) as caught:
+        env.step(2)
+    assert isinstance(caught.value.__cause__, mjfast.LogicError)
+    assert env.data.time == pytest.approx(TIMESTEP)
+
+
+# -- hook ownership -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("hook", "setter"), [
+    ("mjcb_control", mujoco.set_mjcb_control),
+    ("mjcb_passive", mujoco.set_mjcb_passive),
+])
+def test_replaced_hook_is_detected_and_steps_nothing(make_env, arm, register, journal, hook,
+                                                     setter):
+    env = counter_env(make_env, arm, register)
+    env.step(2)
+    try:
+        setter(lambda m, d: None)
+        assert not mjfast.hooks_owned()
+        with pytest.raises(mjfast.HookOwnershipError, match=hook):
+            env.step(5)
+        assert env.data.time == pytest.approx(2 * TIMESTEP)
+        with pytest.raises(mjfast.HookOwnershipError, match=hook):
+            env.start(None)
+        assert not env.running
+        assert env.data.time == pytest.approx(2 * TIMESTEP)
+        assert journal.instances[0].calls == 2
+    finally:
+        mjfast.install_hooks()
+    assert mjfast.hooks_owned()
+    env.step(1)
+    assert journal.instances[0].calls == 3
+    assert env.data.time == pytest.approx(3 * TIMESTEP)
+
+
+def test_hook_ownership_error_is_a_runtime_error(make_env, arm):
+    env = make_env(arm)
+    try:
+        mujoco.set_mjcb_control(None)
+        with pytest.raises(RuntimeError):
+            env.step(1)
+    finally:
+        mjfast.install_hooks()
+
+
+def test_install_hooks_is_idempotent(env):
+    control = mujoco.get_mjcb_control()
+    mjfast.install_hooks()
+    mjfast.install_hooks()
+    assert mujoco.get_mjcb_control() is control
+    assert mjfast.hooks_owned()
