@@ -141,8 +141,9 @@ def test_realtime_run_is_paced_and_stops(capsys: pytest.CaptureFixture[str],
                              "--realtime", "2", "--no-progress")
     assert code == 0, err
     steps = int(table_row(out, "steps")[1].replace(",", ""))
-    # The physics thread stops after the step in progress: a few steps past 100 at most.
-    assert 100 <= steps < 150
+    # It stops once 100 steps are done; the physics thread runs on (at 2x real time) only until
+    # the polling CLI notices, so the overshoot is bounded by scheduling delay, not by the run.
+    assert 100 <= steps < 250
     wall = float(table_row(out, "wall")[2])
     assert wall >= 0.09  # 0.2 simulated s at 2x real time
 

@@ -287,7 +287,7 @@ def format_statistics(stats: dict[str, Any], wall_s: float) -> str:
              f"  simulated time        {env.get('simulated_s', float('nan')):.3f} s",
              f"  wall time             {wall_s:.3f} s",
              f"  mean step time        {_format_ns(env['mean_step_ns'])} ns",
-             f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / stepping time)",
+             f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / wall time)",
              f"  model generation      {env['model_generation']}",
              f"  plugin generation     {env['plugin_generation']}",
              ""]

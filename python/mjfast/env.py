@@ -321,7 +321,7 @@ class MujocoEnv:
         self._core.step(n)
 
     def start(self, realtime_factor: float | None = 1.0) -> None:
-        """Starts the physics thread, paced to wall clock times `realtime_factor` (None: unpaced)."""
+        """Starts the physics thread, paced to wall clock at `realtime_factor` (None: unpaced)."""
         self._check_open()
         self._core.start(realtime_factor)
 
@@ -342,7 +342,8 @@ class MujocoEnv:
 
     def reset(self, keyframe: int | str | None = None) -> None:
         """World reset to the initial state or a keyframe; then every plugin's reset/on_reset."""
-        key_id = None if keyframe is None else self._keyframe_id(keyframe)
+        key_id = None if keyframe is None else _object_id(
+            self._model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe", self._model.nkey)
         with self._paused():
             if key_id is None:
                 mujoco.mj_resetData(self._model, self._data)
@@ -353,22 +354,6 @@ class MujocoEnv:
                 mujoco.mj_forward(self._model, self._data)
             self._cameras.notify_time_reset()
             self._core.reset_plugins()
-
-    def _keyframe_id(self, keyframe: int | str) -> int:
-        model = self._model
-        names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_KEY, i) or str(i)
-                 for i in range(model.nkey)]
-        available = f"(the model's keyframes: {', '.join(names) or 'none'})"
-        if isinstance(keyframe, str):
-            key_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe)
-            if key_id < 0:
-                raise KeyError(f"no keyframe named {keyframe!r} {available}")
-            return key_id
-        if isinstance(keyframe, (int, np.integer)) and not isinstance(keyframe, bool):
-            if not 0 <= keyframe < model.nkey:
-                raise KeyError(f"no keyframe with index {keyframe} {available}")
-            return int(keyframe)
-        raise TypeError(f"keyframe must be a name, an index or None, got {keyframe!r}")
 
     # -- reload -------------------------------------------------------------------------------
 
@@ -418,7 +403,7 @@ class MujocoEnv:
     ) -> None:
         """Changes one geom between steps and notifies every plugin's on_geom_changed."""
         model = self._model
-        geom_id = self._geom_id(geom)
+        geom_id = _object_id(model, mujoco.mjtObj.mjOBJ_GEOM, geom, "geom", model.ngeom)
         changes: dict[str, Any] = {}
         for field, value, width in (("size", size, 3), ("rgba", rgba, 4),
                                     ("friction", friction, 3)):
@@ -458,19 +443,6 @@ class MujocoEnv:
             if "conaffinity" in changes:
                 model.geom_conaffinity[geom_id] = changes["conaffinity"]
             self._core.notify_geometry_changed(geom_id)
-
-    def _geom_id(self, geom: int | str) -> int:
-        model = self._model
-        if isinstance(geom, str):
-            geom_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, geom)
-            if geom_id < 0:
-                raise KeyError(f"the model has no geom named {geom!r}")
-            return geom_id
-        if isinstance(geom, (int, np.integer)) and not isinstance(geom, bool):
-            if not 0 <= geom < model.ngeom:
-                raise KeyError(f"no geom with id {geom} (the model has {model.ngeom})")
-            return int(geom)
-        raise TypeError(f"geom must be a name or an id, got {geom!r}")
 
     # -- cameras ------------------------------------------------------------------------------
 
@@ -568,6 +540,25 @@ class MujocoEnv:
         state = "closed" if self._closed else ("running" if self.running else "idle")
         return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
                 f"plugins={len(self._specs)} {state}>")
+
+
+def _object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, key: int | str, noun: str,
+               count: int) -> int:
+    """The id of the model's `noun` named or indexed by `key`; a KeyError listing them if none."""
+    if isinstance(key, str):
+        object_id = mujoco.mj_name2id(model, obj_type, key)
+        if object_id >= 0:
+            return object_id
+        problem = f"no {noun} named {key!r}"
+    elif isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if 0 <= key < count:
+            return int(key)
+        problem = f"no {noun} with index {key}"
+    else:
+        raise TypeError(f"{noun} must be a name or an index, got {key!r}")
+    names = [mujoco.mj_id2name(model, obj_type, i) or str(i) for i in range(min(count, 20))]
+    more = f" and {count - 20} more" if count > 20 else ""
+    raise KeyError(f"{problem} (the model's {noun}s: {', '.join(names) or 'none'}{more})")
 
 
 def _plugin_info(report: dict[str, Any]) -> PluginInfo:
