@@ -7,6 +7,11 @@ fails the run when a gated ratio exceeds its target by more than NOISE_MARGIN.
 
 from __future__ import annotations
 
+import os
+
+# Offscreen cameras render headless through EGL; mujoco picks its GL backend when first imported.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any

@@ -4,6 +4,11 @@ to mjfast whatever a test did to them."""
 
 from __future__ import annotations
 
+import os
+
+# Offscreen cameras render headless through EGL; mujoco picks its GL backend when first imported.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any

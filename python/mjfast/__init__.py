@@ -6,6 +6,7 @@ The public names live here; the compiled core is `mjfast._core` (imported throug
 
 from __future__ import annotations
 
+from mjfast.camera import FrameLease, OffscreenCamera
 from mjfast.discovery import available_plugins, register_plugin, unregister_plugin
 from mjfast.env import MujocoEnv
 from mjfast.errors import (
@@ -38,6 +39,7 @@ __all__ = [
     "CameraUnavailableError",
     "ConfigError",
     "ControlPlugin",
+    "FrameLease",
     "HookOwnershipError",
     "LogicError",
     "MjfastError",
@@ -45,6 +47,7 @@ __all__ = [
     "MujocoPlugin",
     "NativePlugin",
     "Node",
+    "OffscreenCamera",
     "ParameterServer",
     "PluginError",
     "PluginInfo",

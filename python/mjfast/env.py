@@ -24,6 +24,7 @@ import mujoco
 import numpy as np
 
 from mjfast._native import _core
+from mjfast.camera import CameraRig
 from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
@@ -205,6 +206,7 @@ class MujocoEnv:
         *,
         params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         namespace: str = "/mujoco_server",
+        render_sync: bool = False,
     ) -> None:
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
         self._namespace = resolve_name(namespace)
@@ -229,9 +231,12 @@ class MujocoEnv:
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
         # by the env, and a cycle through C++ would keep both alive forever.
         self._core.set_factory(_weak_method(self._make_adapters))
+        self._cameras = CameraRig(self._core, render_sync)
         self._closed = False
         _open_envs.add(self)
+        self._cameras.begin_load(new_model, self.model_generation)
         self._core.load_next_plugin_generation()
+        self._cameras.finish_load(new_model, self._params, self._namespace)
 
     # -- the plugin factory ------------------------------------------------------------------
 
@@ -347,6 +352,7 @@ class MujocoEnv:
                 mujoco.mj_resetDataKeyframe(self._model, self._data, key_id)
             with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
                 mujoco.mj_forward(self._model, self._data)
+            self._cameras.notify_time_reset()
             self._core.reset_plugins()
 
     # -- reload -------------------------------------------------------------------------------
@@ -371,12 +377,17 @@ class MujocoEnv:
 
         with self._paused():
             self._core.host.quiesce_and_destroy()
+            self._cameras.retire()
             self._model, self._data = new_model, new_data
             self._control_data = new_control_data
             self._source, self._params, self._specs = source, params, specs
             self._core.bind(new_model._address, new_data._address, new_control_data._address)
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
+            self._cameras.begin_load(new_model, self.model_generation)
             self._core.load_next_plugin_generation()
+            missing = self._cameras.finish_load(new_model, params, self._namespace)
+        if missing:
+            raise CameraRig.missing_error(new_model, missing)
 
     # -- geometry -----------------------------------------------------------------------------
 
@@ -433,6 +444,13 @@ class MujocoEnv:
                 model.geom_conaffinity[geom_id] = changes["conaffinity"]
             self._core.notify_geometry_changed(geom_id)
 
+    # -- cameras ------------------------------------------------------------------------------
+
+    def open_offscreen_camera(self, name: str) -> Any:
+        """A handle on the model's camera `name`, rendered off the physics thread (SPEC §10)."""
+        self._check_open()
+        return self._cameras.open(name, self._model, self._params, self._namespace)
+
     # -- plugins ------------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -488,7 +506,7 @@ class MujocoEnv:
                 "callbacks": report["callbacks"],
                 "custom": report["custom"],
             })
-        return {"env": env, "plugins": plugins}
+        return {"env": env, "plugins": plugins, "render": self._cameras.statistics()}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -505,6 +523,7 @@ class MujocoEnv:
                 return
             self._core.close()  # refuses (LogicError) inside an acquire_plugin block
             self._closed = True
+            self._cameras.close()  # the physics thread has stopped: retire, stop rendering
         _open_envs.discard(self)
 
     def __enter__(self) -> MujocoEnv:

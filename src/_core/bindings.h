@@ -14,6 +14,7 @@ void bind_plugin_host(py::module_& module);
 void bind_env(py::module_& module);
 void bind_control(py::module_& module);
 void bind_native(py::module_& module);
+void bind_render(py::module_& module);
 
 // Moves the adapters out of a Python list of AdapterEntry (bind_plugin_host.cc), for the factory.
 std::vector<FactoryEntry> take_factory_entries(const py::handle& entries);

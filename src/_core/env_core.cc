@@ -68,6 +68,12 @@ void EnvCore::step_once_locked() {
     record_error(host_.dispatch_last_stage(generation, model_, data_));
   }
   control_.publish(data_);
+  // The render turn: one predictable comparison per step while no camera is due. The host lock
+  // is not held across it (render_sync waits for the render thread there).
+  if (step_observer_ && data_->time >= step_observer_->next_due_time()) {
+    host_lock.reset();
+    record_error(step_observer_->after_step(model_, data_, generation));
+  }
 }
 
 void EnvCore::record_error(DispatchError error) {

@@ -29,6 +29,7 @@
 #include "generation.h"
 #include "hooks.h"
 #include "plugin_host.h"
+#include "step_observer.h"
 
 namespace mjfast {
 
@@ -80,6 +81,11 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   void stop();
   bool running() const { return running_.load(std::memory_order_acquire); }
   void set_thread_hooks(ThreadHooks hooks) { thread_hooks_ = std::move(hooks); }
+  // The render turn's owner (RenderCore), called at the end of a step when it is due. Set before
+  // stepping starts; EnvCore keeps it alive.
+  void set_step_observer(std::shared_ptr<StepObserver> observer) {
+    step_observer_ = std::move(observer);
+  }
 
   // Stops stepping at the next step boundary and holds it there until resume(). Re-entrant on the
   // same thread.
@@ -140,6 +146,7 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   std::atomic<bool> running_{false};
   bool stop_requested_ = false;  // guarded by thread_mutex_
   ThreadHooks thread_hooks_;
+  std::shared_ptr<StepObserver> step_observer_;
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;

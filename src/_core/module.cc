@@ -25,4 +25,5 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_env(module);
   mjfast::bind_control(module);
   mjfast::bind_native(module);
+  mjfast::bind_render(module);
 }

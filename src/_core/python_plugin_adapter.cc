@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "python_scene_registry.h"
+
 namespace mjfast {
 namespace {
 
@@ -126,6 +128,19 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;
   return !translating([&] { return instance_.attr("activate")(); }).is(py::bool_(false));
+}
+
+void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
+  py::gil_scoped_acquire gil;  // see call()
+  py::object python_scene = python_scene_for(scene);
+  if (python_scene.is_none()) {
+    throw std::runtime_error("render_callback: this scene has no mujoco.MjvScene counterpart");
+  }
+  PyObject* result = PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(),
+                                                  model_.ptr(), data_.ptr(), python_scene.ptr(),
+                                                  nullptr);
+  if (result == nullptr) throw py::error_already_set();
+  Py_DECREF(result);
 }
 
 void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {

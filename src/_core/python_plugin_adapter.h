@@ -39,6 +39,7 @@ class PythonPluginAdapter final : public IPluginAdapter {
 
   void control(const mjModel*, mjData*) override { call(Callback::kControl); }
   void passive(const mjModel*, mjData*) override { call(Callback::kPassive); }
+  void render(const mjModel*, mjData*, mjvScene* scene) override;
   void last_stage(const mjModel*, mjData*) override { call(Callback::kLastStage); }
   void geom_changed(const mjModel*, mjData*, int geom_id) override;
   void reset(const mjModel*, mjData*) override { call(Callback::kReset); }

@@ -1,0 +1,130 @@
+"""Offscreen cameras (SPEC §10): the env's side of the compiled RenderCore.
+
+This module owns camera parameters (`<env namespace>/cameras/<name>`), the checks made before a
+handle is opened, and the order of retirement and rebinding around loads. Rendering, snapshots,
+frame stores and the handle semantics themselves are the compiled core's (`_core.RenderCore`,
+`_core.OffscreenCamera`, `_core.FrameLease`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mujoco
+
+from mjfast._native import _core
+from mjfast.errors import ConfigError
+from mjfast.params import ParameterServer, resolve_name
+
+__all__ = ["PLANES", "CameraRig", "FrameLease", "OffscreenCamera", "camera_config"]
+
+OffscreenCamera = _core.OffscreenCamera
+FrameLease = _core.FrameLease
+PLANES = ("rgb", "depth", "segmentation")
+DEFAULT_RATE_HZ = 30.0
+# As mujoco.Renderer's default, so that the same models fit.
+DEFAULT_MAX_GEOM = 10000
+
+
+def camera_names(model: mujoco.MjModel) -> list[str]:
+    names = (mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam))
+    return [name for name in names if name]
+
+
+def camera_config(params: ParameterServer, namespace: str, model: mujoco.MjModel,
+                  name: str) -> dict[str, Any]:
+    """The parameters of camera `name`, with defaults filled in and checked (ConfigError)."""
+    where = f"{resolve_name('cameras', namespace)}/{name}"
+    values = params.get(where, None)
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of camera parameters, "
+                          f"got {type(values).__name__}")
+    unknown = set(values) - {"width", "height", "planes", "rate_hz", "max_geom"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown parameter(s) {', '.join(sorted(unknown))} "
+                          f"(known: width, height, planes, rate_hz, max_geom)")
+    config = {
+        "width": _positive_int(values.get("width", model.vis.global_.offwidth), where, "width"),
+        "height": _positive_int(values.get("height", model.vis.global_.offheight), where,
+                                "height"),
+        "max_geom": _positive_int(values.get("max_geom", DEFAULT_MAX_GEOM), where, "max_geom"),
+    }
+    rate = values.get("rate_hz", DEFAULT_RATE_HZ)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0:
+        raise ConfigError(f"{where}/rate_hz: expected a positive number, got {rate!r}")
+    config["rate_hz"] = float(rate)
+    planes = values.get("planes", ["rgb"])
+    if isinstance(planes, str):
+        planes = [planes]
+    if (not isinstance(planes, Sequence) or not planes
+            or any(plane not in PLANES for plane in planes)):
+        raise ConfigError(f"{where}/planes: expected a non-empty list of "
+                          f"{', '.join(PLANES)}; got {planes!r}")
+    config["planes"] = list(dict.fromkeys(planes))
+    return config
+
+
+def _positive_int(value: Any, where: str, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}/{key}: expected a positive integer, got {value!r}")
+    return value
+
+
+def _unknown_camera(model: mujoco.MjModel, name: str) -> KeyError:
+    known = camera_names(model)
+    return KeyError(f"the model has no camera named {name!r} "
+                    f"(its cameras: {', '.join(known) if known else 'none'})")
+
+
+class CameraRig:
+    """The env's cameras: one RenderCore, opened handles, and their (re)binding at loads."""
+
+    def __init__(self, env_core: Any, render_sync: bool) -> None:
+        self._core = _core.RenderCore(env_core, render_sync)
+
+    @property
+    def render_core(self) -> Any:
+        return self._core
+
+    def begin_load(self, model: mujoco.MjModel, model_generation: int) -> None:
+        """A load or reload of `model` begins: handles are pending, their setters queued."""
+        self._core.begin_load(model, model._address, model_generation)
+
+    def finish_load(self, model: mujoco.MjModel, params: ParameterServer,
+                    namespace: str) -> list[str]:
+        """Binds the pending handles by name; returns the names the model lacks."""
+        known = set(camera_names(model))
+        configs = {name: camera_config(params, namespace, model, name)
+                   for name in self._core.pending_names() if name in known}
+        return list(self._core.bind(configs))
+
+    def open(self, name: str, model: mujoco.MjModel, params: ParameterServer,
+             namespace: str) -> Any:
+        self._core.check_can_open()  # LogicError from a step callback, before anything else
+        if not isinstance(name, str):
+            raise TypeError(f"camera name must be a str, got {type(name).__name__}")
+        if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
+            raise _unknown_camera(model, name)
+        return self._core.open(name, camera_config(params, namespace, model, name))
+
+    def retire(self) -> None:
+        self._core.retire()
+
+    def close(self) -> None:
+        self._core.close()
+
+    def notify_time_reset(self) -> None:
+        self._core.notify_time_reset()
+
+    def statistics(self) -> dict[str, Any]:
+        return dict(self._core.statistics())
+
+    @staticmethod
+    def missing_error(model: mujoco.MjModel, missing: list[str]) -> KeyError:
+        names = ", ".join(repr(name) for name in missing)
+        known = camera_names(model)
+        return KeyError(f"after reload, the model has no camera named {names}: those handles "
+                        f"are unavailable (its cameras: {', '.join(known) if known else 'none'})")

@@ -1,0 +1,69 @@
+"""mjfast/CameraPublisher: publishes each configured camera's latest frames on the bus.
+
+Configuration keys: `cameras` (list of camera names; default: every camera of the model),
+`planes` (default: every plane each camera is configured with), `topic` (default `~`; frames go
+to `<topic>/<camera>/<plane>`). Each camera renders at its own `rate_hz` (parameters under
+`<env namespace>/cameras/<name>`); a message is published whenever a newer frame has completed,
+from `last_stage_callback`. A message is a dict: `camera`, `plane`, `simulation_time_ns`,
+`capture_id`, `width`, `height`, `frame_generation` and `data` (a copy of the pixels, so that
+subscribers may keep it without holding the frame store's slots).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+
+from mjfast.camera import PLANES, camera_names
+from mjfast.plugin import MujocoPlugin
+
+__all__ = ["CameraPublisher"]
+
+
+class CameraPublisher(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        names = self.config.get("cameras") or camera_names(model)
+        if isinstance(names, str):
+            names = [names]
+        wanted = self.config.get("planes")
+        prefix = str(self.config.get("topic", "~")).rstrip("/")
+        self._streams: list[tuple[Any, str, str]] = []
+        self._cameras = []
+        for name in names:
+            camera = self.env.open_offscreen_camera(str(name))
+            camera.enable_frames()
+            self._cameras.append((str(name), camera, wanted))
+        self._prefix = prefix or "~"
+        self._published = 0
+        return True
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        if not self._streams:
+            self._resolve_streams()
+        for name, camera, plane in self._streams:
+            lease = camera.take_latest(plane)
+            if lease is None:
+                continue
+            with lease:
+                self.node.publish(f"{self._prefix}/{name}/{plane}", {
+                    "camera": name,
+                    "plane": plane,
+                    "simulation_time_ns": lease.simulation_time_ns,
+                    "capture_id": lease.capture_id,
+                    "width": lease.width,
+                    "height": lease.height,
+                    "frame_generation": lease.frame_generation,
+                    "data": lease.data.copy(),
+                })
+            self._published += 1
+
+    def _resolve_streams(self) -> None:
+        # The planes a camera has are known once it is bound, after load.
+        for name, camera, wanted in self._cameras:
+            for plane in PLANES:
+                if camera.plane_configured(plane) and (not wanted or plane in wanted):
+                    self._streams.append((name, camera, plane))
+
+    def statistics(self) -> dict[str, Any]:
+        return {"frames_published": float(getattr(self, "_published", 0))}

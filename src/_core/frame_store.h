@@ -1,0 +1,73 @@
+// FrameStore: the fixed set of frame buffers of one camera plane, sized when frames are enabled.
+// The render thread writes into a free slot, or evicts the oldest completed frame that nobody
+// leases; when every slot is leased the new frame is dropped and counted. A lease is a
+// shared_ptr to the frame: a leased frame is never overwritten or freed under its holder.
+// It owns the pixels only; what is rendered and when is RenderCore's business.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace mjfast {
+
+enum class Plane : std::uint8_t { kRgb, kDepth, kSegmentation };
+inline constexpr std::size_t kPlaneCount = 3;
+const char* plane_name(Plane plane);
+// Parses "rgb" / "depth" / "segmentation"; throws std::invalid_argument otherwise.
+Plane parse_plane(const char* name);
+
+struct Frame {
+  Plane plane = Plane::kRgb;
+  int width = 0;
+  int height = 0;
+  // RGB: H*W*3 uint8; depth: H*W float32 metres; segmentation: H*W*2 int32 (object id, type).
+  std::vector<unsigned char> bytes;
+  std::int64_t simulation_time_ns = 0;
+  std::uint64_t capture_id = 0;
+  std::uint64_t frame_generation = 0;
+
+  std::size_t channels() const;
+  std::size_t element_size() const;
+};
+
+class FrameStore {
+ public:
+  FrameStore(Plane plane, int width, int height, int capacity);
+
+  // Render thread: a frame to render into, or null (the frame is dropped and counted) when
+  // every slot is leased or being written.
+  std::shared_ptr<Frame> begin_write();
+  // Render thread: publishes a frame taken from begin_write as the newest.
+  void commit(const std::shared_ptr<Frame>& frame);
+  // Gives back a frame from begin_write without publishing it (the turn was abandoned).
+  void abandon(const std::shared_ptr<Frame>& frame);
+
+  // The newest completed frame with capture_id > after, leased; or null.
+  std::shared_ptr<const Frame> latest_after(std::uint64_t after) const;
+  // Up to n of the newest completed frames, oldest first, leased.
+  std::vector<std::shared_ptr<const Frame>> recent(std::size_t n) const;
+
+  std::uint64_t dropped() const;
+  std::uint64_t committed() const;
+  int capacity() const { return static_cast<int>(slots_.size()); }
+
+ private:
+  enum class SlotState : std::uint8_t { kFree, kWriting, kComplete };
+  struct Slot {
+    std::shared_ptr<Frame> frame;
+    SlotState state = SlotState::kFree;
+    std::uint64_t order = 0;  // commit order, for eviction and recency
+  };
+  Slot* slot_of(const Frame* frame);
+
+  mutable std::mutex mutex_;
+  std::vector<Slot> slots_;
+  std::uint64_t next_order_ = 1;
+  std::uint64_t dropped_ = 0;
+  std::uint64_t committed_ = 0;
+};
+
+}  // namespace mjfast

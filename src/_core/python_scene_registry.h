@@ -1,0 +1,15 @@
+// The mujoco.MjvScene Python objects whose mjvScene RenderCore builds snapshots in, by address,
+// so that a Python plugin's render_callback receives the very scene that is rendered. Defined in
+// bind_render.cc; call with the GIL held.
+#pragma once
+
+#include <mujoco/mujoco.h>
+
+#include "pybind11.hpp"
+
+namespace mjfast {
+
+// The Python scene object of `scene`, or None when the scene was made natively.
+py::object python_scene_for(const mjvScene* scene);
+
+}  // namespace mjfast
