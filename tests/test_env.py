@@ -492,6 +492,53 @@ def test_set_geom_properties_while_running(make_env, arm, register, journal):
         mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "ball")]
 
 
+def _step_in_thread(env, steps):
+    """Runs env.step(steps) on another thread; returns the thread and what it raised, if anything."""
+    outcome: dict[str, BaseException] = {}
+
+    def run():
+        try:
+            env.step(steps)
+        except BaseException as error:  # noqa: BLE001 - handed to the test to assert on
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_reset_during_a_long_step_call_on_another_thread_runs_at_a_step_boundary(
+        make_env, arm, register, journal):
+    kind = register(FullRecorder)
+    env = make_env(arm, params=plugins_param(kind))
+    thread, outcome = _step_in_thread(env, 200_000)
+    try:
+        assert wait_for(lambda: env.data.time > 50 * TIMESTEP)
+        env.reset("home")  # does not wait for the 200 000 steps
+        plugin = journal.instances[0]
+        assert plugin.reset_times == [0.0]
+        assert thread.is_alive()  # the step(n) call goes on after the reset
+    finally:
+        env.close()  # stops the stepping thread at its next step boundary
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), mjfast.LogicError)
+    assert "closed" in str(outcome["error"])
+
+
+def test_close_during_a_step_call_on_another_thread_stops_it(make_env, arm):
+    env = make_env(arm)
+    thread, outcome = _step_in_thread(env, 10_000_000)
+    assert wait_for(lambda: env.data.time > 10 * TIMESTEP)
+    env.close()
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert isinstance(outcome.get("error"), mjfast.LogicError)
+    time_at_close = env.data.time
+    time.sleep(0.05)
+    assert env.data.time == time_at_close  # nothing steps a closed env
+
+
 class RaisesOnThirdControl(ControlCounter):
     def control_callback(self, model, data):
         super().control_callback(model, data)

@@ -17,7 +17,13 @@ constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
 
 }  // namespace
 
-EnvCore::~EnvCore() { close(); }
+EnvCore::~EnvCore() {
+  try {
+    close();
+  } catch (...) {
+    // A destructor must not throw; close() refuses only where the env is in use on this thread.
+  }
+}
 
 void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch) {
   if (data_) hooks::unregister_pair(data_);
@@ -104,19 +110,37 @@ void EnvCore::step(int n) {
     throw std::logic_error("step() while the physics thread runs: call stop() first");
   }
   hooks::check_owned();
-  std::lock_guard<std::mutex> lock(step_mutex_);
-  hooks::SteppingScope stepping(model_, data_, this);
-  const auto wall_start = Clock::now();
-  const double sim_start = data_->time;
+  std::unique_lock<std::mutex> lock(step_mutex_);
   int done = 0;
   while (done < n) {
-    step_once_locked();
-    ++done;
+    // One stretch of steps, until done or until reset/reload/a geometry edit asks to pause:
+    // they run at the next step boundary, not after the whole step(n).
+    {
+      hooks::SteppingScope stepping(model_, data_, this);
+      const auto wall_start = Clock::now();
+      const double sim_start = data_->time;
+      int stretch = 0;
+      while (done < n && pause_requests_.load(std::memory_order_acquire) == 0) {
+        step_once_locked();
+        ++done;
+        ++stretch;
+        if (has_pending_error()) break;
+      }
+      const auto wall = Clock::now() - wall_start;
+      record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(stretch));
+      record_elapsed(wall);
+    }
     if (has_pending_error()) break;
+    if (done < n) {
+      lock.unlock();
+      {
+        std::unique_lock<std::mutex> wait(thread_mutex_);
+        thread_wakeup_.wait(wait, [&] { return pause_requests_.load() == 0; });
+      }
+      lock.lock();
+      if (closed_) throw std::logic_error("the env was closed during step()");
+    }
   }
-  const auto wall = Clock::now() - wall_start;
-  record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(done));
-  record_elapsed(wall);
   if (has_pending_error()) rethrow_pending_error();
 }
 
@@ -318,9 +342,13 @@ void EnvCore::close() {
                            "block first");
   }
   stop();
+  // At a step boundary, so that a step(n) running on another thread stops there (it raises
+  // LogicError) instead of stepping on without plugins.
+  pause();
   host_.quiesce_and_destroy();
   if (data_) hooks::unregister_pair(data_);
   closed_ = true;
+  resume();
 }
 
 }  // namespace mjfast

@@ -150,7 +150,7 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;
-  bool closed_ = false;
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace mjfast

@@ -113,7 +113,7 @@ void PluginHost::quiesce_and_destroy() {
 
 void PluginHost::quiesce_and_destroy_locked() {
   generation_active_ = false;
-  for (auto& table : dispatch_tables_) table.clear();
+  for (auto& table : dispatch_tables_) table.entries.clear();
   active_mask_.store(0, std::memory_order_release);
   for (auto& record : records_) {
     if (record->adapter) {
@@ -216,13 +216,14 @@ void PluginHost::load_generation(ModelGeneration model_generation,
 
 void PluginHost::rebuild_dispatch_tables_locked() {
   CallbackMask active = 0;
-  for (auto& table : dispatch_tables_) table.clear();
+  for (auto& table : dispatch_tables_) table.entries.clear();
   for (auto& record : records_) {
     if (record->report.state != PluginState::kActive) continue;
     for (std::size_t i = 0; i < kCallbackCount; ++i) {
       const auto callback = static_cast<Callback>(i);
       if (record->report.callbacks & mask_of(callback)) {
-        dispatch_tables_[i].push_back(record.get());
+        dispatch_tables_[i].entries.push_back(
+            {record->adapter.get(), &record->report.callback_stats[i], record.get()});
         active |= mask_of(callback);
       }
     }
@@ -255,17 +256,17 @@ DispatchError PluginHost::dispatch(Callback callback, ModelGeneration tag, Invok
                                ", but generation " + std::to_string(model_generation_.value()) +
                                " is active");
   }
-  const std::size_t slot = index_of(callback);
-  for (Record* record : dispatch_tables_[slot]) {
-    CallbackStats& stats = record->report.callback_stats[slot];
-    const bool timed = stats.calls % kTimingSampleInterval == 0;
+  DispatchTable& table = dispatch_tables_[index_of(callback)];
+  const bool timed = table.dispatches++ % kTimingSampleInterval == 0;
+  for (const DispatchEntry& entry : table.entries) {
+    CallbackStats& stats = *entry.stats;
     ++stats.calls;
     const auto start = timed ? Clock::now() : Clock::time_point{};
     try {
-      invoke(*record->adapter);
+      invoke(*entry.adapter);
     } catch (...) {
       // The table was rebuilt without this adapter: stop iterating it.
-      return fail_live_locked(*record, callback, std::current_exception());
+      return fail_live_locked(*entry.record, callback, std::current_exception());
     }
     if (timed) {
       stats.last_ns = elapsed_ns(start);

@@ -70,8 +70,9 @@ class PluginHost {
  public:
   using Factory = std::function<std::vector<FactoryEntry>(ModelGeneration, PluginGeneration)>;
 
-  // Time one call in kTimingSampleInterval per plugin and callback (and always the first):
-  // reading the clock around every call would cost more than a native callback itself.
+  // Time one dispatch in kTimingSampleInterval of each callback (and always the first), every
+  // plugin of that dispatch: reading the clock around every call would cost more than a native
+  // callback itself.
   static constexpr std::uint64_t kTimingSampleInterval = 64;
 
   PluginHost() = default;
@@ -172,7 +173,19 @@ class PluginHost {
   ModelGeneration model_generation_;
   PluginGeneration plugin_generation_;
   std::vector<std::unique_ptr<Record>> records_;  // load order
-  std::array<std::vector<Record*>, kCallbackCount> dispatch_tables_;
+
+  // One callback's active adapters in load order, flattened so that the per-step loop touches
+  // only what it needs.
+  struct DispatchEntry {
+    IPluginAdapter* adapter;
+    CallbackStats* stats;
+    Record* record;
+  };
+  struct DispatchTable {
+    std::vector<DispatchEntry> entries;
+    std::uint64_t dispatches = 0;  // decides which dispatches are timed
+  };
+  std::array<DispatchTable, kCallbackCount> dispatch_tables_;
   std::atomic<CallbackMask> active_mask_{0};
 
   std::atomic<std::thread::id> scope_owner_{};
