@@ -311,7 +311,7 @@ def format_statistics(stats: dict[str, Any], wall_s: float) -> str:
          _format_ns(figures["last_ns"]) if figures.get("timed_calls", 1) else "-"]
         for plugin in plugins for callback, figures in plugin["callbacks"].items()]
     if callback_rows:
-        lines += ["", f"callbacks (wall time of 1 call in {sampled} per callback)"]
+        lines += ["", f"callbacks (wall time sampled on 1 dispatch in {sampled} per callback)"]
         lines += ["  " + line for line in _table(
             ["plugin", "callback", "calls", "mean ns", "last ns"], callback_rows,
             numeric={2, 3, 4})]
