@@ -12,6 +12,9 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+# Headless rendering for the camera benchmarks, set before anything imports mujoco's renderer.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
 import mujoco
 import pytest
 

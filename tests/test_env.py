@@ -493,13 +493,13 @@ def test_set_geom_properties_while_running(make_env, arm, register, journal):
 
 
 def _step_in_thread(env, steps):
-    """Runs env.step(steps) on another thread; returns the thread and what it raised, if anything."""
+    """Runs env.step(steps) on another thread; returns the thread and what it raised."""
     outcome: dict[str, BaseException] = {}
 
     def run():
         try:
             env.step(steps)
-        except BaseException as error:  # noqa: BLE001 - handed to the test to assert on
+        except BaseException as error:  # handed to the test to assert on
             outcome["error"] = error
 
     thread = threading.Thread(target=run)
