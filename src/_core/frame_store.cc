@@ -85,12 +85,6 @@ void FrameStore::commit(const std::shared_ptr<Frame>& frame) {
   if (!slot) return;
   slot->state = SlotState::kComplete;
   slot->order = next_order_++;
-  ++committed_;
-}
-
-void FrameStore::abandon(const std::shared_ptr<Frame>& frame) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (Slot* slot = slot_of(frame.get())) slot->state = SlotState::kFree;
 }
 
 std::shared_ptr<const Frame> FrameStore::latest_after(std::uint64_t after) const {
@@ -121,11 +115,6 @@ std::vector<std::shared_ptr<const Frame>> FrameStore::recent(std::size_t n) cons
 std::uint64_t FrameStore::dropped() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return dropped_;
-}
-
-std::uint64_t FrameStore::committed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return committed_;
 }
 
 }  // namespace mjfast

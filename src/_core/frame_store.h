@@ -42,8 +42,6 @@ class FrameStore {
   std::shared_ptr<Frame> begin_write();
   // Render thread: publishes a frame taken from begin_write as the newest.
   void commit(const std::shared_ptr<Frame>& frame);
-  // Gives back a frame from begin_write without publishing it (the turn was abandoned).
-  void abandon(const std::shared_ptr<Frame>& frame);
 
   // The newest completed frame with capture_id > after, leased; or null.
   std::shared_ptr<const Frame> latest_after(std::uint64_t after) const;
@@ -51,8 +49,6 @@ class FrameStore {
   std::vector<std::shared_ptr<const Frame>> recent(std::size_t n) const;
 
   std::uint64_t dropped() const;
-  std::uint64_t committed() const;
-  int capacity() const { return static_cast<int>(slots_.size()); }
 
  private:
   enum class SlotState : std::uint8_t { kFree, kWriting, kComplete };
@@ -67,7 +63,6 @@ class FrameStore {
   std::vector<Slot> slots_;
   std::uint64_t next_order_ = 1;
   std::uint64_t dropped_ = 0;
-  std::uint64_t committed_ = 0;
 };
 
 }  // namespace mjfast
