@@ -13,6 +13,19 @@
 
 namespace mjfast {
 
+// callbacks() passes a plugin's MJFAST_CB_* bits through as a CallbackMask unchanged, so each bit
+// must be mask_of() of the same callback: reordering either list must fail to compile.
+static_assert(MJFAST_CB_CONTROL == mask_of(Callback::kControl));
+static_assert(MJFAST_CB_PASSIVE == mask_of(Callback::kPassive));
+static_assert(MJFAST_CB_RENDER == mask_of(Callback::kRender));
+static_assert(MJFAST_CB_LAST_STAGE == mask_of(Callback::kLastStage));
+static_assert(MJFAST_CB_GEOM_CHANGED == mask_of(Callback::kGeomChanged));
+static_assert(MJFAST_CB_RESET == mask_of(Callback::kReset));
+static_assert(MJFAST_CB_PRE_STEP == mask_of(Callback::kPreStep));
+static_assert(MJFAST_CB_UPDATE_READ == mask_of(Callback::kUpdateRead));
+static_assert(MJFAST_CB_UPDATE_WRITE == mask_of(Callback::kUpdateWrite));
+static_assert(kCallbackCount == 9, "a new Callback needs its MJFAST_CB_* bit in plugin_abi.h");
+
 class NativePluginAdapter final : public IPluginAdapter {
  public:
   // Opens `library_path` (kept open for the life of the process), looks up `symbol`, checks the
@@ -50,6 +63,8 @@ class NativePluginAdapter final : public IPluginAdapter {
   void update_write(const mjModel* m, mjData* d) override {
     check(api_->update_write(instance_, m, d, &error_));
   }
+  // Never throws: an error from the plugin's unload is printed to stderr (a native plugin has no
+  // Python logger) and the unload goes on.
   void unload() override;
 
   // The plugin's escape hatch (Plugin::call); throws std::runtime_error with its message.
