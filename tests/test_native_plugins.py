@@ -3,8 +3,12 @@ example package built and installed end to end (SPEC §9)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import math
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -183,6 +187,162 @@ def test_configuration_errors_name_the_key(native: Any, config: dict[str, Any],
         failure = _failure(env, "Configured")
         assert failure.phase == "factory"
         assert message in failure.message
+
+
+@pytest.fixture
+def echo(native: Any) -> str:
+    """The type name of ConfigEcho, registered for this test."""
+    return native("ConfigEcho")
+
+
+@contextlib.contextmanager
+def _echo(type_name: str, config: dict[str, Any]) -> Iterator[Any]:
+    """A loaded ConfigEcho with `config`, as an acquired handle."""
+    with (mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name, **config}]}) as env,
+          env.acquire_plugin("ConfigEcho") as plugin):
+        yield plugin
+
+
+def _echo_failure(type_name: str, config: dict[str, Any]) -> str:
+    with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name, **config}]}) as env:
+        failure = _failure(env, "ConfigEcho")
+        assert failure.phase == "factory"
+        return failure.message
+
+
+def test_configuration_numbers_in_every_json_spelling(echo: str) -> None:
+    text = '{"a": 1e-3, "b": -0.0, "c": 1E+2, "d": 0.5, "e": -12.25e-1, "f": 0, "g": 2.5E3}'
+    with _echo(echo, {"json": text}) as plugin:
+        values = {key: float(plugin.call("number", key)) for key in "abcdefg"}
+        assert values == {"a": 0.001, "b": 0.0, "c": 100.0, "d": 0.5, "e": -1.225, "f": 0.0,
+                          "g": 2500.0}
+        assert math.copysign(1.0, values["b"]) == -1.0
+        assert plugin.call("integer", "c") == "100"
+        assert plugin.call("integer", "b") == "0"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"a": .5}', "offset 6: unexpected character"),
+    ('{"a": 1.}', "offset 8: expected a digit after '.'"),
+    ('{"a": 1e}', "offset 8: expected a digit in the exponent"),
+    ('{"a": +1}', "offset 6: unexpected character"),
+    ('{"a": 1e999}', "offset 6: number 1e999 is out of the range of a double"),
+])
+def test_malformed_configuration_numbers_fail_the_factory(echo: str, text: str,
+                                                          message: str) -> None:
+    failure = _echo_failure(echo, {"json": text})
+    assert "invalid plugin configuration JSON at " + message in failure
+
+
+def test_configuration_unicode_escapes_decode_to_utf8(echo: str) -> None:
+    # Python's json.dumps escapes every non-ASCII character: é as \u00e9, 😀 as a surrogate pair.
+    assert "\\u00e9" in json.dumps("é") and "\\ud83d\\ude00" in json.dumps("😀")
+    with _echo(echo, {"accent": "é", "emoji": "a😀b", "mixed": "\u20ac/\"\\"}) as plugin:
+        assert plugin.call("string", "accent") == "é"
+        assert plugin.call("string", "emoji") == "a😀b"
+        assert plugin.call("string", "mixed") == "€/\"\\"
+    with _echo(echo, {"json": '{"s": "\\u00E9\\uD83D\\uDE00\\/"}'}) as plugin:
+        assert plugin.call("string", "s") == "é😀/"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"s": "\\u12zz"}', "offset 7: invalid \\u escape '\\u12zz': expected 4 hex digits"),
+    ('{"s": "\\u12"}', "offset 7: invalid \\u escape '\\u12\"}': expected 4 hex digits"),
+    ('{"s": "\\x41"}', "offset 7: invalid escape '\\x'"),
+    ('{"s": "\\ud83dx"}',
+     "offset 7: high surrogate \\ud83d is not followed by a \\u low surrogate escape"),
+    ('{"s": "\\ud83d\\u0041"}',
+     "offset 7: high surrogate \\ud83d is followed by \\u0041, not a low surrogate"),
+    ('{"s": "\\ude00"}', "offset 7: unpaired low surrogate \\ude00"),
+])
+def test_bad_configuration_escapes_fail_the_factory(echo: str, text: str,
+                                                    message: str) -> None:
+    failure = _echo_failure(echo, {"json": text})
+    assert "invalid plugin configuration JSON at " + message in failure
+
+
+def test_lone_surrogate_in_a_configured_string_fails_the_factory(echo: str) -> None:
+    # json.dumps writes a lone surrogate as the escape it is: the plugin's own config is refused.
+    failure = _echo_failure(echo, {"label": "x\ud800"})
+    assert "is not followed by a \\u low surrogate escape" in failure
+
+
+@pytest.mark.parametrize(("after", "message"), [
+    (2.5, "config key 'after' must be an integer, got 2.5"),
+    (3e9, "config key 'after' must be an integer in [-2147483648, 2147483647], got 3000000000"),
+    (-1e300, "config key 'after' must be an integer in [-2147483648, 2147483647], got -1e+300"),
+    (math.inf, "config key 'after' must be an integer, got inf"),
+    (math.nan, "config key 'after' must be an integer, got nan"),
+])
+def test_integer_configuration_must_be_an_int(native: Any, after: float, message: str) -> None:
+    type_name = native("ThrowingControl")
+    with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name,
+                                                          "after": after}]}) as env:
+        failure = _failure(env, "ThrowingControl")
+        assert failure.phase == "factory"
+        assert failure.message.endswith("could not be created: " + message)
+
+
+def _comma_locale(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]] | None:
+    """A locale whose decimal point is ',' and the environment that makes it available: an
+    installed one, else de_DE compiled with localedef into a temporary LOCPATH; None if neither."""
+    listed = subprocess.run(["locale", "-a"], capture_output=True, text=True, check=False)
+    for name in listed.stdout.split():
+        if name.lower().startswith(("de_de.utf", "fr_fr.utf")):
+            return name, {}
+    localedef = shutil.which("localedef")
+    if localedef is None or not Path("/usr/share/i18n/locales/de_DE").is_file():
+        return None
+    locales = tmp_path_factory.mktemp("locales")
+    result = subprocess.run([localedef, "-i", "de_DE", "-f", "UTF-8",
+                             str(locales / "de_DE.UTF-8")], capture_output=True, check=False)
+    if result.returncode not in (0, 1):  # 1: built, with warnings
+        return None
+    return "de_DE.UTF-8", {"LOCPATH": str(locales)}
+
+
+LOCALE_SCRIPT = """
+import locale, sys
+import mujoco
+import mjfast
+from mjfast.native import NativePlugin
+
+library, name, xml = sys.argv[1:4]
+model = mujoco.MjModel.from_xml_string(xml)  # compiled before the locale changes
+locale.setlocale(locale.LC_NUMERIC, name)
+assert locale.localeconv()["decimal_point"] == ",", locale.localeconv()
+mjfast.register_plugin("tests/ConfigEcho", NativePlugin(library, "ConfigEcho"))
+entry = {"type": "tests/ConfigEcho", "kp": 0.5, "json": '{"kp": 0.5, "e": 1.5e-3}'}
+with mjfast.MujocoEnv(model, params={"MujocoPlugins": [entry]}) as env:
+    assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+    with env.acquire_plugin("ConfigEcho") as plugin:
+        print(plugin.call("number", "kp"), plugin.call("number", "e"))
+"""
+
+
+def test_configuration_numbers_ignore_the_process_locale(
+        library: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Under LC_NUMERIC=de_DE, strtod reads "0.5" as 0: the parser must not follow the locale."""
+    found = _comma_locale(tmp_path_factory)
+    if found is None:
+        pytest.skip("no locale with a ',' decimal point, and no localedef to build one")
+    name, extra = found
+    result = subprocess.run([sys.executable, "-c", LOCALE_SCRIPT, str(library), name, ARM],
+                            capture_output=True, text=True, env={**os.environ, **extra},
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["0.5", "0.0015"]
+
+
+def test_unload_errors_are_reported_on_stderr(native: Any,
+                                              capfd: pytest.CaptureFixture[str]) -> None:
+    type_name = native("ThrowingUnload")
+    params = {"MujocoPlugins": [{"type": type_name}, {"type": "mjfast/NoOp"}]}
+    env = mjfast.MujocoEnv(ARM, params=params)
+    env.step(2)
+    env.close()  # does not raise
+    lines = [line for line in capfd.readouterr().err.splitlines() if "unload()" in line]
+    assert lines == ["mjfast: plugin 'ThrowingUnload' raised in unload(): unload exploded"]
 
 
 # -- dispatch -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -104,7 +105,13 @@ bool NativePluginAdapter::activate() {
 void NativePluginAdapter::unload() {
   if (unloaded_) return;
   unloaded_ = true;
-  check(api_->unload(instance_, &error_));
+  error_.message[0] = '\0';
+  if (api_->unload(instance_, &error_) != MJFAST_ERROR) return;
+  // The host ignores unload errors (one failing unload must not keep the others alive), so this
+  // line is the only trace of it; one fprintf keeps it a single line even with other writers.
+  std::fprintf(stderr, "mjfast: plugin '%s' raised in unload(): %s\n", name_.c_str(),
+               error_.message[0] ? error_.message : "native plugin failed without a message");
+  error_.message[0] = '\0';
 }
 
 std::string NativePluginAdapter::call(const std::string& command, const std::string& argument) {

@@ -1,5 +1,6 @@
 // Plugins for the native failure, ordering and reload tests.
 #include <atomic>
+#include <charconv>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -45,6 +46,40 @@ class Configured final : public mjfast::Plugin {
   double kp_;
   std::string label_;
   int first_;
+};
+
+// Echoes its configuration back through call(): "number"/"integer"/"string" with the key as the
+// argument. With a `json` string key it parses that text as its configuration instead, so the
+// tests can give the parser JSON that Python's json module never writes.
+class ConfigEcho final : public mjfast::Plugin {
+ public:
+  explicit ConfigEcho(const mjfast::PluginContext& context)
+      : Plugin(context),
+        source_(config().has("json") ? mjfast::Config::parse(config().string("json"))
+                                     : config()) {}
+  bool load(const mjModel*, mjData*) override { return true; }
+  std::string call(const std::string& command, const std::string& key) override {
+    if (command == "number") {
+      // Shortest round-trip text, independent of the locale (std::to_string is not).
+      char buffer[64];
+      const auto result = std::to_chars(buffer, buffer + sizeof(buffer), source_.number(key));
+      return std::string(buffer, result.ptr);
+    }
+    if (command == "integer") return std::to_string(source_.integer(key));
+    if (command == "string") return source_.string(key);
+    return Plugin::call(command, key);
+  }
+
+ private:
+  mjfast::Config source_;
+};
+
+// unload() throws.
+class ThrowingUnload final : public mjfast::Plugin {
+ public:
+  using Plugin::Plugin;
+  bool load(const mjModel*, mjData*) override { return true; }
+  void unload() override { throw std::runtime_error("unload exploded"); }
 };
 
 // control() throws once `after` calls have run (default 0).
@@ -126,6 +161,8 @@ class Liveness final : public mjfast::Plugin {
 MJFAST_PLUGIN(LoadFalse)
 MJFAST_PLUGIN(ThrowingCtor)
 MJFAST_PLUGIN(Configured)
+MJFAST_PLUGIN(ConfigEcho)
+MJFAST_PLUGIN(ThrowingUnload)
 MJFAST_PLUGIN(ThrowingControl)
 MJFAST_PLUGIN(Tagger)
 MJFAST_PLUGIN(Liveness)

@@ -17,15 +17,21 @@
 // as a load failure or an mjfast.PluginError whose cause is a RuntimeError with what().
 #pragma once
 
+#include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <locale>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -68,9 +74,17 @@ class Config {
 
   // Typed values of this node; a mismatch throws "config key '<path>' must be a <kind>, got <kind>".
   double as_number() const { expect(Kind::kNumber); return number_; }
+  // An integral number that fits an int; anything else throws
+  // "config key '<path>' must be an integer, got 2.5" (casting it would be undefined behaviour).
   int as_int() const {
     const double value = as_number();
-    if (value != std::floor(value)) throw error("must be an integer, got " + std::to_string(value));
+    if (!std::isfinite(value) || value != std::floor(value)) {
+      throw error("must be an integer, got " + format_number(value));
+    }
+    if (value < static_cast<double>(INT_MIN) || value > static_cast<double>(INT_MAX)) {
+      throw error("must be an integer in [" + std::to_string(INT_MIN) + ", " +
+                  std::to_string(INT_MAX) + "], got " + format_number(value));
+    }
     return static_cast<int>(value);
   }
   bool as_bool() const { expect(Kind::kBool); return bool_; }
@@ -211,13 +225,54 @@ class Config {
       if (consume("NaN")) { node.number_ = std::nan(""); return node; }
       if (consume("Infinity")) { node.number_ = HUGE_VAL; return node; }
       if (consume("-Infinity")) { node.number_ = -HUGE_VAL; return node; }
-      const char* begin = text.c_str() + pos;
-      char* end = nullptr;
-      node.number_ = std::strtod(begin, &end);
-      if (end == begin) fail("unexpected character");
-      pos += static_cast<std::size_t>(end - begin);
+      node.number_ = number_literal();
       return node;
     }
+    // A JSON number, read independently of the process locale (strtod would stop at the '.' of
+    // "0.5" under a locale whose decimal point is ',').
+    double number_literal() {
+      const std::size_t start = pos;
+      if (pos < text.size() && text[pos] == '-') ++pos;
+      if (!digit()) {
+        pos = start;
+        fail("unexpected character");
+      }
+      if (text[pos] == '0') {
+        ++pos;
+      } else {
+        while (digit()) ++pos;
+      }
+      if (pos < text.size() && text[pos] == '.') {
+        ++pos;
+        if (!digit()) fail("expected a digit after '.'");
+        while (digit()) ++pos;
+      }
+      if (pos < text.size() && (text[pos] == 'e' || text[pos] == 'E')) {
+        ++pos;
+        if (pos < text.size() && (text[pos] == '+' || text[pos] == '-')) ++pos;
+        if (!digit()) fail("expected a digit in the exponent");
+        while (digit()) ++pos;
+      }
+      const char* first = text.data() + start;
+      const char* last = text.data() + pos;
+      double value = 0.0;
+#if defined(__cpp_lib_to_chars) && __cpp_lib_to_chars >= 201611L
+      const std::from_chars_result result = std::from_chars(first, last, value);
+      const bool ok = result.ec == std::errc() && result.ptr == last;
+#else
+      // No floating-point from_chars (older libstdc++, libc++): a stream in the classic locale.
+      std::istringstream stream(std::string(first, last));
+      stream.imbue(std::locale::classic());
+      stream >> value;
+      const bool ok = !stream.fail();
+#endif
+      if (!ok) {
+        pos = start;
+        fail("number " + std::string(first, last) + " is out of the range of a double");
+      }
+      return value;
+    }
+    bool digit() const { return pos < text.size() && text[pos] >= '0' && text[pos] <= '9'; }
     std::string string_literal() {
       ++pos;  // opening quote
       std::string out;
@@ -232,25 +287,63 @@ class Config {
           case 'r': out += '\r'; break;
           case 'b': out += '\b'; break;
           case 'f': out += '\f'; break;
+          case '"': case '\\': case '/': out += c; break;
           case 'u': {
-            if (pos + 4 > text.size()) fail("short \\u escape");
-            unsigned code = static_cast<unsigned>(std::stoul(text.substr(pos, 4), nullptr, 16));
-            pos += 4;
-            if (code >= 0xD800 && code < 0xDC00 && text.compare(pos, 2, "\\u") == 0) {
-              const unsigned low =
-                  static_cast<unsigned>(std::stoul(text.substr(pos + 2, 4), nullptr, 16));
-              pos += 6;
+            const std::size_t escape = pos - 2;  // the backslash, for the messages
+            unsigned code = hex4(escape);
+            if (code >= 0xDC00 && code <= 0xDFFF) {
+              pos = escape;
+              fail("unpaired low surrogate " + text.substr(escape, 6));
+            }
+            if (code >= 0xD800 && code <= 0xDBFF) {
+              if (text.compare(pos, 2, "\\u") != 0) {
+                pos = escape;
+                fail("high surrogate " + text.substr(escape, 6) +
+                     " is not followed by a \\u low surrogate escape");
+              }
+              const std::size_t second = pos;
+              pos += 2;
+              const unsigned low = hex4(second);
+              if (low < 0xDC00 || low > 0xDFFF) {
+                pos = escape;
+                fail("high surrogate " + text.substr(escape, 6) + " is followed by " +
+                     text.substr(second, 6) + ", not a low surrogate (\\uDC00-\\uDFFF)");
+              }
               code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
             }
             append_utf8(out, code);
             break;
           }
-          default: out += c;  // \" \\ \/
+          default:
+            pos -= 2;
+            fail(std::string("invalid escape '\\") + c + "'");
         }
       }
       if (pos >= text.size()) fail("unterminated string");
       ++pos;  // closing quote
       return out;
+    }
+    // The 4 hex digits after a "\u" (pos is on the first); `escape` is the backslash's offset.
+    unsigned hex4(std::size_t escape) {
+      unsigned code = 0;
+      for (int i = 0; i < 4; ++i, ++pos) {
+        const char h = pos < text.size() ? text[pos] : '\0';
+        unsigned nibble = 0;
+        if (h >= '0' && h <= '9') {
+          nibble = static_cast<unsigned>(h - '0');
+        } else if (h >= 'a' && h <= 'f') {
+          nibble = static_cast<unsigned>(h - 'a' + 10);
+        } else if (h >= 'A' && h <= 'F') {
+          nibble = static_cast<unsigned>(h - 'A' + 10);
+        } else {
+          const std::size_t available = std::min<std::size_t>(6, text.size() - escape);
+          pos = escape;
+          fail("invalid \\u escape '" + text.substr(escape, available) +
+               "': expected 4 hex digits");
+        }
+        code = code << 4 | nibble;
+      }
+      return code;
     }
     static void append_utf8(std::string& out, unsigned code) {
       if (code < 0x80) {
@@ -271,6 +364,14 @@ class Config {
     }
   };
 
+  // Shortest-ish text of a number for messages, in the classic locale ("2.5", "3e+09").
+  static std::string format_number(double value) {
+    std::ostringstream stream;
+    stream.imbue(std::locale::classic());
+    stream.precision(15);
+    stream << value;
+    return stream.str();
+  }
   std::runtime_error error(const std::string& what) const {
     return std::runtime_error("config key '" + (path_.empty() ? std::string("<root>") : path_) +
                               "' " + what);
@@ -335,6 +436,8 @@ class Plugin {
   // Required, as in MujocoPlugin: bind model-specific resources. False or a throw = load failure.
   virtual bool load(const mjModel* m, mjData* d) = 0;
   virtual bool activate() { return true; }
+  // A throw here cannot stop the unload: mjfast prints it to stderr
+  // ("mjfast: plugin '<name>' raised in unload(): <what>") and goes on.
   virtual void unload() {}
 
   // MujocoPlugin callbacks (dispatched only if overridden).
