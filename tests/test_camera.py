@@ -664,3 +664,18 @@ def test_record_example_writes_valid_pngs(tmp_path):
     start = blob.index(b"IDAT") + 4
     length = int.from_bytes(blob[start - 8:start - 4], "big")
     assert len(zlib.decompress(blob[start:start + length])) == 24 * (1 + 32 * 3)
+
+
+def test_a_reload_with_bad_camera_parameters_changes_nothing():
+    with mjfast.MujocoEnv(XML, render_sync=True) as env:
+        front = env.open_offscreen_camera("front")
+        front.enable_frames()
+        generation = env.model_generation
+        env.params.set("/mujoco_server/cameras/front/width", -5)
+        with pytest.raises(mjfast.ConfigError, match="width"):
+            env.reload()
+        assert env.model_generation == generation
+        assert front.geom_group_enabled(0)  # still live, not stuck in a reload
+        env.step(1)
+        with front.take_latest() as frame:
+            assert frame.width == WIDTH

@@ -646,3 +646,77 @@ def test_garbage_collected_env_unloads_its_plugins(arm, register, journal):
     del env
     gc.collect()
     assert journal.events == [("Recording", "load"), ("Recording", "unload")]
+
+
+# -- review fixes: transactions and multi-geom bodies ------------------------------------------
+
+TWO_GEOM_BODY = """
+<mujoco>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    <body name="b" pos="0 0 .3">
+      <freejoint/>
+      <geom name="box" type="box" size=".1 .1 .1"/>
+      <geom name="knob" size=".05" pos="0 0 .2"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def test_growing_a_geom_of_a_multi_geom_body_updates_the_boxes_collisions_read(make_env):
+    env = make_env(TWO_GEOM_BODY)
+    mujoco.mj_forward(env.model, env.data)
+    assert env.data.ncon == 0
+    env.set_geom_properties("box", size=[0.5, 0.5, 0.5])  # now reaches through the floor
+    mujoco.mj_forward(env.model, env.data)
+    assert env.data.ncon == 4
+    # Every box of the body's hierarchy still encloses its children.
+    model = env.model
+    root = model.body_bvhadr[1]
+    for node in range(root, root + model.body_bvhnum[1]):
+        for child in model.bvh_child[node]:
+            if child < 0:
+                continue
+            outer, inner = model.bvh_aabb[node], model.bvh_aabb[root + child]
+            assert np.all(inner[:3] - inner[3:] >= outer[:3] - outer[3:] - 1e-12)
+            assert np.all(inner[:3] + inner[3:] <= outer[:3] + outer[3:] + 1e-12)
+
+
+def test_an_out_of_range_bitmask_changes_nothing(make_env):
+    env = make_env(TWO_GEOM_BODY)
+    rgba = env.model.geom_rgba[1].copy()
+    with pytest.raises(ValueError, match="contype"):
+        env.set_geom_properties("box", rgba=[1, 0, 0, 1], contype=2**40)
+    np.testing.assert_array_equal(env.model.geom_rgba[1], rgba)
+
+
+def test_a_reset_with_an_invalid_initial_state_changes_nothing(make_env, arm, register, journal):
+    kind = register(FullRecorder)
+    env = make_env(arm, params=plugins_param(kind))
+    env.step(5)
+    env.params.set("/mujoco_server/initial_joint_positions", {"no_such_joint": 0.1})
+    with pytest.raises(mjfast.ConfigError, match="no_such_joint"):
+        env.reset()
+    assert env.data.time == pytest.approx(5 * TIMESTEP)
+    assert journal.instances[0].reset_times == []
+
+
+def test_reload_from_a_yaml_path_keeps_the_same_parameter_server(make_env, arm_path, tmp_path):
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text("mujoco_server:\n  answer: 1\n")
+    env = make_env(arm_path, params=params_file)
+    server = env.params
+    server.set("/mujoco_server/mine", "kept")
+    params_file.write_text("mujoco_server:\n  answer: 2\n")
+    env.reload()
+    assert env.params is server
+    assert server.get("/mujoco_server/answer") == 2  # the file's values win
+    assert server.get("/mujoco_server/mine") == "kept"
+
+
+def test_acquire_plugin_on_a_closed_env_is_a_logic_error(make_env, arm):
+    env = make_env(arm)
+    env.close()
+    with pytest.raises(mjfast.LogicError, match="closed"), env.acquire_plugin("x"):
+        pass

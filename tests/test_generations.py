@@ -61,7 +61,8 @@ def test_dispatch_without_active_generation_returns_quietly(make_env, arm, regis
     env.step(3)  # stepping without a generation dispatches nothing either
     assert journal.instances[0].calls == 0
     assert env.data.time == pytest.approx(3 * TIMESTEP)
-    assert env.plugins == ()
+    # The quiesced plugins stay visible, UNLOADED, until a new generation replaces them.
+    assert [plugin.state for plugin in env.plugins] == [mjfast.PluginState.UNLOADED]
 
     env.host.load_generation(env.model_generation, env.plugin_generation + 1)
     assert env.host.generation_active

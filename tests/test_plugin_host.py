@@ -9,8 +9,11 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
+from typing import Any, ClassVar
 
+import mujoco
 import pytest
 
 import mjfast
@@ -558,3 +561,137 @@ def test_calls_inside_an_acquire_block_do_not_deadlock(call):
     assert result.returncode == 0, result.stderr
     # Either it works (the mutex is this thread's) or it is refused as misuse; never a hang.
     assert result.stdout.split() in (["returned", "released"], ["LogicError", "released"])
+
+
+# -- review fixes: a plugin asking the env from its own callback --------------------------------
+
+
+class AsksFromLastStage(mjfast.MujocoPlugin):
+    """From its own callback, reads the env's plugin list and statistics and tries to acquire."""
+
+    seen: ClassVar[list[Any]] = []
+
+    def load(self, model, data):
+        return True
+
+    def last_stage_callback(self, model, data):
+        states = [plugin.state for plugin in self.env.plugins]
+        calls = self.env.statistics()["plugins"][0]["callbacks"]["last_stage_callback"]["calls"]
+        try:
+            with self.env.acquire_plugin(self.name):
+                pass
+        except mjfast.LogicError as error:
+            AsksFromLastStage.seen.append((states, calls, str(error)))
+
+
+def test_a_plugin_may_query_the_env_from_its_callback_but_not_acquire(make_env, arm, register):
+    AsksFromLastStage.seen = []
+    env = make_env(arm, params=plugins_param(register(AsksFromLastStage)))
+    env.step(2)
+    assert len(AsksFromLastStage.seen) == 2
+    states, calls, message = AsksFromLastStage.seen[-1]
+    assert states == [mjfast.PluginState.ACTIVE]
+    assert calls == 2
+    assert "inside a plugin callback" in message
+
+
+class SubscribesThenFails(mjfast.MujocoPlugin):
+    received: ClassVar[list[Any]] = []
+
+    def load(self, model, data):
+        self.node.subscribe("/topic", SubscribesThenFails.received.append)
+        self.node.advertise_service("ping", lambda request: "pong")
+        return False
+
+
+def test_a_plugin_that_fails_to_load_leaves_no_subscription_or_service(make_env, arm, register):
+    SubscribesThenFails.received = []
+    env = make_env(arm, params=plugins_param(register(SubscribesThenFails)))
+    assert env.plugins[0].failure.phase == "load"
+    env.bus.publish("/topic", 1)
+    assert SubscribesThenFails.received == []
+    with pytest.raises(KeyError):
+        env.bus.call("/mujoco_server/SubscribesThenFails/ping", None)
+    env.reload()  # the new instance can advertise the same service again
+    assert env.plugins[0].failure.message == "load() returned false"
+
+
+class OpensFromLoad(mjfast.MujocoPlugin):
+    seen: ClassVar[list[Any]] = []
+
+    def load(self, model, data):
+        OpensFromLoad.seen.append([plugin.name for plugin in self.env.plugins])
+        return True
+
+
+def test_a_plugin_may_read_the_plugin_list_from_its_load(make_env, arm, register):
+    OpensFromLoad.seen = []
+    make_env(arm, params=plugins_param({"name": "first", "type": register(OpensFromLoad)}))
+    assert OpensFromLoad.seen == [["first"]]  # itself, being loaded: no deadlock
+
+
+class ResetsFromUpdateRead(mjfast.ControlPlugin):
+    errors: ClassVar[list[str]] = []
+
+    def init(self, node, model, data):
+        return True
+
+    def update_read(self, model, data):
+        try:
+            self.env.reset()
+        except mjfast.LogicError as error:
+            ResetsFromUpdateRead.errors.append(str(error))
+
+    def cleanup(self):
+        pass
+
+
+def test_a_control_plugin_resetting_the_env_from_update_read_is_refused(make_env, arm, register):
+    ResetsFromUpdateRead.errors = []
+    env = make_env(arm, params=plugins_param(register(ResetsFromUpdateRead)))
+    env.step(2)
+    env.control.read()
+    assert len(ResetsFromUpdateRead.errors) == 1
+    assert "inside a plugin callback" in ResetsFromUpdateRead.errors[0]
+
+
+class DrawsAMarker(mjfast.MujocoPlugin):
+    scenes: ClassVar[list[Any]] = []
+
+    def load(self, model, data):
+        return True
+
+    def render_callback(self, model, data, scene):
+        DrawsAMarker.scenes.append(scene)
+        scene.ngeom += 1
+
+
+def test_dispatch_render_from_python_hands_plugins_a_real_scene(make_env, arm, register):
+    DrawsAMarker.scenes = []
+    env = make_env(arm, params=plugins_param(register(DrawsAMarker)))
+    scene = mujoco.MjvScene(env.model, maxgeom=10)
+    env.host.dispatch_render(scene=scene)
+    assert DrawsAMarker.scenes == [scene]
+    assert scene.ngeom == 1
+    env.host.dispatch_render()  # makes its own scene
+    assert len(DrawsAMarker.scenes) == 2
+    assert env.plugins[0].state == PluginState.ACTIVE
+
+
+def test_replacing_the_generation_directly_while_the_physics_thread_runs(make_env, arm, register,
+                                                                         journal):
+    env = make_env(arm, params=plugins_param(register(ControlCounter)))
+    env.start(None)
+    try:
+        env.host.load_generation(env.model_generation, env.plugin_generation + 1)
+        env.host.load_generation(env.model_generation + 1, env.plugin_generation + 2)
+        # Tagged with a generation the env does not have: every dispatch is stale. The physics
+        # thread survives it (the process does not abort) and keeps stepping.
+        time_before = env.data.time
+        deadline = time.monotonic() + 5
+        while env.data.time <= time_before and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert env.data.time > time_before
+        assert env.running
+    finally:
+        env.stop()

@@ -93,11 +93,21 @@ class CameraRig:
         """A load or reload of `model` begins: handles are pending, their setters queued."""
         self._core.begin_load(model, model._address, model_generation)
 
-    def finish_load(self, model: mujoco.MjModel, params: ParameterServer,
-                    namespace: str) -> list[str]:
-        """Binds the pending handles by name; returns the names the model lacks."""
+    def configs_for_reload(self, model: mujoco.MjModel, params: ParameterServer,
+                           namespace: str) -> dict[str, dict[str, Any]]:
+        """The configs of the open handles that `model` can rebind, checked (ConfigError) before
+        a reload commits."""
         known = set(camera_names(model))
-        configs = {name: camera_config(params, namespace, model, name)
+        return {name: camera_config(params, namespace, model, name)
+                for name in self._core.live_names() if name in known}
+
+    def finish_load(self, model: mujoco.MjModel, params: ParameterServer, namespace: str,
+                    checked: dict[str, dict[str, Any]] | None = None) -> list[str]:
+        """Binds the pending handles by name; returns the names the model lacks. `checked` holds
+        configs computed before the load; a handle opened during it was checked at open()."""
+        known = set(camera_names(model))
+        checked = checked or {}
+        configs = {name: checked.get(name) or camera_config(params, namespace, model, name)
                    for name in self._core.pending_names() if name in known}
         return list(self._core.bind(configs))
 

@@ -63,7 +63,8 @@ class _ModelSource:
             text = os.fspath(model)
             if text.lstrip().startswith("<"):
                 return cls(xml=text)
-            return cls(path=Path(text))
+            # Resolved now: reload() re-reads the same file whatever the working directory then.
+            return cls(path=Path(text).resolve())
         raise TypeError(
             f"model must be a path to an MJCF/URDF file, an MJCF string or a mujoco.MjModel, "
             f"got {type(model).__name__}"
@@ -187,6 +188,35 @@ class _ScopedPlugin:
         object.__setattr__(self, "_target", None)
 
 
+class _EnvHost:
+    """`env.host`: the compiled PluginHost with SPEC §6's names, where the calls that replace a
+    generation pause stepping first (a physics thread must not step through them) and
+    `dispatch_render` makes its scene when given none. Everything else is the host's own."""
+
+    __slots__ = ("_env", "_host")
+
+    def __init__(self, env: MujocoEnv) -> None:
+        self._env = env
+        self._host = env._core.host
+
+    def load_generation(self, model_generation: int, plugin_generation: int) -> None:
+        with self._env._paused():
+            self._host.load_generation(model_generation, plugin_generation)
+
+    def quiesce_and_destroy(self) -> None:
+        with self._env._paused():
+            self._host.quiesce_and_destroy()
+
+    def dispatch_render(self, model_generation: int | None = None,
+                        scene: mujoco.MjvScene | None = None) -> None:
+        if scene is None:
+            scene = mujoco.MjvScene(self._env.model, maxgeom=1000)
+        self._host.dispatch_render(scene, model_generation)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._host, name)
+
+
 _open_envs: weakref.WeakSet[MujocoEnv] = weakref.WeakSet()
 
 
@@ -293,9 +323,9 @@ class MujocoEnv:
         return self._namespace
 
     @property
-    def host(self) -> Any:
-        """The compiled PluginHost (SPEC §6), for tests and advanced users."""
-        return self._core.host
+    def host(self) -> _EnvHost:
+        """The PluginHost (SPEC §6), for tests and advanced users."""
+        return _EnvHost(self)
 
     @property
     def model_generation(self) -> int:
@@ -342,16 +372,21 @@ class MujocoEnv:
 
     def reset(self, keyframe: int | str | None = None) -> None:
         """World reset to the initial state or a keyframe; then every plugin's reset/on_reset."""
-        key_id = None if keyframe is None else _object_id(
-            self._model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe", self._model.nkey)
         with self._paused():
-            if key_id is None:
-                mujoco.mj_resetData(self._model, self._data)
-                _apply_initial_state(self._model, self._data, self._params, self._namespace)
+            model, data = self._model, self._data
+            if keyframe is None:
+                # The initial state is built and checked (ConfigError) before anything changes.
+                initial = mujoco.MjData(model)
+                _apply_initial_state(model, initial, self._params, self._namespace)
+                mujoco.mj_resetData(model, data)
+                data.qpos[:] = initial.qpos
+                data.qvel[:] = initial.qvel
             else:
-                mujoco.mj_resetDataKeyframe(self._model, self._data, key_id)
+                key_id = _object_id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe",
+                                    model.nkey)
+                mujoco.mj_resetDataKeyframe(model, data, key_id)
             with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
-                mujoco.mj_forward(self._model, self._data)
+                mujoco.mj_forward(model, data)
             self._cameras.notify_time_reset()
             self._core.reset_plugins()
 
@@ -367,25 +402,32 @@ class MujocoEnv:
         source = self._source if model is None else _ModelSource.of(model)
         new_model = source.compile()
         if self._params_path is not None:
-            params, _ = _parameter_server(self._params_path)
+            # The file is read again over what the server holds (its values win); the env keeps
+            # its one ParameterServer, so references to env.params stay valid.
+            params = ParameterServer(self._params.to_dict())
+            params.load_yaml(self._params_path)
         else:
             params = self._params
         specs = load_plugin_specs(params, self._namespace)
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
         new_control_data = mujoco.MjData(new_model)
+        camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
         with self._paused():
             self._core.host.quiesce_and_destroy()
             self._cameras.retire()
             self._model, self._data = new_model, new_data
             self._control_data = new_control_data
-            self._source, self._params, self._specs = source, params, specs
+            if params is not self._params:
+                self._params.set("/", params.to_dict())
+            self._source, self._specs = source, specs
             self._core.bind(new_model._address, new_data._address, new_control_data._address)
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._cameras.begin_load(new_model, self.model_generation)
             self._core.load_next_plugin_generation()
-            missing = self._cameras.finish_load(new_model, params, self._namespace)
+            missing = self._cameras.finish_load(new_model, self._params, self._namespace,
+                                                camera_configs)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
 
@@ -401,47 +443,27 @@ class MujocoEnv:
         contype: int | None = None,
         conaffinity: int | None = None,
     ) -> None:
-        """Changes one geom between steps and notifies every plugin's on_geom_changed."""
-        model = self._model
-        geom_id = _object_id(model, mujoco.mjtObj.mjOBJ_GEOM, geom, "geom", model.ngeom)
-        changes: dict[str, Any] = {}
-        for field, value, width in (("size", size, 3), ("rgba", rgba, 4),
-                                    ("friction", friction, 3)):
-            if value is None:
-                continue
-            array = np.asarray(value, dtype=float)
-            if array.shape != (width,):
-                raise ValueError(f"{field} must have shape ({width},), got {array.shape}")
-            if not np.all(np.isfinite(array)):
-                raise ValueError(f"{field} must be finite, got {array.tolist()}")
-            changes[field] = array
-        for field, value in (("contype", contype), ("conaffinity", conaffinity)):
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{field} must be a non-negative int bitmask, got {value!r}")
-            changes[field] = int(value)
-        geom_type = mujoco.mjtGeom(model.geom_type[geom_id])
-        if "size" in changes:
-            if geom_type not in _PRIMITIVE_BOUNDS:
-                raise ValueError(f"the size of a {geom_type.name} geom cannot be changed")
-            if np.any(changes["size"] < 0):
-                raise ValueError(f"size must be non-negative, got {changes['size'].tolist()}")
+        """Changes one geom between steps and notifies every plugin's on_geom_changed.
 
+        Everything is checked before anything changes, with stepping paused (so a reload cannot
+        swap the model in between).
+        """
         with self._paused():
+            model = self._model
+            geom_id = _object_id(model, mujoco.mjtObj.mjOBJ_GEOM, geom, "geom", model.ngeom)
+            changes = _checked_geom_changes(model, geom_id, size=size, rgba=rgba,
+                                            friction=friction, contype=contype,
+                                            conaffinity=conaffinity)
             if "size" in changes:
+                geom_type = mujoco.mjtGeom(model.geom_type[geom_id])
                 model.geom_size[geom_id] = changes["size"]
                 rbound, half_extent = _PRIMITIVE_BOUNDS[geom_type](changes["size"])
                 model.geom_rbound[geom_id] = rbound
                 model.geom_aabb[geom_id] = np.concatenate([np.zeros(3), half_extent])
-            if "rgba" in changes:
-                model.geom_rgba[geom_id] = changes["rgba"]
-            if "friction" in changes:
-                model.geom_friction[geom_id] = changes["friction"]
-            if "contype" in changes:
-                model.geom_contype[geom_id] = changes["contype"]
-            if "conaffinity" in changes:
-                model.geom_conaffinity[geom_id] = changes["conaffinity"]
+                _refresh_body_bvh(model, int(model.geom_bodyid[geom_id]))
+            for field in ("rgba", "friction", "contype", "conaffinity"):
+                if field in changes:
+                    getattr(model, f"geom_{field}")[geom_id] = changes[field]
             self._core.notify_geometry_changed(geom_id)
 
     # -- cameras ------------------------------------------------------------------------------
@@ -461,6 +483,7 @@ class MujocoEnv:
         plugin_generation: int | None = None,
     ) -> Iterator[Any]:
         """Scoped access to a plugin's backend object; no dispatch runs while it is held."""
+        self._check_open()
         host = self._core.host
         host._acquire_scope()
         try:
@@ -584,6 +607,73 @@ def _weak_method(method: Any) -> Any:
         return bound(*args)
 
     return call
+
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _checked_geom_changes(model: mujoco.MjModel, geom_id: int, **values: Any) -> dict[str, Any]:
+    """The requested geom changes as arrays/ints, or ValueError naming the field and the
+    expected shape or range; nothing is written."""
+    changes: dict[str, Any] = {}
+    for field, width in (("size", 3), ("rgba", 4), ("friction", 3)):
+        if values[field] is None:
+            continue
+        array = np.asarray(values[field], dtype=float)
+        if array.shape != (width,):
+            raise ValueError(f"{field} must have shape ({width},), got {array.shape}")
+        if not np.all(np.isfinite(array)):
+            raise ValueError(f"{field} must be finite, got {array.tolist()}")
+        changes[field] = array
+    for field in ("contype", "conaffinity"):
+        value = values[field]
+        if value is None:
+            continue
+        if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                or not 0 <= value <= _INT32_MAX):
+            raise ValueError(f"{field} must be an int bitmask in [0, {_INT32_MAX}], got {value!r}")
+        changes[field] = int(value)
+    if "size" in changes:
+        geom_type = mujoco.mjtGeom(model.geom_type[geom_id])
+        if geom_type not in _PRIMITIVE_BOUNDS:
+            raise ValueError(f"the size of a {geom_type.name} geom cannot be changed")
+        if np.any(changes["size"] < 0):
+            raise ValueError(f"size must be non-negative, got {changes['size'].tolist()}")
+    return changes
+
+
+def _rotation(quaternion: np.ndarray) -> np.ndarray:
+    matrix = np.zeros(9)
+    mujoco.mju_quat2Mat(matrix, quaternion)
+    return matrix.reshape(3, 3)
+
+
+def _refresh_body_bvh(model: mujoco.MjModel, body: int) -> None:
+    """Recomputes `body`'s bounding-volume hierarchy (the boxes the mid-phase reads) from its
+    geoms' boxes, keeping the tree the compiler built. The boxes are in the body's inertial frame,
+    each leaf the box of one geom and each inner node the union of its two children."""
+    root, count = int(model.body_bvhadr[body]), int(model.body_bvhnum[body])
+    if count <= 0:
+        return
+    inertial = _rotation(model.body_iquat[body])
+
+    def refresh(node: int) -> tuple[np.ndarray, np.ndarray]:
+        left, right = model.bvh_child[node]
+        if left < 0 and right < 0:
+            geom = int(model.bvh_nodeid[node])
+            rotation = inertial.T @ _rotation(model.geom_quat[geom])
+            centre = (inertial.T @ (model.geom_pos[geom] - model.body_ipos[body])
+                      + rotation @ model.geom_aabb[geom, :3])
+            half = np.abs(rotation) @ model.geom_aabb[geom, 3:]
+            low, high = centre - half, centre + half
+        else:
+            bounds = [refresh(root + int(child)) for child in (left, right) if child >= 0]
+            low = np.min([b[0] for b in bounds], axis=0)
+            high = np.max([b[1] for b in bounds], axis=0)
+        model.bvh_aabb[node] = np.concatenate([(low + high) / 2, (high - low) / 2])
+        return low, high
+
+    refresh(root)
 
 
 def _sphere(size: np.ndarray) -> tuple[float, np.ndarray]:

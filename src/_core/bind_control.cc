@@ -15,6 +15,7 @@
 
 #include "bindings.h"
 #include "env_core.h"
+#include "hooks.h"
 
 namespace mjfast {
 namespace {
@@ -41,6 +42,18 @@ std::unique_lock<std::mutex> lock_control(ControlBridge& bridge) {
     lock.lock();
   }
   return lock;
+}
+
+// With update_read/update_write plugins a control call dispatches, taking the host mutex after
+// the control mutex; from inside a plugin callback (which holds the host) or an acquire_plugin
+// block that order would invert, so it is refused there before any lock is taken.
+void check_not_inside_dispatch(EnvCore& env, Callback callback, const char* what) {
+  if (!env.host().has_callback(callback)) return;
+  if (hooks::in_dispatch() || env.host().scope_held_by_this_thread()) {
+    throw std::logic_error(std::string(what) +
+                           " with control plugins loaded, from inside a plugin callback or an "
+                           "acquire_plugin() block, would deadlock");
+  }
 }
 
 void arm(EnvCore& env) {
@@ -90,6 +103,7 @@ std::optional<Array> validated(const py::object& value, const char* field,
 }
 
 ControlState control_read(EnvCore& env) {
+  check_not_inside_dispatch(env, Callback::kUpdateRead, "control.read()");
   arm(env);
   ControlBridge& bridge = env.control();
   auto lock = lock_control(bridge);
@@ -98,6 +112,7 @@ ControlState control_read(EnvCore& env) {
   ControlStateView view;
   if (plugins) {
     py::gil_scoped_release release;  // update_read plugins take the host mutex, then the GIL
+    hooks::DispatchScope dispatching;  // a plugin calling reset/step/read from here is refused
     view = bridge.read_locked(plugins, env.model_generation());
   } else {
     view = bridge.read_locked(nullptr, env.model_generation());
@@ -115,6 +130,7 @@ ControlState control_read(EnvCore& env) {
 
 void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_applied,
                    const py::object& xfrc_applied) {
+  check_not_inside_dispatch(env, Callback::kUpdateWrite, "control.write()");
   arm(env);
   ControlBridge& bridge = env.control();
   auto lock = lock_control(bridge);
@@ -131,6 +147,7 @@ void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_
     // The arrays stay alive (held above) and are only read; update_write plugins take the host
     // mutex, then the GIL.
     py::gil_scoped_release release;
+    hooks::DispatchScope dispatching;
     bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
   } else {
     bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, nullptr, env.model_generation());

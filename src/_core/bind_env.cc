@@ -34,7 +34,16 @@ mjData* data_at(std::uintptr_t address) { return reinterpret_cast<mjData*>(addre
 void bind_env(py::module_& module) {
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
       .def(py::init([] {
-        auto env = std::make_shared<EnvCore>();
+        std::shared_ptr<EnvCore> env(new EnvCore(), [](EnvCore* core) {
+          // The last reference may go in Python's dealloc, with the GIL held: closing joins the
+          // physics thread, which may be waiting for the GIL in a Python callback.
+          if (Py_IsInitialized() && PyGILState_Check()) {
+            py::gil_scoped_release release;
+            delete core;
+          } else {
+            delete core;
+          }
+        });
         EnvCore::ThreadHooks thread_hooks;
         thread_hooks.on_start = [] {
           physics_gil_state = PyGILState_Ensure();

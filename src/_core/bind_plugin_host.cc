@@ -10,6 +10,7 @@
 #include "hooks.h"
 #include "plugin_host.h"
 #include "python_plugin_adapter.h"
+#include "python_scene_registry.h"
 
 namespace mjfast {
 namespace {
@@ -57,14 +58,22 @@ py::dict report_to_dict(const PluginReport& report) {
   return result;
 }
 
-ModelGeneration tag_or_active(const PluginHost& host, std::optional<std::uint64_t> tag) {
-  return tag ? ModelGeneration(*tag) : host.model_generation();
+// A direct call's tag: the given model generation, or none (the active one, read under the
+// dispatch's own lock).
+std::optional<ModelGeneration> tag_of(std::optional<std::uint64_t> tag) {
+  if (!tag) return std::nullopt;
+  return ModelGeneration(*tag);
 }
 
 // Runs one direct dispatch from Python: GIL released (the dispatch takes the host mutex and each
 // Python plugin re-takes the GIL), and a plugin error raised at once.
 template <class Dispatch>
-void dispatch_from_python(PluginHost&, Dispatch&& dispatch) {
+void dispatch_from_python(Dispatch&& dispatch) {
+  // A dispatch nested in another (a plugin calling env.host.dispatch_*) would iterate the tables
+  // the outer one is iterating.
+  if (hooks::in_dispatch()) {
+    throw std::logic_error("host dispatch called from inside a plugin callback");
+  }
   DispatchError error;
   {
     py::gil_scoped_release release;  // lock order is host mutex -> GIL: never wait holding the GIL
@@ -141,48 +150,48 @@ void bind_plugin_host(py::module_& module) {
       .def(
           "dispatch_control",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] {
-              return host.dispatch_control(tag_or_active(host, tag), host.bound_model(), host.bound_data());
-            });
+            dispatch_from_python([&] { return host.dispatch_bound(Callback::kControl, tag_of(tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "dispatch_passive",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] {
-              return host.dispatch_passive(tag_or_active(host, tag), host.bound_model(), host.bound_data());
-            });
+            dispatch_from_python([&] { return host.dispatch_bound(Callback::kPassive, tag_of(tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "dispatch_render",
-          [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] {
-              return host.dispatch_render(tag_or_active(host, tag), host.bound_model(), host.bound_data(),
-                                   nullptr);
-            });
+          [](PluginHost& host, py::object scene, std::optional<std::uint64_t> tag) {
+            // The scene is registered for the call, so that Python plugins receive this object.
+            mjvScene* raw = register_python_scene(scene);
+            try {
+              dispatch_from_python(
+                  [&] { return host.dispatch_bound(Callback::kRender, tag_of(tag), raw); });
+            } catch (...) {
+              unregister_python_scene(raw);
+              throw;
+            }
+            unregister_python_scene(raw);
           },
-          py::arg("model_generation") = py::none())
+          py::arg("scene"), py::arg("model_generation") = py::none(),
+          "Dispatch render_callback with `scene` (a mujoco.MjvScene of the env's model).")
       .def(
           "dispatch_last_stage",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] {
-              return host.dispatch_last_stage(tag_or_active(host, tag), host.bound_model(),
-                                       host.bound_data());
-            });
+            dispatch_from_python(
+                [&] { return host.dispatch_bound(Callback::kLastStage, tag_of(tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "reset",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(host, [&] { return host.reset(tag_or_active(host, tag)); });
+            dispatch_from_python([&] { return host.reset(tag_of(tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "notify_geometry_changed",
           [](PluginHost& host, int geom_id, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(
-                host, [&] { return host.notify_geometry_changed(tag_or_active(host, tag), geom_id); });
+            dispatch_from_python([&] { return host.notify_geometry_changed(tag_of(tag), geom_id); });
           },
           py::arg("geom_id"), py::arg("model_generation") = py::none())
       .def("report",

@@ -36,22 +36,18 @@ class PythonSceneProvider final : public SceneProvider {
 
   mjvScene* make(const mjModel*, int max_geom) override {
     py::gil_scoped_acquire gil;  // called with no RenderCore lock held (SceneProvider contract)
-    py::object scene = py::module_::import("mujoco").attr("MjvScene")(model_, max_geom);
-    // mujoco.MjvScene does not expose its address, but its `flags` array views the struct's own
-    // field: step back by the field's offset, then check that the struct is the one we made.
-    const auto flags_address =
-        scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
-    auto* raw = reinterpret_cast<mjvScene*>(flags_address - offsetof(mjvScene, flags));
+    mjvScene* raw = register_python_scene(
+        py::module_::import("mujoco").attr("MjvScene")(model_, max_geom));
     if (raw->maxgeom != max_geom) {
+      unregister_python_scene(raw);
       throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
     }
-    scene_registry()[raw] = std::move(scene);
     return raw;
   }
 
   void release(mjvScene* scene) override {
     py::gil_scoped_acquire gil;
-    scene_registry().erase(scene);
+    unregister_python_scene(scene);
   }
 
  private:
@@ -144,6 +140,21 @@ py::dict statistics_dict(const CameraStatistics& stats) {
 }
 
 }  // namespace
+
+mjvScene* register_python_scene(py::object scene) {
+  // mujoco.MjvScene does not expose its address, but its `flags` array views the struct's own
+  // field: step back by the field's offset.
+  const auto flags_address =
+      scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
+  auto* raw = reinterpret_cast<mjvScene*>(flags_address - offsetof(mjvScene, flags));
+  if (raw->maxgeom != scene.attr("maxgeom").cast<int>()) {
+    throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
+  }
+  scene_registry()[raw] = std::move(scene);
+  return raw;
+}
+
+void unregister_python_scene(const mjvScene* scene) { scene_registry().erase(scene); }
 
 py::object python_scene_for(const mjvScene* scene) {
   auto& registry = scene_registry();
@@ -258,7 +269,9 @@ void bind_render(py::module_& module) {
         return core.loading();
       })
       .def("pending_names", &RenderCore::pending_names,
-           py::call_guard<py::gil_scoped_release>())
+           py::call_guard<py::gil_scoped_release>())  // takes bound_mutex_
+      .def("live_names", &RenderCore::live_names,
+           py::call_guard<py::gil_scoped_release>())  // takes bound_mutex_
       .def(
           "bind",
           [](RenderCore& core, const py::dict& configs) {

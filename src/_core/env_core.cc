@@ -66,19 +66,31 @@ void EnvCore::step_once_locked() {
   if (host_.has_any_callback() && !host_.has_control_side_callback()) host_lock.emplace(host_);
   if (host_.has_callback(Callback::kPreStep)) {
     hooks::DispatchScope dispatching;
-    record_error(host_.dispatch_pre_step(generation, model_, data_));
+    try {
+      record_error(host_.dispatch_pre_step(generation, model_, data_));
+    } catch (...) {
+      record_error(std::current_exception());  // e.g. a stale generation: raised after the step
+    }
   }
   mj_step(model_, data_);
   if (host_.has_callback(Callback::kLastStage)) {
     hooks::DispatchScope dispatching;
-    record_error(host_.dispatch_last_stage(generation, model_, data_));
+    try {
+      record_error(host_.dispatch_last_stage(generation, model_, data_));
+    } catch (...) {
+      record_error(std::current_exception());
+    }
   }
   control_.publish(data_);
   // The render turn: one predictable comparison per step while no camera is due. The host lock
   // is not held across it (render_sync waits for the render thread there).
   if (step_observer_ && data_->time >= step_observer_->next_due_time()) {
     host_lock.reset();
-    record_error(step_observer_->after_step(model_, data_, generation));
+    try {
+      record_error(step_observer_->after_step(model_, data_, generation));
+    } catch (...) {
+      record_error(std::current_exception());
+    }
   }
 }
 
@@ -111,6 +123,7 @@ void EnvCore::step(int n) {
   }
   hooks::check_owned();
   std::unique_lock<std::mutex> lock(step_mutex_);
+  if (closed_) throw std::logic_error("step() on a closed env");  // closed while we waited
   int done = 0;
   while (done < n) {
     // One stretch of steps, until done or until reset/reload/a geometry edit asks to pause:
@@ -127,8 +140,7 @@ void EnvCore::step(int n) {
         if (has_pending_error()) break;
       }
       const auto wall = Clock::now() - wall_start;
-      record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(stretch));
-      record_elapsed(wall);
+      record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(stretch), wall);
     }
     if (has_pending_error()) break;
     if (done < n) {
@@ -168,16 +180,13 @@ void EnvCore::on_passive(const mjModel* m, mjData* d) {
   }
 }
 
-void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint64_t steps) {
+void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint64_t steps,
+                              Clock::duration elapsed) {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.steps += steps;
   stats_.stepping_wall_s += std::chrono::duration<double>(wall).count();
   if (simulated > 0) stats_.simulated_s += simulated;  // a reset in between moves time back
-}
-
-void EnvCore::record_elapsed(Clock::duration wall) {
-  std::lock_guard<std::mutex> lock(stats_mutex_);
-  stats_.elapsed_wall_s += std::chrono::duration<double>(wall).count();
+  stats_.elapsed_wall_s += std::chrono::duration<double>(elapsed).count();
 }
 
 EnvStatistics EnvCore::statistics() const {
@@ -273,65 +282,96 @@ void EnvCore::stop() {
 
 void EnvCore::run_physics(std::optional<double> realtime_factor) {
   if (thread_hooks_.on_start) thread_hooks_.on_start();
+  // Figures are added up here and handed to the shared statistics every kFlushSteps steps and
+  // whenever the thread waits (for pacing or a pause) or ends, so that an unpaced step takes no
+  // statistics lock.
+  constexpr std::uint64_t kFlushSteps = 256;
+  struct {
+    std::uint64_t steps = 0;
+    Clock::duration stepping{};
+    Clock::duration elapsed{};
+    double simulated = 0.0;
+  } unflushed;
+  const auto flush = [&] {
+    record_stepping(unflushed.stepping, unflushed.simulated, unflushed.steps, unflushed.elapsed);
+    unflushed = {};
+  };
+
   auto anchor_wall = Clock::now();
   double anchor_sim = data_->time;
   bool reanchor = false;
-  auto elapsed_mark = Clock::now();  // start of the running time not yet recorded
-  std::unique_lock<std::mutex> control(thread_mutex_);
-  while (!stop_requested_) {
+  auto elapsed_mark = anchor_wall;  // start of the running time not yet added up
+  while (!stop_requested_.load(std::memory_order_acquire)) {
     if (pause_requests_.load(std::memory_order_acquire) > 0) {
-      record_elapsed(Clock::now() - elapsed_mark);
-      thread_wakeup_.wait(control, [&] {
-        return stop_requested_ || pause_requests_.load(std::memory_order_acquire) == 0;
-      });
+      unflushed.elapsed += Clock::now() - elapsed_mark;
+      flush();
+      {
+        std::unique_lock<std::mutex> control(thread_mutex_);
+        thread_wakeup_.wait(control, [&] {
+          return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) == 0;
+        });
+      }
       elapsed_mark = Clock::now();  // paused time is not running time
-      reanchor = true;  // a reset or reload may have moved time
+      reanchor = true;              // a reset or reload may have moved time
       continue;
     }
-    control.unlock();
     double sim_time = 0.0;
+    Clock::time_point step_end;
     {
       std::lock_guard<std::mutex> step_lock(step_mutex_);
       hooks::SteppingScope stepping(model_, data_, this);
+      const auto step_start = Clock::now();
       if (reanchor) {
-        anchor_wall = Clock::now();
+        anchor_wall = step_start;
         anchor_sim = data_->time;
         reanchor = false;
       }
-      const auto wall_start = Clock::now();
       const double sim_start = data_->time;
-      step_once_locked();
+      try {
+        step_once_locked();
+      } catch (...) {
+        record_error(std::current_exception());  // nothing may end this thread but stop()
+      }
       sim_time = data_->time;
-      record_stepping(Clock::now() - wall_start, sim_time - sim_start, 1);
+      step_end = Clock::now();
+      unflushed.stepping += step_end - step_start;
+      if (sim_time > sim_start) unflushed.simulated += sim_time - sim_start;
+      ++unflushed.steps;
     }
     if (has_pending_error()) {
       // The failed plugin is already out of the generation; the others keep running.
       try {
         rethrow_pending_error();
       } catch (...) {
-        if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
+        try {
+          if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
+        } catch (...) {
+          // Reporting failed too (logging raised): the error is still in the plugin's record.
+        }
       }
     }
-    control.lock();
+    auto now = step_end;
     if (realtime_factor) {
       const auto due = anchor_wall + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(
                                              (sim_time - anchor_sim) / *realtime_factor));
-      const auto now = Clock::now();
       if (now - due > kMaxPacingLag) {
         reanchor = true;
       } else if (due > now) {
+        flush();  // ahead of the clock: there is time to publish the figures
+        std::unique_lock<std::mutex> control(thread_mutex_);
         thread_wakeup_.wait_until(control, due, [&] {
-          return stop_requested_ || pause_requests_.load(std::memory_order_acquire) > 0;
+          return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) > 0;
         });
+        now = Clock::now();
       }
     }
-    const auto now = Clock::now();
-    record_elapsed(now - elapsed_mark);
+    unflushed.elapsed += now - elapsed_mark;
     elapsed_mark = now;
+    if (unflushed.steps >= kFlushSteps) flush();
   }
-  control.unlock();
-  record_elapsed(Clock::now() - elapsed_mark);
+  unflushed.elapsed += Clock::now() - elapsed_mark;
+  flush();
   if (thread_hooks_.on_exit) thread_hooks_.on_exit();
 }
 

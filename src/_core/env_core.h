@@ -121,9 +121,10 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
   void step_once_locked();
   void run_physics(std::optional<double> realtime_factor);
+  // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
+  // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
-                       std::uint64_t steps);
-  void record_elapsed(std::chrono::steady_clock::duration wall);
+                       std::uint64_t steps, std::chrono::steady_clock::duration elapsed);
 
   PluginHost host_;
   ControlBridge control_;
@@ -144,7 +145,8 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   std::condition_variable thread_wakeup_;
   std::thread physics_thread_;
   std::atomic<bool> running_{false};
-  bool stop_requested_ = false;  // guarded by thread_mutex_
+  // Written under thread_mutex_ (so that waits see it), read by the physics thread without it.
+  std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;
   std::shared_ptr<StepObserver> step_observer_;
 

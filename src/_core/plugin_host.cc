@@ -21,10 +21,25 @@ double elapsed_s(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// The host whose mutex this thread holds through a StepLock, if any.
+// The host whose mutex this thread holds for stepping (a StepLock, or a dispatch in progress),
+// if any: queries from this thread (a plugin asking for statistics) then read without locking.
 // initial-exec: read on every dispatch, so no __tls_get_addr call (see hooks.cc).
 thread_local const PluginHost* step_locked_host __attribute__((tls_model("initial-exec"))) =
     nullptr;
+
+// Marks `host` as the one this thread holds for the lifetime of the mark.
+class HeldMark {
+ public:
+  explicit HeldMark(const PluginHost* host) : previous_(step_locked_host) {
+    step_locked_host = host;
+  }
+  ~HeldMark() { step_locked_host = previous_; }
+  HeldMark(const HeldMark&) = delete;
+  HeldMark& operator=(const HeldMark&) = delete;
+
+ private:
+  const PluginHost* previous_;
+};
 
 }  // namespace
 
@@ -67,6 +82,7 @@ std::string describe_exception(const std::exception_ptr& error) {
 
 PluginHost::~PluginHost() {
   std::lock_guard<std::mutex> lock(mutex_);
+  const HeldMark held(this);
   quiesce_and_destroy_locked();
 }
 
@@ -108,6 +124,7 @@ PluginGeneration PluginHost::plugin_generation() const {
 
 void PluginHost::quiesce_and_destroy() {
   const auto lock = lock_for_change("quiesce_and_destroy()");
+  const HeldMark held(this);  // an unload() asking the env for its plugins reads, not waits
   quiesce_and_destroy_locked();
 }
 
@@ -125,23 +142,31 @@ void PluginHost::quiesce_and_destroy_locked() {
       }
       record->adapter.reset();
     }
-    record->report.state = PluginState::kUnloaded;
+    // The records stay, for statistics, until the next generation replaces them; a failed
+    // plugin stays FAILED with its failure.
+    if (record->report.state != PluginState::kFailed) {
+      record->report.state = PluginState::kUnloaded;
+    }
   }
-  records_.clear();
 }
 
 void PluginHost::load_generation(ModelGeneration model_generation,
                                  PluginGeneration plugin_generation) {
   const auto lock = lock_for_change("load_generation()");
+  const HeldMark held(this);  // a load() asking the env for its plugins reads, not waits
   quiesce_and_destroy_locked();
+  records_.clear();
   model_generation_ = model_generation;
   plugin_generation_ = plugin_generation;
-  if (!factory_) {
+  std::vector<FactoryEntry> entries;
+  try {
+    if (factory_) entries = factory_(model_generation, plugin_generation);
+  } catch (...) {
+    // The factory itself failed (not one plugin): the generation is up, empty, so that dispatch
+    // keeps its contract; the caller learns why.
     generation_active_ = true;
-    return;
+    throw;
   }
-
-  std::vector<FactoryEntry> entries = factory_(model_generation, plugin_generation);
   for (FactoryEntry& entry : entries) {
     auto record = std::make_unique<Record>();
     record->report.name = std::move(entry.name);
@@ -246,13 +271,15 @@ DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
 }
 
 template <class Invoke>
-DispatchError PluginHost::dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke) {
+DispatchError PluginHost::dispatch(Callback callback, std::optional<ModelGeneration> tag,
+                                   Invoke&& invoke) {
   std::unique_lock<std::mutex> lock;
   if (step_locked_host != this) lock = lock_for_change(callback_name(callback));  // else ours
+  const HeldMark held(this);
   if (!generation_active_) return nullptr;
-  if (tag != model_generation_) {
+  if (tag && *tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
-                               " tagged with model generation " + std::to_string(tag.value()) +
+                               " tagged with model generation " + std::to_string(tag->value()) +
                                ", but generation " + std::to_string(model_generation_.value()) +
                                " is active");
   }
@@ -306,12 +333,31 @@ DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjMod
   return dispatch(Callback::kUpdateWrite, tag, [&](IPluginAdapter& a) { a.update_write(m, d); });
 }
 
-DispatchError PluginHost::notify_geometry_changed(ModelGeneration tag, int geom_id) {
+DispatchError PluginHost::dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
+                                         mjvScene* scene, int geom_id) {
+  // model_ and data_ are read inside the dispatch, under the lock that checks the generation.
+  return dispatch(callback, tag, [&](IPluginAdapter& a) {
+    switch (callback) {
+      case Callback::kControl: return a.control(model_, data_);
+      case Callback::kPassive: return a.passive(model_, data_);
+      case Callback::kRender: return a.render(model_, data_, scene);
+      case Callback::kLastStage: return a.last_stage(model_, data_);
+      case Callback::kGeomChanged: return a.geom_changed(model_, data_, geom_id);
+      case Callback::kReset: return a.reset(model_, data_);  // reset() also times it
+      case Callback::kPreStep: return a.pre_step(model_, data_);
+      case Callback::kUpdateRead: return a.update_read(model_, data_);
+      case Callback::kUpdateWrite: return a.update_write(model_, data_);
+    }
+  });
+}
+
+DispatchError PluginHost::notify_geometry_changed(std::optional<ModelGeneration> tag,
+                                                  int geom_id) {
   return dispatch(Callback::kGeomChanged, tag,
                   [&](IPluginAdapter& a) { a.geom_changed(model_, data_, geom_id); });
 }
 
-DispatchError PluginHost::reset(ModelGeneration tag) {
+DispatchError PluginHost::reset(std::optional<ModelGeneration> tag) {
   return dispatch(Callback::kReset, tag, [&](IPluginAdapter& a) {
     const auto start = Clock::now();
     a.reset(model_, data_);
@@ -330,11 +376,16 @@ std::vector<PluginReport> PluginHost::report() const {
 }
 
 std::unique_lock<std::mutex> PluginHost::lock_for_query() const {
-  if (scope_held_by_this_thread()) return std::unique_lock<std::mutex>();  // already ours
+  if (scope_held_by_this_thread() || step_locked_host == this) {
+    return std::unique_lock<std::mutex>();  // already ours
+  }
   return std::unique_lock<std::mutex>(mutex_);
 }
 
 std::unique_lock<std::mutex> PluginHost::lock_for_change(const char* what) const {
+  if (step_locked_host == this) {
+    throw std::logic_error(std::string(what) + " called from inside a plugin callback");
+  }
   if (scope_held_by_this_thread()) {
     throw std::logic_error(std::string(what) +
                            " inside an acquire_plugin() block would deadlock: leave the block "
@@ -346,6 +397,10 @@ std::unique_lock<std::mutex> PluginHost::lock_for_change(const char* what) const
 void PluginHost::acquire_scope() {
   if (scope_held_by_this_thread()) {
     throw std::logic_error("acquire_plugin() is already held by this thread");
+  }
+  if (step_locked_host == this) {
+    throw std::logic_error("acquire_plugin() called from inside a plugin callback would "
+                           "deadlock: the step holds the host");
   }
   mutex_.lock();
   scope_owner_.store(std::this_thread::get_id());

@@ -133,8 +133,13 @@ class PluginHost {
   DispatchError dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d);
   DispatchError dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d);
   DispatchError dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d);
-  DispatchError notify_geometry_changed(ModelGeneration tag, int geom_id);
-  DispatchError reset(ModelGeneration tag);
+  DispatchError notify_geometry_changed(std::optional<ModelGeneration> tag, int geom_id);
+  DispatchError reset(std::optional<ModelGeneration> tag);
+  // A dispatch with the bound model and data, read under the same lock as the generation check
+  // (for direct calls, which a reload on another thread may race). Without a tag it is tagged
+  // with the active generation. `scene` is for kRender, `geom_id` for kGeomChanged.
+  DispatchError dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
+                               mjvScene* scene = nullptr, int geom_id = -1);
 
   std::vector<PluginReport> report() const;
 
@@ -160,7 +165,7 @@ class PluginHost {
   std::unique_lock<std::mutex> lock_for_change(const char* what) const;
 
   template <class Invoke>
-  DispatchError dispatch(Callback callback, ModelGeneration tag, Invoke&& invoke);
+  DispatchError dispatch(Callback callback, std::optional<ModelGeneration> tag, Invoke&& invoke);
   void quiesce_and_destroy_locked();
   void rebuild_dispatch_tables_locked();
   DispatchError fail_live_locked(Record& record, Callback callback, std::exception_ptr error);

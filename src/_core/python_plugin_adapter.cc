@@ -88,6 +88,15 @@ PythonPluginAdapter::~PythonPluginAdapter() {
   // The host may drop adapters on a thread that does not hold the GIL; the references must be
   // released with it.
   py::gil_scoped_acquire gil;
+  // Every adapter that goes, loaded or not, takes its node's subscriptions and services with it:
+  // a plugin that failed to load must not keep receiving messages, nor its successor twice.
+  try {
+    if (node_ && py::hasattr(node_, "shutdown")) node_.attr("shutdown")();
+  } catch (py::error_already_set& error) {
+    py::module_::import("logging")
+        .attr("getLogger")("mjfast.host")
+        .attr("error")("shutting down the node of a plugin failed: %s", py::str(error.value()));
+  }
   for (auto& method : methods_) method = py::object();
   for (auto& arguments : arguments_) arguments = py::object();
   node_ = py::object();
@@ -139,7 +148,7 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
   PyObject* result = PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(),
                                                   model_.ptr(), data_.ptr(), python_scene.ptr(),
                                                   nullptr);
-  if (result == nullptr) throw py::error_already_set();
+  if (result == nullptr) throw PythonPluginException(py::error_already_set());
   Py_DECREF(result);
 }
 
@@ -164,12 +173,6 @@ void PythonPluginAdapter::unload() {
         .attr("getLogger")("mjfast.host")
         .attr("error")("plugin %s raised in %s(): %s", instance_.attr("name"), method,
                        py::str(error.value()));
-  }
-  try {
-    if (py::hasattr(instance_, "node") && py::hasattr(instance_.attr("node"), "shutdown")) {
-      instance_.attr("node").attr("shutdown")();
-    }
-  } catch (py::error_already_set&) {
   }
 }
 

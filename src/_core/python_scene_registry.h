@@ -12,4 +12,9 @@ namespace mjfast {
 // The Python scene object of `scene`, or None when the scene was made natively.
 py::object python_scene_for(const mjvScene* scene);
 
+// Registers a mujoco.MjvScene object under the address of its mjvScene and returns that address;
+// unregister it when the scene is no longer passed to plugins.
+mjvScene* register_python_scene(py::object scene);
+void unregister_python_scene(const mjvScene* scene);
+
 }  // namespace mjfast

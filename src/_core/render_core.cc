@@ -91,16 +91,24 @@ bool RenderCore::loading() const {
   return loading_;
 }
 
-std::vector<std::string> RenderCore::pending_names() const {
+std::vector<std::string> RenderCore::names_in_state(CameraHandle::State state) const {
   std::lock_guard<std::mutex> lock(bound_mutex_);
   std::vector<std::string> names;
   for (const auto& handle : handles_) {
-    if (handle->state() != CameraHandle::State::kPending) continue;
+    if (handle->state() != state) continue;
     if (std::find(names.begin(), names.end(), handle->name()) == names.end()) {
       names.push_back(handle->name());
     }
   }
   return names;
+}
+
+std::vector<std::string> RenderCore::pending_names() const {
+  return names_in_state(CameraHandle::State::kPending);
+}
+
+std::vector<std::string> RenderCore::live_names() const {
+  return names_in_state(CameraHandle::State::kLive);
 }
 
 std::array<mjvScene*, 2> RenderCore::make_scenes(const CameraConfig& config) {

@@ -76,6 +76,9 @@ class RenderCore final : public StepObserver {
   bool loading() const;
   // The names of the pending handles (each handle once), for the caller to resolve configs.
   std::vector<std::string> pending_names() const;
+  // The names of the live handles (each once): those a reload will rebind, whose configs the
+  // caller checks before the reload commits.
+  std::vector<std::string> live_names() const;
   // Binds every pending handle whose name has a config; the others become unavailable for good.
   // Returns the names that had none (missing in the new model).
   std::vector<std::string> bind(const std::map<std::string, CameraConfig>& configs);
@@ -106,6 +109,7 @@ class RenderCore final : public StepObserver {
   void wake();
 
  private:
+  std::vector<std::string> names_in_state(CameraHandle::State state) const;
   enum class SlotState : std::uint8_t { kFree, kQueued, kRendering };
   struct Job {
     CameraHandle* camera;
