@@ -695,3 +695,14 @@ def test_replacing_the_generation_directly_while_the_physics_thread_runs(make_en
         assert env.running
     finally:
         env.stop()
+
+
+def test_the_acquired_plugin_is_its_class_and_its_methods_expire_with_the_block(make_env, arm,
+                                                                               register):
+    env = make_env(arm, params=plugins_param({"name": "c", "type": register(ControlCounter)}))
+    with env.acquire_plugin("c") as plugin:
+        assert isinstance(plugin, ControlCounter)
+        note = plugin.note
+        note("inside")
+    with pytest.raises(mjfast.LogicError):
+        note("outside")

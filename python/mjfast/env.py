@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import functools
 import math
 import os
 import threading
@@ -175,7 +176,20 @@ class _ScopedPlugin:
         return target
 
     def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._checked(), attribute)
+        value = getattr(self._checked(), attribute)
+        if callable(value) and not isinstance(value, type):
+            # A method taken out of the block refuses to run after it, like the plugin itself.
+            @functools.wraps(value)
+            def guarded(*args: Any, **kwargs: Any) -> Any:
+                self._checked()
+                return value(*args, **kwargs)
+
+            return guarded
+        return value
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(acquired, MyPlugin) holds, as for the plugin
+        return type(self._checked())
 
     def __setattr__(self, attribute: str, value: Any) -> None:
         setattr(self._checked(), attribute, value)
@@ -517,18 +531,9 @@ class MujocoEnv:
         env["timing_sample_interval"] = int(_core.TIMING_SAMPLE_INTERVAL)
         plugins = []
         for report in self._core.host.report():
-            failure = report["failure"]
-            plugins.append({
-                "name": report["name"],
-                "type": report["type"],
-                "state": PluginState[report["state"]],
-                "failure": None if failure is None else PluginLoadFailure(
-                    report["name"], report["type"], failure[0], failure[1]),
-                "load_time_s": report["load_time_s"],
-                "reset_time_s": report["reset_time_s"],
-                "callbacks": report["callbacks"],
-                "custom": report["custom"],
-            })
+            info = _plugin_info(report)
+            plugins.append({"name": info.name, "type": info.type, "state": info.state,
+                            "failure": info.failure, **info.stats})
         return {"env": env, "plugins": plugins, "render": self._cameras.statistics()}
 
     # -- lifecycle ----------------------------------------------------------------------------

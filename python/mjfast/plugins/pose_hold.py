@@ -53,11 +53,13 @@ class PoseHoldPD(MujocoPlugin):
 
     def set_target(self, targets: dict[str, Any]) -> None:
         """Moves the held pose: `targets` maps joint names to positions."""
-        for joint, value in targets.items():
-            if joint not in self._joint_names:
-                raise KeyError(f"{self.name}: no actuated joint {joint!r} "
-                               f"(actuated: {', '.join(self._joint_names)})")
-            self.target[self._joint_names.index(joint)] = float(value)
+        unknown = [joint for joint in targets if joint not in self._joint_names]
+        if unknown:  # checked first: a bad message moves nothing
+            raise KeyError(f"{self.name}: no actuated joint {', '.join(map(repr, unknown))} "
+                           f"(actuated: {', '.join(self._joint_names)})")
+        values = {joint: float(value) for joint, value in targets.items()}
+        for joint, value in values.items():
+            self.target[self._joint_names.index(joint)] = value
 
     def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         error = self.target - data.qpos[self._qpos]
