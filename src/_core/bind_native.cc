@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "adapter_entry.h"
+#include "plugin_host.h"
 #include "bindings.h"
 #include "native_plugin_adapter.h"
 #include "plugin_host.h"
@@ -70,7 +70,7 @@ void bind_native(py::module_& module) {
       "native_adapter",
       [](std::string name, std::string type, std::string library_path, std::string symbol,
          const std::string& config_json) {
-        auto entry = std::make_shared<AdapterEntry>();
+        auto entry = std::make_shared<FactoryEntry>();
         entry->name = name;
         entry->type = type;
         // Runs the plugin's constructor; it is native code and takes no lock that a thread

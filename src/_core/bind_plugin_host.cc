@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "adapter_entry.h"
+#include "plugin_host.h"
 #include "bindings.h"
 #include "errors.h"
 #include "hooks.h"
@@ -86,17 +86,17 @@ void dispatch_from_python(Dispatch&& dispatch) {
 }  // namespace
 
 void bind_plugin_host(py::module_& module) {
-  py::class_<AdapterEntry, std::shared_ptr<AdapterEntry>>(module, "AdapterEntry")
-      .def_readonly("name", &AdapterEntry::name)
-      .def_readonly("type", &AdapterEntry::type)
-      .def_readonly("error", &AdapterEntry::error);
+  py::class_<FactoryEntry, std::shared_ptr<FactoryEntry>>(module, "AdapterEntry")
+      .def_readonly("name", &FactoryEntry::name)
+      .def_readonly("type", &FactoryEntry::type)
+      .def_readonly("error", &FactoryEntry::error);
 
   module.def(
       "python_adapter",
       [](std::string name, std::string type, py::object instance, const std::string& style,
          py::object model, py::object data, py::object control_data, py::object node,
          const py::iterable& callbacks) {
-        auto entry = std::make_shared<AdapterEntry>();
+        auto entry = std::make_shared<FactoryEntry>();
         entry->name = std::move(name);
         entry->type = std::move(type);
         const auto adapter_style = style == "control" ? PythonPluginAdapter::Style::kControl
@@ -112,7 +112,7 @@ void bind_plugin_host(py::module_& module) {
   module.def(
       "failed_adapter",
       [](std::string name, std::string type, std::string message) {
-        auto entry = std::make_shared<AdapterEntry>();
+        auto entry = std::make_shared<FactoryEntry>();
         entry->name = std::move(name);
         entry->type = std::move(type);
         entry->error = std::move(message);
@@ -225,7 +225,7 @@ void bind_plugin_host(py::module_& module) {
 std::vector<FactoryEntry> take_factory_entries(const py::handle& entries) {
   std::vector<FactoryEntry> result;
   for (py::handle item : entries) {
-    auto entry = item.cast<std::shared_ptr<AdapterEntry>>();
+    auto entry = item.cast<std::shared_ptr<FactoryEntry>>();
     FactoryEntry taken;
     taken.name = entry->name;
     taken.type = entry->type;

@@ -16,7 +16,8 @@ void bind_control(py::module_& module);
 void bind_native(py::module_& module);
 void bind_render(py::module_& module);
 
-// Moves the adapters out of a Python list of AdapterEntry (bind_plugin_host.cc), for the factory.
+// Moves the adapters out of a Python list of AdapterEntry objects (FactoryEntry in C++), for the
+// factory (bind_plugin_host.cc).
 std::vector<FactoryEntry> take_factory_entries(const py::handle& entries);
 
 // What acquire_plugin yields for a native adapter (bind_native.cc); None for any other adapter.

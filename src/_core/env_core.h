@@ -9,8 +9,10 @@
 //                 (caller's thread); and by a pause() holder for the duration of the pause.
 //   thread_mutex_ guards the physics thread's lifecycle and its pacing wait (never held across a
 //                 step).
-//   The host's own mutex is taken inside each dispatch, after step_mutex_ (order: step_mutex_ ->
-//   host mutex -> GIL). Python callers release the GIL before calling anything that locks.
+//   The control bridge's mutex is taken after step_mutex_ (bind, arm_control, reset_plugins), the
+//   host's mutex after both (each dispatch, or one StepLock per step). Order: step_mutex_ ->
+//   control mutex -> host mutex -> GIL. Python callers release the GIL before calling anything
+//   that locks.
 #pragma once
 
 #include <atomic>

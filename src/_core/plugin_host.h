@@ -4,9 +4,13 @@
 //
 // Threads: dispatch entry points are called from whichever thread steps the env (a Python thread
 // in env.step, the physics thread, a control thread for update_read/update_write, or any thread
-// calling mj_forward on the env's data). Everything below is guarded by `mutex_`, taken once per
-// dispatch entry; a thread holding the GIL never waits on it (the bindings release the GIL first),
-// so the lock order is always host mutex -> GIL.
+// calling mj_forward on the env's data). Everything below is guarded by `mutex_`: taken once per
+// step (StepLock) or per dispatch, and held across load_generation, where the factory and each
+// plugin's load() run and take the GIL. Callers that hold the GIL release it before waiting on
+// `mutex_` (the bindings do; the one exception is dropping the last reference to an adapter, whose
+// destructor runs where the host already holds it), so the order is host mutex -> GIL. A thread
+// that already holds `mutex_` (in a dispatch or a load) may query the host; a change from there
+// raises std::logic_error instead of deadlocking.
 #pragma once
 
 #include <array>

@@ -107,7 +107,8 @@ PythonPluginAdapter::~PythonPluginAdapter() {
 
 void PythonPluginAdapter::call(Callback callback) {
   const std::size_t slot = index_of(callback);
-  // Safe: the stepping thread holds no Python state here; the GIL is taken only for this call.
+  // Safe: the stepping thread does not hold the GIL here (it released it, or never had it); it is
+  // taken only for this call.
   py::gil_scoped_acquire gil;
   PyObject* result = PyObject_Call(methods_[slot].ptr(), arguments_[slot].ptr(), nullptr);
   if (result == nullptr) throw PythonPluginException(py::error_already_set());
