@@ -59,11 +59,10 @@ void EnvCore::step_once_locked() {
   const ModelGeneration generation = model_generation();
   control_.apply_staged(data_);
   // One host lock for the whole step instead of one per dispatch (the per-step cost of native
-  // plugins is otherwise dominated by the four lock/unlock pairs); skipped with no plugins, and
-  // with control-side plugins, whose update_read/update_write dispatch from a control thread must
-  // never wait for a whole mj_step (SPEC §7).
+  // plugins is otherwise dominated by the four lock/unlock pairs); skipped with no plugins. It is
+  // the physics side's mutex: a control thread's update_read/update_write never waits on it.
   std::optional<PluginHost::StepLock> host_lock;
-  if (host_.has_any_callback() && !host_.has_control_side_callback()) host_lock.emplace(host_);
+  if (host_.has_any_callback()) host_lock.emplace(host_);
   if (host_.has_callback(Callback::kPreStep)) {
     hooks::DispatchScope dispatching;
     try {

@@ -21,25 +21,34 @@ double elapsed_s(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// The host whose mutex this thread holds for stepping (a StepLock, or a dispatch in progress),
-// if any: queries from this thread (a plugin asking for statistics) then read without locking.
+// The host whose mutex_ this thread holds (a StepLock, a physics-side dispatch, a load), and the
+// host whose control_mutex_ it holds (a control-side dispatch, a load), if any: queries from this
+// thread (a plugin asking for statistics) then read without locking, and changes are refused.
 // initial-exec: read on every dispatch, so no __tls_get_addr call (see hooks.cc).
 thread_local const PluginHost* step_locked_host __attribute__((tls_model("initial-exec"))) =
     nullptr;
+thread_local const PluginHost* control_held_host __attribute__((tls_model("initial-exec"))) =
+    nullptr;
 
-// Marks `host` as the one this thread holds for the lifetime of the mark.
+// Marks `host` in `slot` for the lifetime of the mark.
 class HeldMark {
  public:
-  explicit HeldMark(const PluginHost* host) : previous_(step_locked_host) {
-    step_locked_host = host;
+  HeldMark(const PluginHost*& slot, const PluginHost* host) : slot_(slot), previous_(slot) {
+    slot_ = host;
   }
-  ~HeldMark() { step_locked_host = previous_; }
+  ~HeldMark() { slot_ = previous_; }
   HeldMark(const HeldMark&) = delete;
   HeldMark& operator=(const HeldMark&) = delete;
 
  private:
+  const PluginHost*& slot_;
   const PluginHost* previous_;
 };
+
+// A single writer's increment of a counter that other threads read: no locked instruction.
+void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
 
 }  // namespace
 
@@ -81,8 +90,10 @@ std::string describe_exception(const std::exception_ptr& error) {
 }
 
 PluginHost::~PluginHost() {
+  std::lock_guard<std::mutex> control_lock(control_mutex_);
   std::lock_guard<std::mutex> lock(mutex_);
-  const HeldMark held(this);
+  const HeldMark held(step_locked_host, this);
+  const HeldMark control_held(control_held_host, this);
   quiesce_and_destroy_locked();
 }
 
@@ -123,8 +134,10 @@ PluginGeneration PluginHost::plugin_generation() const {
 }
 
 void PluginHost::quiesce_and_destroy() {
-  const auto lock = lock_for_change("quiesce_and_destroy()");
-  const HeldMark held(this);  // an unload() asking the env for its plugins reads, not waits
+  const auto locks = lock_for_change("quiesce_and_destroy()");
+  // An unload() asking the env for its plugins reads, not waits.
+  const HeldMark held(step_locked_host, this);
+  const HeldMark control_held(control_held_host, this);
   quiesce_and_destroy_locked();
 }
 
@@ -133,6 +146,7 @@ void PluginHost::quiesce_and_destroy_locked() {
   for (auto& table : dispatch_tables_) table.entries.clear();
   active_mask_.store(0, std::memory_order_release);
   for (auto& record : records_) {
+    record->dispatchable.store(false, std::memory_order_release);
     if (record->adapter) {
       try {
         record->adapter->unload();
@@ -152,8 +166,10 @@ void PluginHost::quiesce_and_destroy_locked() {
 
 void PluginHost::load_generation(ModelGeneration model_generation,
                                  PluginGeneration plugin_generation) {
-  const auto lock = lock_for_change("load_generation()");
-  const HeldMark held(this);  // a load() asking the env for its plugins reads, not waits
+  const auto locks = lock_for_change("load_generation()");
+  // A load() asking the env for its plugins reads, not waits.
+  const HeldMark held(step_locked_host, this);
+  const HeldMark control_held(control_held_host, this);
   quiesce_and_destroy_locked();
   records_.clear();
   model_generation_ = model_generation;
@@ -235,21 +251,27 @@ void PluginHost::load_generation(ModelGeneration model_generation,
       record->adapter.reset();
     }
   }
-  rebuild_dispatch_tables_locked();
+  for (auto& record : records_) {
+    record->dispatchable.store(record->report.state == PluginState::kActive,
+                               std::memory_order_release);
+  }
+  rebuild_dispatch_tables_locked(/*control_side=*/true);
   generation_active_ = true;
 }
 
-void PluginHost::rebuild_dispatch_tables_locked() {
+void PluginHost::rebuild_dispatch_tables_locked(bool control_side) {
   CallbackMask active = 0;
-  for (auto& table : dispatch_tables_) table.entries.clear();
-  for (auto& record : records_) {
-    if (record->report.state != PluginState::kActive) continue;
-    for (std::size_t i = 0; i < kCallbackCount; ++i) {
-      const auto callback = static_cast<Callback>(i);
-      if (record->report.callbacks & mask_of(callback)) {
+  for (std::size_t i = 0; i < kCallbackCount; ++i) {
+    const auto callback = static_cast<Callback>(i);
+    const bool rebuild = control_side || !is_control_side(callback);
+    if (rebuild) dispatch_tables_[i].entries.clear();
+    for (auto& record : records_) {
+      if (!record->dispatchable.load(std::memory_order_acquire)) continue;
+      if (!(record->report.callbacks & mask_of(callback))) continue;
+      active |= mask_of(callback);
+      if (rebuild) {
         dispatch_tables_[i].entries.push_back(
-            {record->adapter.get(), &record->report.callback_stats[i], record.get()});
-        active |= mask_of(callback);
+            {record->adapter.get(), &record->live_stats[i], record.get()});
       }
     }
   }
@@ -258,14 +280,21 @@ void PluginHost::rebuild_dispatch_tables_locked() {
 
 DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
                                           std::exception_ptr error) {
+  // A control-side failure also takes mutex_ (control_mutex_ is held: the order is kept): the
+  // record's report and the physics side's tables are mutex_'s.
+  std::unique_lock<std::mutex> physics_lock;
+  if (is_control_side(callback) && step_locked_host != this) {
+    physics_lock = std::unique_lock<std::mutex>(mutex_);
+  }
   const std::string message = describe_exception(error);
+  const char* name = record.adapter->name_of(callback);
   PluginReport& report = record.report;
   report.state = PluginState::kFailed;
-  const char* name = record.adapter->name_of(callback);
   report.failure = PluginFailure{name, message};
   // A plugin that raised is out of this generation: it would most likely raise again every step.
   // It is unloaded at the next quiesce (it keeps its adapter until then, since it did load).
-  rebuild_dispatch_tables_locked();
+  record.dispatchable.store(false, std::memory_order_release);
+  rebuild_dispatch_tables_locked(/*control_side=*/is_control_side(callback));
   return std::make_exception_ptr(
       PluginDispatchError(report.name, report.type, name, message, error));
 }
@@ -273,9 +302,10 @@ DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
 template <class Invoke>
 DispatchError PluginHost::dispatch(Callback callback, std::optional<ModelGeneration> tag,
                                    Invoke&& invoke) {
+  const bool control_side = is_control_side(callback);
   std::unique_lock<std::mutex> lock;
-  if (step_locked_host != this) lock = lock_for_change(callback_name(callback));  // else ours
-  const HeldMark held(this);
+  if (control_side || step_locked_host != this) lock = lock_for_dispatch(callback);  // else ours
+  const HeldMark held(control_side ? control_held_host : step_locked_host, this);
   if (!generation_active_) return nullptr;
   if (tag && *tag != model_generation_) {
     throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
@@ -286,19 +316,24 @@ DispatchError PluginHost::dispatch(Callback callback, std::optional<ModelGenerat
   DispatchTable& table = dispatch_tables_[index_of(callback)];
   const bool timed = table.dispatches++ % kTimingSampleInterval == 0;
   for (const DispatchEntry& entry : table.entries) {
-    CallbackStats& stats = *entry.stats;
-    ++stats.calls;
-    const auto start = timed ? Clock::now() : Clock::time_point{};
+    // The control side's tables are not rebuilt when the physics side fails a plugin.
+    if (control_side && !entry.record->dispatchable.load(std::memory_order_acquire)) continue;
+    LiveStats& stats = *entry.stats;
+    bump(stats.calls);
     try {
+      if (!timed) {  // the common case: no clock
+        invoke(*entry.adapter);
+        continue;
+      }
+      const auto start = Clock::now();
       invoke(*entry.adapter);
+      const std::uint64_t took = elapsed_ns(start);
+      stats.last_ns.store(took, std::memory_order_relaxed);
+      bump(stats.timed_total_ns, took);
+      bump(stats.timed_calls);
     } catch (...) {
       // The table was rebuilt without this adapter: stop iterating it.
       return fail_live_locked(*entry.record, callback, std::current_exception());
-    }
-    if (timed) {
-      stats.last_ns = elapsed_ns(start);
-      stats.timed_total_ns += stats.last_ns;
-      ++stats.timed_calls;
     }
   }
   return nullptr;
@@ -313,7 +348,7 @@ DispatchError PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m
 }
 
 DispatchError PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
-                                 mjvScene* scene) {
+                                          mjvScene* scene) {
   return dispatch(Callback::kRender, tag, [&](IPluginAdapter& a) { a.render(m, d, scene); });
 }
 
@@ -329,7 +364,8 @@ DispatchError PluginHost::dispatch_update_read(ModelGeneration tag, const mjMode
   return dispatch(Callback::kUpdateRead, tag, [&](IPluginAdapter& a) { a.update_read(m, d); });
 }
 
-DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
+DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m,
+                                                mjData* d) {
   return dispatch(Callback::kUpdateWrite, tag, [&](IPluginAdapter& a) { a.update_write(m, d); });
 }
 
@@ -361,7 +397,7 @@ DispatchError PluginHost::reset(std::optional<ModelGeneration> tag) {
   return dispatch(Callback::kReset, tag, [&](IPluginAdapter& a) {
     const auto start = Clock::now();
     a.reset(model_, data_);
-    for (auto& record : records_) {
+    for (auto& record : records_) {  // under mutex_: reset is a physics-side dispatch
       if (record->adapter.get() == &a) record->report.reset_time_s += elapsed_s(start);
     }
   });
@@ -371,7 +407,17 @@ std::vector<PluginReport> PluginHost::report() const {
   const auto lock = lock_for_query();
   std::vector<PluginReport> reports;
   reports.reserve(records_.size());
-  for (const auto& record : records_) reports.push_back(record->report);
+  for (const auto& record : records_) {
+    PluginReport report = record->report;
+    for (std::size_t i = 0; i < kCallbackCount; ++i) {
+      const LiveStats& live = record->live_stats[i];
+      report.callback_stats[i] = {live.calls.load(std::memory_order_relaxed),
+                                  live.timed_calls.load(std::memory_order_relaxed),
+                                  live.timed_total_ns.load(std::memory_order_relaxed),
+                                  live.last_ns.load(std::memory_order_relaxed)};
+    }
+    reports.push_back(std::move(report));
+  }
   return reports;
 }
 
@@ -382,8 +428,23 @@ std::unique_lock<std::mutex> PluginHost::lock_for_query() const {
   return std::unique_lock<std::mutex>(mutex_);
 }
 
-std::unique_lock<std::mutex> PluginHost::lock_for_change(const char* what) const {
-  if (step_locked_host == this) {
+std::unique_lock<std::mutex> PluginHost::lock_for_dispatch(Callback callback) const {
+  const bool control_side = is_control_side(callback);
+  if (scope_held_by_this_thread()) {
+    throw std::logic_error(std::string(callback_name(callback)) +
+                           " inside an acquire_plugin() block would deadlock: leave the block "
+                           "first");
+  }
+  if ((control_side ? control_held_host : step_locked_host) == this) {
+    throw std::logic_error(std::string(callback_name(callback)) +
+                           " called from inside a plugin callback");
+  }
+  return std::unique_lock<std::mutex>(control_side ? control_mutex_ : mutex_);
+}
+
+std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> PluginHost::lock_for_change(
+    const char* what) const {
+  if (step_locked_host == this || control_held_host == this) {
     throw std::logic_error(std::string(what) + " called from inside a plugin callback");
   }
   if (scope_held_by_this_thread()) {
@@ -391,17 +452,20 @@ std::unique_lock<std::mutex> PluginHost::lock_for_change(const char* what) const
                            " inside an acquire_plugin() block would deadlock: leave the block "
                            "first");
   }
-  return std::unique_lock<std::mutex>(mutex_);
+  std::unique_lock<std::mutex> control_lock(control_mutex_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  return {std::move(control_lock), std::move(lock)};
 }
 
 void PluginHost::acquire_scope() {
   if (scope_held_by_this_thread()) {
     throw std::logic_error("acquire_plugin() is already held by this thread");
   }
-  if (step_locked_host == this) {
+  if (step_locked_host == this || control_held_host == this) {
     throw std::logic_error("acquire_plugin() called from inside a plugin callback would "
                            "deadlock: the step holds the host");
   }
+  control_mutex_.lock();
   mutex_.lock();
   scope_owner_.store(std::this_thread::get_id());
 }
@@ -412,6 +476,7 @@ void PluginHost::release_scope() {
   }
   scope_owner_.store(std::thread::id{});
   mutex_.unlock();
+  control_mutex_.unlock();
 }
 
 bool PluginHost::scope_held_by_this_thread() const {

@@ -2,19 +2,26 @@
 // isolation, and dispatches every callback to them in load order. It owns no model or data (the
 // env binds them) and knows adapters only through IPluginAdapter.
 //
-// Threads: dispatch entry points are called from whichever thread steps the env (a Python thread
-// in env.step, the physics thread, a control thread for update_read/update_write, or any thread
-// calling mj_forward on the env's data). Everything below is guarded by `mutex_`: taken once per
-// step (StepLock) or per dispatch, and held across load_generation, where the factory and each
-// plugin's load() run and take the GIL. Callers that hold the GIL release it before waiting on
-// `mutex_` (the bindings do; the one exception is dropping the last reference to an adapter, whose
-// destructor runs where the host already holds it), so the order is host mutex -> GIL. A thread
-// that already holds `mutex_` (in a dispatch or a load) may query the host; a change from there
-// raises std::logic_error instead of deadlocking.
+// Threads and locks. Two mutexes split the callbacks by the thread that runs them:
+//   mutex_          the physics side: every dispatch except update_read/update_write, taken once
+//                   per step (StepLock) or per dispatch, on whichever thread steps the env (a
+//                   Python thread in env.step, the physics thread, any thread calling mj_forward
+//                   on the env's data).
+//   control_mutex_  the control side: update_read/update_write, on the control thread. It is
+//                   never held by the physics side, so a control loop's plugins never wait for an
+//                   mj_step, and a slow control plugin never holds up a step.
+// Changing the generation (load_generation, quiesce_and_destroy, the acquire scope) takes both,
+// control_mutex_ first. A plugin's failure during dispatch is recorded under the lock of its side
+// (a control-side failure also takes mutex_, in the same order); `dispatchable` tells the other
+// side's tables that it is out. The factory and each plugin's load() run under both and take the
+// GIL; callers holding the GIL release it before waiting on either mutex, so the order is
+// control_mutex_ -> mutex_ -> GIL. A thread that already holds a mutex (in a dispatch or a load)
+// may query the host; a change from there raises std::logic_error instead of deadlocking.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <utility>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -46,7 +53,7 @@ struct FactoryEntry {
   std::string error;  // when adapter is null
 };
 
-// Call counts and sampled wall times of one callback of one plugin.
+// Call counts and sampled wall times of one callback of one plugin (a copy, for reports).
 struct CallbackStats {
   std::uint64_t calls = 0;
   std::uint64_t timed_calls = 0;
@@ -105,8 +112,9 @@ class PluginHost {
     return (active_mask_.load(std::memory_order_acquire) & mask_of(callback)) != 0;
   }
   bool has_any_callback() const { return active_mask_.load(std::memory_order_acquire) != 0; }
-  bool has_control_side_callback() const {
-    return has_callback(Callback::kUpdateRead) || has_callback(Callback::kUpdateWrite);
+  // update_read/update_write: dispatched under control_mutex_, not mutex_.
+  static constexpr bool is_control_side(Callback callback) {
+    return callback == Callback::kUpdateRead || callback == Callback::kUpdateWrite;
   }
 
   // Holds the host mutex for one env step on this thread, so that the step's dispatches
@@ -147,8 +155,8 @@ class PluginHost {
 
   std::vector<PluginReport> report() const;
 
-  // Scoped access (env.acquire_plugin): holds the host mutex until release_scope(), so that no
-  // dispatch runs meanwhile. Must be released from the thread that acquired it. Inside the scope,
+  // Scoped access (env.acquire_plugin): holds both mutexes until release_scope(), so that no
+  // dispatch of either side runs meanwhile. Must be released from the thread that acquired it. Inside the scope,
   // the read-only queries work on the owning thread; dispatch, load and quiesce raise
   // std::logic_error there instead of deadlocking.
   void acquire_scope();
@@ -158,22 +166,40 @@ class PluginHost {
   IPluginAdapter* scoped_adapter(const std::string& name) const;
 
  private:
-  struct Record {
-    PluginReport report;
-    std::unique_ptr<IPluginAdapter> adapter;
+  // Live counters of one callback of one plugin. Each has a single writer (the dispatch of that
+  // callback, under its side's mutex); reports read them from any thread.
+  struct LiveStats {
+    std::atomic<std::uint64_t> calls{0};
+    std::atomic<std::uint64_t> timed_calls{0};
+    std::atomic<std::uint64_t> timed_total_ns{0};
+    std::atomic<std::uint64_t> last_ns{0};
   };
 
-  // Locks the host mutex, unless this thread already holds it through the acquire scope.
+  struct Record {
+    PluginReport report;  // fields other than the live counters: under mutex_
+    std::array<LiveStats, kCallbackCount> live_stats;
+    std::unique_ptr<IPluginAdapter> adapter;
+    std::atomic<bool> dispatchable{false};  // active and not failed: read by both sides
+  };
+
+  // Locks mutex_ for a query, unless this thread already holds it (acquire scope, a step).
   std::unique_lock<std::mutex> lock_for_query() const;
-  // Locks the host mutex for a mutation; refuses inside this thread's acquire scope.
-  std::unique_lock<std::mutex> lock_for_change(const char* what) const;
+  // Locks the mutex of `callback`'s side for a dispatch; refuses (std::logic_error) where this
+  // thread holds it already.
+  std::unique_lock<std::mutex> lock_for_dispatch(Callback callback) const;
+  // Locks both mutexes for a change of generation; refuses where this thread holds either.
+  std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> lock_for_change(
+      const char* what) const;
 
   template <class Invoke>
   DispatchError dispatch(Callback callback, std::optional<ModelGeneration> tag, Invoke&& invoke);
   void quiesce_and_destroy_locked();
-  void rebuild_dispatch_tables_locked();
+  // Rebuilds the tables of the physics side, and of the control side if `control_side` (whose
+  // tables only a holder of control_mutex_ may touch).
+  void rebuild_dispatch_tables_locked(bool control_side);
   DispatchError fail_live_locked(Record& record, Callback callback, std::exception_ptr error);
 
+  mutable std::mutex control_mutex_;
   mutable std::mutex mutex_;
   Factory factory_;
   const mjModel* model_ = nullptr;
@@ -187,7 +213,7 @@ class PluginHost {
   // only what it needs.
   struct DispatchEntry {
     IPluginAdapter* adapter;
-    CallbackStats* stats;
+    LiveStats* stats;
     Record* record;
   };
   struct DispatchTable {
