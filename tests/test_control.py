@@ -564,3 +564,48 @@ def test_an_update_read_failure_raises_to_the_reader(make_env, arm, register):
     with pytest.raises(mjfast.PluginError, match="bad"):
         env.control.read()
     assert env.control.read().time == 0.0  # the next read works, without the failed plugin
+
+
+# -- control-side plugins do not wait for the physics side ---------------------------------------
+
+
+class SlowStep(mjfast.MujocoPlugin):
+    """Makes every step take long: its last_stage_callback sleeps (releasing the GIL)."""
+
+    in_step = threading.Event()
+
+    def load(self, model, data):
+        return True
+
+    def last_stage_callback(self, model, data):
+        SlowStep.in_step.set()
+        time.sleep(0.3)
+
+
+class CountsReads(mjfast.ControlPlugin):
+    def init(self, node, model, data):
+        self.reads = 0
+        return True
+
+    def update_read(self, model, data):
+        self.reads += 1
+
+    def cleanup(self):
+        pass
+
+
+def test_update_read_plugins_do_not_wait_for_a_step_in_progress(make_env, register):
+    SlowStep.in_step.clear()
+    env = make_env(arm_xml(), params=plugins_param(register(SlowStep), register(CountsReads)))
+    env.control.read()  # armed before the slow steps start
+    env.start(None)
+    try:
+        assert SlowStep.in_step.wait(5)
+        started = time.monotonic()
+        for _ in range(20):
+            env.control.read()
+        elapsed = time.monotonic() - started
+    finally:
+        env.stop()
+    # 20 reads while a 0.3 s step holds the physics side: none waited for it.
+    assert elapsed < 0.25
