@@ -269,6 +269,9 @@ class MujocoEnv:
         self._control_data = mujoco.MjData(new_model)
         self._core = _core.EnvCore()
         self.control = ControlInterface(self._core)
+        # The compiled step itself, bound once: a Python loop of env.step(1) pays no extra frame
+        # (MujocoEnv.step below documents it and behaves the same).
+        self.step = self._core.step
         install_hooks()
         self._core.bind(new_model._address, new_data._address, self._control_data._address)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
