@@ -1,8 +1,10 @@
 #include "hooks.h"
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
-#include <shared_mutex>
-#include <unordered_map>
+#include <optional>
+#include <vector>
 
 #include "errors.h"
 
@@ -10,17 +12,20 @@ namespace mjfast::hooks {
 namespace {
 
 struct RegistryEntry {
+  const mjData* data;
   const mjModel* model;
   std::weak_ptr<HookTarget> target;
 };
+using Registry = std::vector<RegistryEntry>;
 
-// Registry lookups happen only for calls outside an env's own step loop (user code calling
-// mj_forward on an env's data, model compilation, rollout workers), so a shared lock is enough.
-std::shared_mutex registry_mutex;
-std::unordered_map<const mjData*, RegistryEntry>& registry() {
-  static auto* entries = new std::unordered_map<const mjData*, RegistryEntry>();  // never destroyed: trampolines may run during interpreter exit
-  return *entries;
-}
+// Registry lookups happen for calls outside an env's own step loop: user code calling mj_forward
+// on an env's data, model compilation, rollout workers (many threads at once). Readers take no
+// lock: they load the current version; a writer (env construction, reload, close) publishes a
+// copy under registry_writer_mutex. A replaced version is never freed, since a reader on another
+// thread may still be scanning it; there are only as many as env lifecycle events, a few entries
+// each.
+std::mutex registry_writer_mutex;
+std::atomic<const Registry*> registry{new Registry()};
 
 // initial-exec: read straight off the thread pointer. The default model for a dlopen'ed library
 // calls __tls_get_addr on every access, which cost ~50 ns per step across the trampolines; these
@@ -39,13 +44,24 @@ void trampoline(const mjModel* m, mjData* d, Call&& call) {
     return;
   }
   std::shared_ptr<HookTarget> target;
-  {
-    std::shared_lock<std::shared_mutex> lock(registry_mutex);
-    auto it = registry().find(d);
-    if (it == registry().end() || it->second.model != m) return;  // not an env's pair
-    target = it->second.target.lock();
+  for (const RegistryEntry& entry : *registry.load(std::memory_order_acquire)) {
+    if (entry.data != d) continue;
+    if (entry.model != m) return;  // the env's data with another model: not an env's pair
+    target = entry.target.lock();
+    break;
   }
   if (target) call(*target);
+}
+
+// Publishes a copy of the registry without `d`'s entry, plus `added` if given.
+void publish_registry(const mjData* d, std::optional<RegistryEntry> added) {
+  std::lock_guard<std::mutex> lock(registry_writer_mutex);
+  auto* next = new Registry(*registry.load(std::memory_order_acquire));
+  next->erase(std::remove_if(next->begin(), next->end(),
+                             [&](const RegistryEntry& entry) { return entry.data == d; }),
+              next->end());
+  if (added) next->push_back(std::move(*added));
+  registry.store(next, std::memory_order_release);  // the old version stays readable (see above)
 }
 
 }  // namespace
@@ -72,14 +88,10 @@ void check_owned() {
 }
 
 void register_pair(const mjModel* m, mjData* d, std::weak_ptr<HookTarget> target) {
-  std::unique_lock<std::shared_mutex> lock(registry_mutex);
-  registry()[d] = RegistryEntry{m, std::move(target)};
+  publish_registry(d, RegistryEntry{d, m, std::move(target)});
 }
 
-void unregister_pair(const mjData* d) {
-  std::unique_lock<std::shared_mutex> lock(registry_mutex);
-  registry().erase(d);
-}
+void unregister_pair(const mjData* d) { publish_registry(d, std::nullopt); }
 
 SteppingScope::SteppingScope(const mjModel* m, mjData* d, HookTarget* target)
     : previous_model_(tls_model), previous_data_(tls_data), previous_target_(tls_target) {
