@@ -16,7 +16,7 @@ namespace {
 struct GilSafeCallable {
   py::object callable;
   ~GilSafeCallable() {
-    py::gil_scoped_acquire gil;
+    py::gil_scoped_acquire gil;  // holds no lock here: taking the GIL cannot invert an order
     callable = py::object();
   }
 };
@@ -102,10 +102,13 @@ void bind_env(py::module_& module) {
       .def_property_readonly("running", &EnvCore::running)
       .def("pause", &EnvCore::pause,
            py::call_guard<py::gil_scoped_release>())  // waits for the step in progress
+      // resume notifies the physics thread; reset_plugins and notify_geometry_changed take the
+      // bridge and host mutexes and call Python plugins, which re-take the GIL.
       .def("resume", &EnvCore::resume, py::call_guard<py::gil_scoped_release>())
       .def("reset_plugins", &EnvCore::reset_plugins, py::call_guard<py::gil_scoped_release>())
       .def("notify_geometry_changed", &EnvCore::notify_geometry_changed, py::arg("geom_id"),
            py::call_guard<py::gil_scoped_release>())
+      // Joins the physics thread, which may wait for the GIL in a Python callback.
       .def("close", &EnvCore::close, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("model_generation",
                              [](const EnvCore& env) { return env.model_generation().value(); })

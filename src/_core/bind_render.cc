@@ -46,7 +46,7 @@ class PythonSceneProvider final : public SceneProvider {
   }
 
   void release(mjvScene* scene) override {
-    py::gil_scoped_acquire gil;
+    py::gil_scoped_acquire gil;  // SceneProvider contract: called with no RenderCore lock held
     unregister_python_scene(scene);
   }
 

@@ -126,7 +126,7 @@ bool PythonPluginAdapter::load(const mjModel*, mjData*) {
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
-  py::gil_scoped_acquire gil;
+  py::gil_scoped_acquire gil;  // load phases run under the host's mutexes, with the GIL released
   py::object result = translating([&] { return instance_.attr("statistics")(); });
   std::map<std::string, double> figures;
   for (auto item : py::cast<py::dict>(result)) {
@@ -136,7 +136,7 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 }
 
 bool PythonPluginAdapter::activate() {
-  py::gil_scoped_acquire gil;
+  py::gil_scoped_acquire gil;  // as statistics()
   return !translating([&] { return instance_.attr("activate")(); }).is(py::bool_(false));
 }
 
@@ -164,7 +164,7 @@ const char* PythonPluginAdapter::name_of(Callback callback) const {
 }
 
 void PythonPluginAdapter::unload() {
-  py::gil_scoped_acquire gil;
+  py::gil_scoped_acquire gil;  // quiesce runs under the host's mutexes, with the GIL released
   const char* method = style_ == Style::kMujoco ? "unload" : "cleanup";
   try {
     instance_.attr(method)();
