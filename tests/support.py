@@ -6,6 +6,8 @@ from here to subclass them.
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 import mujoco
@@ -151,3 +153,13 @@ def plugins_param(*entries: str | dict[str, Any]) -> dict[str, Any]:
     """A params dict with a ROS 1 style MujocoPlugins list; a str entry is a bare type."""
     listed = [{"type": e} if isinstance(e, str) else dict(e) for e in entries]
     return {"MujocoPlugins": listed}
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Polls `condition` until it holds or `timeout` seconds pass; returns whether it held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.002)
+    return condition()

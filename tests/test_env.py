@@ -21,18 +21,8 @@ from support import (
     FullRecorder,
     Recording,
     plugins_param,
+    wait_for,
 )
-
-
-def wait_for(condition, timeout: float = 5.0) -> bool:
-    """Polls `condition` until it holds or `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.002)
-    return condition()
-
 
 # -- construction -------------------------------------------------------------------------------
 

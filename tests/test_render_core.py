@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 import mjfast
+from support import wait_for
 
 XML = """
 <mujoco>
@@ -28,15 +29,6 @@ XML = """
 
 def params(**front: object) -> dict[str, object]:
     return {"mujoco_server": {"cameras": {"front": dict(front)}}}
-
-
-def wait_until(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
 
 
 def test_no_camera_with_frames_enabled_costs_no_capture():
@@ -69,7 +61,7 @@ def test_a_capture_that_finds_no_free_slot_is_dropped_and_counted_without_waitin
         assert stats["captures"] == 2 and stats["capture_drops"] == 8
         assert env.statistics()["render"]["capture_drops"] == 8
         render._set_render_hold(False)
-        assert wait_until(lambda: env.statistics()["render"]["turns"] == 2)
+        assert wait_for(lambda: env.statistics()["render"]["turns"] == 2, timeout=10.0)
         assert camera.take_latest().simulation_time_ns == 4_000_000
 
 
@@ -82,12 +74,12 @@ def test_a_stale_turn_after_reload_is_never_rendered():
         env.step(1)  # a turn of the first generation waits in the queue
         env.reload()
         render._set_render_hold(False)
-        assert wait_until(lambda: env.statistics()["render"]["stale_turns"] == 1)
+        assert wait_for(lambda: env.statistics()["render"]["stale_turns"] == 1, timeout=10.0)
         stats = env.statistics()["render"]
         assert stats["turns"] == 0 and stats["frames_rendered"] == 0
         assert camera.take_latest() is None
         env.step(1)
-        assert wait_until(lambda: env.statistics()["render"]["turns"] == 1)
+        assert wait_for(lambda: env.statistics()["render"]["turns"] == 1, timeout=10.0)
         assert camera.take_latest().frame_generation == env.model_generation
 
 
