@@ -56,6 +56,9 @@ TARGETS = {
     # test_bench_control.py: the control interface
     "control_cycle": Target(1.00),  # read() + write(ctrl=) / copying MjData's fields by hand
     "control_rate": Target(0.9),  # physics steps/s with a 1 kHz read+write loop / without
+    # test_bench_render.py: offscreen cameras (SPEC §10)
+    "camera_rate": Target(0.8),  # physics steps/s with a 320x240 30 Hz async camera / without
+    "render_turn": Target(1.2),  # one render_sync turn / mujoco.Renderer update_scene+render
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -179,6 +182,8 @@ GROUP_PYTHON_LOOP = "Python loop of single steps"
 GROUP_PARALLEL = "two threads"
 GROUP_CONTROL_CYCLE = "control read+write cycle"
 GROUP_CONTROL_RATE = "1 kHz control loop"
+GROUP_CAMERA_RATE = "30 Hz offscreen camera"
+GROUP_RENDER_TURN = "render turn"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -213,6 +218,11 @@ RATIOS = [
           "mjfast", "by_hand", "control_cycle", models=ARM7),
     Ratio(GROUP_CONTROL_RATE, "steps/s under start(): 1 kHz loop / no loop",
           "with_loop", "alone", "control_rate", throughput=True, models=ARM7),
+    # test_bench_render.py
+    Ratio(GROUP_CAMERA_RATE, "steps/s: 320x240 camera at 30 Hz (async) / no camera",
+          "with_camera", "without", "camera_rate", throughput=True, models=ARM7),
+    Ratio(GROUP_RENDER_TURN, "render_sync turn / mujoco.Renderer update_scene+render",
+          "mjfast", "renderer", "render_turn", models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}
@@ -378,6 +388,16 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
         if bare is not None:
             write(f"{model}: bare mj_step {bare.min_s / N_STEPS * 1e6:.2f} us/step (best round, "
                   f"hooks uninstalled)")
+    turn = results.get(("arm7", GROUP_RENDER_TURN, "mjfast"))
+    renderer = results.get(("arm7", GROUP_RENDER_TURN, "renderer"))
+    if turn is not None and renderer is not None:
+        write(f"arm7: render turn {turn.min_s * 1e3:.2f} ms, mujoco.Renderer "
+              f"{renderer.min_s * 1e3:.2f} ms (best round, 320x240 RGB)")
+    with_camera = results.get(("arm7", GROUP_CAMERA_RATE, "with_camera"))
+    without = results.get(("arm7", GROUP_CAMERA_RATE, "without"))
+    if with_camera is not None and without is not None:
+        write(f"arm7: {1 / with_camera.min_s:.0f} steps/s with the 30 Hz camera, "
+              f"{1 / without.min_s:.0f} without (best round)")
     if not GATE_PARALLEL:
         write("two-thread throughputs are reported, not gated (MJFAST_BENCH_GATE_PARALLEL=1 gates "
               "them)")

@@ -7,10 +7,13 @@ conftest.py). Owns the MJCF text only; compiling and timing are the benchmarks' 
 from __future__ import annotations
 
 
-def arm7_xml() -> str:
+def arm7_xml(*, camera: str | None = None, offscreen: tuple[int, int] | None = None) -> str:
     """A 7-dof arm: 7 hinges (radians, limited), 7 motors, an end-effector sensor, no contacts.
 
     Bare mj_step ~2.7 us/step, like /work/shared/models/arm7.xml (see README.md).
+    For the camera benchmarks: `camera` adds a light and a fixed camera of that name watching
+    the arm, `offscreen=(width, height)` sizes the offscreen buffer. Without them the MJCF is
+    exactly the stepping benchmarks' (no light, no camera, no <visual>), so their figures hold.
     """
     links = [0.3, 0.3, 0.3, 0.25, 0.2, 0.1]
     axes = ["0 0 1", "0 1 0"]
@@ -23,17 +26,26 @@ def arm7_xml() -> str:
                 f'<geom fromto="0 0 0 0 0 {length}"/>'
                 f'<body name="l{index + 1}" pos="0 0 {length}">{body}</body>')
     motors = "".join(f'<motor joint="j{i}"/>' for i in range(1, 8))
+    # Each insertion is a whole line, or nothing at all.
+    visual = ""
+    if offscreen is not None:
+        width, height = offscreen
+        visual = f'  <visual><global offwidth="{width}" offheight="{height}"/></visual>\n'
+    watch = ""
+    if camera is not None:
+        watch = (f'    <light pos="0 0 3"/>\n'
+                 f'    <camera name="{camera}" pos="1.5 -1.5 1.2" xyaxes="1 1 0 -0.3 0.3 1"/>\n')
     return f"""
 <mujoco model="bench_arm7">
   <compiler angle="radian"/>
   <option timestep="0.002"/>
-  <default>
+{visual}  <default>
     <joint type="hinge" damping="0.5" armature="0.01" range="-2.8 2.8" limited="true"/>
     <geom type="capsule" size="0.04" density="1000" contype="0" conaffinity="0"/>
     <motor ctrlrange="-50 50" ctrllimited="true"/>
   </default>
   <worldbody>
-    <geom type="plane" size="2 2 0.1"/>
+{watch}    <geom type="plane" size="2 2 0.1"/>
     <body name="l1" pos="0 0 0.1">{body}</body>
   </worldbody>
   <actuator>{motors}</actuator>
