@@ -146,6 +146,13 @@ def test_abi_mismatch_is_a_factory_failure(native: Any, library: Path) -> None:
         assert f"supports version {version}" in failure.message
 
 
+def test_version_1_table_from_before_host_services_loads(native: Any) -> None:
+    type_name = native("LegacyAbi")  # its table ends before set_host, which is a trap
+    with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name}]}) as env:
+        assert env.plugins[0].state is mjfast.PluginState.ACTIVE
+        env.step(3)
+
+
 def test_load_returning_false_is_a_load_failure(native: Any) -> None:
     type_name = native("LoadFalse")
     with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name}]}) as env:

@@ -303,7 +303,8 @@ class MujocoEnv:
         if getattr(target, "__mjfast_native__", False):
             return _core.native_adapter(
                 name=spec.name, type=spec.type, library_path=target.library_path(),
-                symbol=target.symbol, config_json=config_json(spec.config))
+                symbol=target.symbol, config_json=config_json(spec.config),
+                camera_opener=_weak_method(self.open_offscreen_camera))
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()

@@ -27,6 +27,8 @@ void raise_plugin_error(const PluginDispatchError& error) {
     cause = original.original.value();
   } catch (py::error_already_set& original) {
     cause = original.value();
+  } catch (const std::logic_error& original) {  // a native plugin's MJFAST_LOGIC_ERROR
+    cause = error_types->logic_error(original.what());
   } catch (const std::exception& original) {
     cause = py::reinterpret_borrow<py::object>(PyExc_RuntimeError)(original.what());
   } catch (...) {

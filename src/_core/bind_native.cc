@@ -5,8 +5,9 @@
 #include <memory>
 #include <string>
 
-#include "plugin_host.h"
 #include "bindings.h"
+#include "camera_handle.h"
+#include "native_host_services.h"
 #include "native_plugin_adapter.h"
 #include "plugin_host.h"
 
@@ -54,6 +55,41 @@ class NativePluginHandle {
   std::string symbol_;
 };
 
+// The C++ side of env.open_offscreen_camera for a native plugin's load(): calls the env's Python
+// opener (camera parameters live with the env's parameter server) and keeps the C++ handle behind
+// the returned OffscreenCamera. Python errors become C++ ones the host services translate:
+// mjfast.LogicError -> std::logic_error, anything else -> std::runtime_error with its message.
+CameraOpener python_camera_opener(py::object opener) {
+  if (opener.is_none()) return {};
+  // The adapter may be destroyed on a thread without the GIL; the reference needs it to go.
+  auto held = std::shared_ptr<py::object>(new py::object(std::move(opener)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+  return [held](const std::string& name) -> std::shared_ptr<CameraHandle> {
+    // Called from the instance's load(), which the host runs under its mutex on a thread that
+    // released the GIL, exactly like a Python plugin's load() taking it to open a camera.
+    py::gil_scoped_acquire gil;
+    try {
+      return (*held)(name).cast<std::shared_ptr<CameraHandle>>();
+    } catch (py::error_already_set& error) {
+      const py::object value = error.value();
+      // str(KeyError) quotes its message; the message itself reads better in a load failure.
+      const bool key_error = py::isinstance(value, py::handle(PyExc_KeyError)) &&
+                             py::len(value.attr("args")) == 1;
+      std::string message = py::str(key_error ? value.attr("args")[py::int_(0)] : value);
+      const py::object logic_error = py::module_::import("mjfast.errors").attr("LogicError");
+      if (py::isinstance(value, logic_error)) throw std::logic_error(message);
+      // Anything but a RuntimeError (CameraUnavailableError is one) keeps its type's name.
+      if (!py::isinstance(value, py::handle(PyExc_RuntimeError))) {
+        message = py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>() +
+                  ": " + message;
+      }
+      throw std::runtime_error(message);
+    }
+  };
+}
+
 }  // namespace
 
 py::object native_backend(const py::object& host_object, const PluginHost& host,
@@ -69,7 +105,7 @@ void bind_native(py::module_& module) {
   module.def(
       "native_adapter",
       [](std::string name, std::string type, std::string library_path, std::string symbol,
-         const std::string& config_json) {
+         const std::string& config_json, py::object camera_opener) {
         auto entry = std::make_shared<FactoryEntry>();
         entry->name = name;
         entry->type = type;
@@ -77,13 +113,14 @@ void bind_native(py::module_& module) {
         // waiting for the GIL could hold, so the GIL stays held.
         entry->adapter = std::make_unique<NativePluginAdapter>(
             std::move(name), std::move(type), std::move(library_path), std::move(symbol),
-            config_json);
+            config_json, python_camera_opener(std::move(camera_opener)));
         return entry;
       },
       py::arg("name"), py::arg("type"), py::arg("library_path"), py::arg("symbol"),
-      py::arg("config_json"),
+      py::arg("config_json"), py::arg("camera_opener") = py::none(),
       "Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library "
-      "and the reason on failure.");
+      "and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's "
+      "open_offscreen_camera() during its load().");
 
   py::class_<NativePluginHandle>(module, "NativePluginHandle",
                                  "A native plugin as env.acquire_plugin() yields it.")

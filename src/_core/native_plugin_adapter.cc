@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -40,11 +41,13 @@ void* open_library(const std::string& path) {
 
 NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
                                          std::string library_path, std::string symbol,
-                                         const std::string& config_json)
+                                         const std::string& config_json,
+                                         CameraOpener camera_opener)
     : name_(std::move(name)),
       type_(std::move(type)),
       library_path_(std::move(library_path)),
-      symbol_(std::move(symbol)) {
+      symbol_(std::move(symbol)),
+      services_(std::make_unique<NativeHostServices>(std::move(camera_opener))) {
   void* library = open_library(library_path_);
   dlerror();
   void* entry = dlsym(library, symbol_.c_str());
@@ -65,11 +68,12 @@ NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
                              "version " + std::to_string(MJFAST_PLUGIN_ABI_VERSION) +
                              " (rebuild the plugin against this mjfast)");
   }
-  if (api_->struct_size < sizeof(mjfast_plugin_api)) {
+  // Tables from before set_host was added are complete version 1 tables.
+  if (api_->struct_size < MJFAST_PLUGIN_API_V1_SIZE) {
     throw std::runtime_error("native plugin library '" + library_path_ + "': " + symbol_ +
                              " has a truncated plugin table (" +
-                             std::to_string(api_->struct_size) + " bytes, expected " +
-                             std::to_string(sizeof(mjfast_plugin_api)) + ")");
+                             std::to_string(api_->struct_size) + " bytes, expected at least " +
+                             std::to_string(MJFAST_PLUGIN_API_V1_SIZE) + ")");
   }
   error_.message[0] = '\0';
   instance_ = api_->create(name_.c_str(), type_.c_str(), config_json.c_str(), &error_);
@@ -78,19 +82,27 @@ NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
                              ") could not be created: " +
                              (error_.message[0] ? error_.message : "create() returned null"));
   }
+  const bool has_set_host =
+      api_->struct_size >= offsetof(mjfast_plugin_api, set_host) + sizeof(api_->set_host);
+  if (has_set_host && api_->set_host != nullptr) {
+    api_->set_host(instance_, NativeHostServices::table(), services_.get());
+  }
 }
 
 NativePluginAdapter::~NativePluginAdapter() {
   if (instance_ != nullptr) api_->destroy(instance_);
 }
 
-void NativePluginAdapter::throw_error() {
-  const std::string message = error_.message;
+void NativePluginAdapter::throw_error(int status) {
+  std::string message = error_.message;
   error_.message[0] = '\0';
-  throw std::runtime_error(message.empty() ? "native plugin failed without a message" : message);
+  if (message.empty()) message = "native plugin failed without a message";
+  if (status == MJFAST_LOGIC_ERROR) throw std::logic_error(message);
+  throw std::runtime_error(message);
 }
 
 bool NativePluginAdapter::load(const mjModel* m, mjData* d) {
+  NativeHostServices::LoadScope loading(*services_);
   const int status = api_->load(instance_, m, d, &error_);
   check(status);
   return status == MJFAST_OK;
@@ -106,7 +118,8 @@ void NativePluginAdapter::unload() {
   if (unloaded_) return;
   unloaded_ = true;
   error_.message[0] = '\0';
-  if (api_->unload(instance_, &error_) != MJFAST_ERROR) return;
+  const int status = api_->unload(instance_, &error_);
+  if (status != MJFAST_ERROR && status != MJFAST_LOGIC_ERROR) return;
   // The host ignores unload errors (one failing unload must not keep the others alive), so this
   // line is the only trace of it; one fprintf keeps it a single line even with other writers.
   std::fprintf(stderr, "mjfast: plugin '%s' raised in unload(): %s\n", name_.c_str(),

@@ -2,12 +2,15 @@
 // mjfast/plugin_abi.h) behind IPluginAdapter. It loads the library, checks the ABI version,
 // creates the instance and forwards each callback through the library's function table with no
 // Python involved. Errors come back as status codes and are rethrown here as std::runtime_error,
-// so the host isolates them exactly like a Python plugin's.
+// so the host isolates them exactly like a Python plugin's (std::logic_error for
+// MJFAST_LOGIC_ERROR). Host services (cameras) reach the instance through NativeHostServices.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
+#include "native_host_services.h"
 #include "plugin_abi.h"
 #include "plugin_adapter.h"
 
@@ -30,9 +33,11 @@ class NativePluginAdapter final : public IPluginAdapter {
  public:
   // Opens `library_path` (kept open for the life of the process), looks up `symbol`, checks the
   // ABI version and creates the instance. Throws std::runtime_error naming the library and the
-  // reason (a factory failure).
+  // reason (a factory failure). `camera_opener` serves the instance's open_offscreen_camera()
+  // (empty: the instance gets host services that refuse to open cameras).
   NativePluginAdapter(std::string name, std::string type, std::string library_path,
-                      std::string symbol, const std::string& config_json);
+                      std::string symbol, const std::string& config_json,
+                      CameraOpener camera_opener = {});
   ~NativePluginAdapter() override;
   NativePluginAdapter(const NativePluginAdapter&) = delete;
   NativePluginAdapter& operator=(const NativePluginAdapter&) = delete;
@@ -80,15 +85,18 @@ class NativePluginAdapter final : public IPluginAdapter {
   static constexpr CallbackMask kKnownCallbacks = (CallbackMask{1} << kCallbackCount) - 1;
 
   void check(int status) {
-    if (status == MJFAST_ERROR) throw_error();
+    if (status == MJFAST_ERROR || status == MJFAST_LOGIC_ERROR) throw_error(status);
   }
-  [[noreturn]] void throw_error();
+  [[noreturn]] void throw_error(int status);
 
   std::string name_;
   std::string type_;
   std::string library_path_;
   std::string symbol_;
   const mjfast_plugin_api* api_ = nullptr;
+  // Outlives the instance (the destructor destroys the instance first), whose destructor may
+  // still close cameras through it.
+  std::unique_ptr<NativeHostServices> services_;
   void* instance_ = nullptr;
   bool unloaded_ = false;
   // One per instance: the host serialises every call into an adapter under its mutex.

@@ -14,7 +14,14 @@
 //
 // Only the callbacks a class overrides are dispatched (detected at compile time). Exceptions
 // thrown by the constructor or any callback are caught in the generated C shim and reach Python
-// as a load failure or an mjfast.PluginError whose cause is a RuntimeError with what().
+// as a load failure or an mjfast.PluginError whose cause is a RuntimeError with what() (an
+// mjfast.LogicError for a std::logic_error).
+//
+// Cameras (SPEC section 10): from load(), `camera_ = open_offscreen_camera("front");` returns a
+// mjfast::Camera with the Python handle's methods; `camera_.take_latest()` in last_stage yields a
+// mjfast::FrameLease (RAII: the frame is never overwritten or freed while the lease lives).
+// Errors are rethrown with SPEC section 10's messages: std::runtime_error
+// ("camera is unavailable during reload") or std::logic_error.
 #pragma once
 
 #include <algorithm>
@@ -413,7 +420,152 @@ class Config {
 };
 
 // ------------------------------------------------------------------------------------------------
+// Cameras: C++ owners of the host table's handles (mjfast_host_api).
+
+namespace detail {
+// Rethrows a host call's failure as the C++ exception of its kind.
+inline void check_host(int status, const mjfast_error& error) {
+  if (status == MJFAST_OK) return;
+  const std::string message = error.message[0] ? error.message : "mjfast host call failed";
+  if (status == MJFAST_LOGIC_ERROR) throw std::logic_error(message);
+  throw std::runtime_error(message);
+}
+}  // namespace detail
+
+enum class Plane : int {
+  kRgb = MJFAST_PLANE_RGB,
+  kDepth = MJFAST_PLANE_DEPTH,
+  kSegmentation = MJFAST_PLANE_SEGMENTATION,
+};
+
+// One leased frame; move-only, released when destroyed (or by release()). Empty when
+// Camera::take_latest found no new frame: test it with `if (lease)`.
+class FrameLease {
+ public:
+  FrameLease() = default;
+  FrameLease(const mjfast_host_api* host, mjfast_frame_lease* lease, const mjfast_frame_view& view)
+      : host_(host), lease_(lease), view_(view) {}
+  ~FrameLease() { release(); }
+  FrameLease(FrameLease&& other) noexcept { *this = std::move(other); }
+  FrameLease& operator=(FrameLease&& other) noexcept {
+    if (this != &other) {
+      release();
+      host_ = other.host_;
+      lease_ = std::exchange(other.lease_, nullptr);
+      view_ = other.view_;
+    }
+    return *this;
+  }
+  FrameLease(const FrameLease&) = delete;
+  FrameLease& operator=(const FrameLease&) = delete;
+
+  explicit operator bool() const { return lease_ != nullptr; }
+  void release() {
+    if (lease_ != nullptr) host_->lease_release(std::exchange(lease_, nullptr));
+  }
+
+  // Valid while the lease is held.
+  const void* data() const { return view_.data; }
+  std::size_t size() const { return view_.size; }
+  Plane plane() const { return static_cast<Plane>(view_.plane); }
+  int width() const { return view_.width; }
+  int height() const { return view_.height; }
+  std::int64_t simulation_time_ns() const { return view_.simulation_time_ns; }
+  std::uint64_t capture_id() const { return view_.capture_id; }
+  std::uint64_t frame_generation() const { return view_.frame_generation; }
+
+ private:
+  const mjfast_host_api* host_ = nullptr;
+  mjfast_frame_lease* lease_ = nullptr;
+  mjfast_frame_view view_{};
+};
+
+// An offscreen camera handle; move-only, closed when destroyed. Default-constructed: none.
+class Camera {
+ public:
+  Camera() = default;
+  Camera(const mjfast_host_api* host, mjfast_camera* camera) : host_(host), camera_(camera) {}
+  ~Camera() { close(); }
+  Camera(Camera&& other) noexcept { *this = std::move(other); }
+  Camera& operator=(Camera&& other) noexcept {
+    if (this != &other) {
+      close();
+      host_ = other.host_;
+      camera_ = std::exchange(other.camera_, nullptr);
+    }
+    return *this;
+  }
+  Camera(const Camera&) = delete;
+  Camera& operator=(const Camera&) = delete;
+
+  explicit operator bool() const { return camera_ != nullptr; }
+  void close() {
+    if (camera_ != nullptr) host_->camera_close(std::exchange(camera_, nullptr));
+  }
+
+  void set_geom_group(int group, bool enabled) {
+    call([&](mjfast_error* e) { return host_->camera_set_geom_group(get(), group, enabled, e); });
+  }
+  void set_visual_flag(int flag, bool enabled) {  // flag: an mjtVisFlag
+    call([&](mjfast_error* e) { return host_->camera_set_visual_flag(get(), flag, enabled, e); });
+  }
+  void enable_frames(int history = 1) {
+    call([&](mjfast_error* e) { return host_->camera_enable_frames(get(), history, e); });
+  }
+  bool geom_group_enabled(int group) {
+    int result = 0;
+    call([&](mjfast_error* e) {
+      return host_->camera_geom_group_enabled(get(), group, &result, e);
+    });
+    return result != 0;
+  }
+  bool visual_flag_enabled(int flag) {
+    int result = 0;
+    call([&](mjfast_error* e) {
+      return host_->camera_visual_flag_enabled(get(), flag, &result, e);
+    });
+    return result != 0;
+  }
+  bool plane_configured(Plane plane) {
+    int result = 0;
+    call([&](mjfast_error* e) {
+      return host_->camera_plane_configured(get(), static_cast<int>(plane), &result, e);
+    });
+    return result != 0;
+  }
+  // The newest completed frame newer than the last one taken; an empty lease if none.
+  FrameLease take_latest(Plane plane = Plane::kRgb) {
+    mjfast_frame_lease* lease = nullptr;
+    mjfast_frame_view view{};
+    call([&](mjfast_error* e) {
+      return host_->camera_take_latest(get(), static_cast<int>(plane), &lease, &view, e);
+    });
+    if (lease == nullptr) return FrameLease();
+    return FrameLease(host_, lease, view);
+  }
+
+ private:
+  mjfast_camera* get() const {
+    if (camera_ == nullptr) throw std::logic_error("mjfast::Camera used after close() or a move");
+    return camera_;
+  }
+  template <class Body>
+  void call(Body&& body) {
+    mjfast_error error{};
+    detail::check_host(body(&error), error);
+  }
+
+  const mjfast_host_api* host_ = nullptr;
+  mjfast_camera* camera_ = nullptr;
+};
+
+// ------------------------------------------------------------------------------------------------
 // The base class: the MujocoPlugin callbacks and the ControlPlugin hooks.
+
+namespace detail {
+template <class T>
+struct Shim;
+}  // namespace detail
 
 struct PluginContext {
   std::string name;  // the configured plugin name
@@ -454,6 +606,21 @@ class Plugin {
   virtual void update_write(const mjModel*, mjData*) {}
   virtual void on_reset(const mjModel*, mjData*) {}
 
+  // Opens the model's camera `name` with its parameters from the parameter server; only from
+  // load() (elsewhere: std::logic_error). An unknown name throws std::runtime_error naming it and
+  // listing the model's cameras. Keep the Camera in a member; destroy it (or let the plugin's
+  // destruction do it) to close it.
+  Camera open_offscreen_camera(const std::string& name) {
+    if (host_ == nullptr) {
+      throw std::logic_error("open_offscreen_camera(): this mjfast provides no host services "
+                             "to native plugins");
+    }
+    mjfast_camera* camera = nullptr;
+    mjfast_error error{};
+    detail::check_host(host_->open_camera(host_context_, name.c_str(), &camera, &error), error);
+    return Camera(host_, camera);
+  }
+
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.
   virtual std::string call(const std::string& command, const std::string& /*argument*/) {
@@ -462,9 +629,14 @@ class Plugin {
   }
 
  private:
+  template <class T>
+  friend struct detail::Shim;
+
   std::string name_;
   std::string type_;
   Config config_;
+  const mjfast_host_api* host_ = nullptr;  // set before load() by mjfast (set_host)
+  void* host_context_ = nullptr;
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -478,10 +650,14 @@ inline void set_error(mjfast_error* error, const char* message) {
   error->message[sizeof(error->message) - 1] = '\0';
 }
 
+// `logic_code`: a host that handed the instance its table understands MJFAST_LOGIC_ERROR.
 template <class Body>
-int guarded(mjfast_error* error, Body&& body) noexcept {
+int guarded(mjfast_error* error, bool logic_code, Body&& body) noexcept {
   try {
     return body();
+  } catch (const std::logic_error& e) {
+    set_error(error, e.what());
+    if (logic_code) return MJFAST_LOGIC_ERROR;
   } catch (const std::exception& e) {
     set_error(error, e.what());
   } catch (...) {
@@ -511,6 +687,7 @@ constexpr std::uint32_t overridden_callbacks() {
 template <class T>
 struct Shim {
   static T& self(void* instance) { return *static_cast<T*>(instance); }
+  static bool logic(void* instance) { return self(instance).host_ != nullptr; }
 
   static void* create(const char* name, const char* type, const char* config_json,
                       mjfast_error* error) noexcept {
@@ -526,52 +703,59 @@ struct Shim {
   }
   static void destroy(void* instance) noexcept { delete static_cast<T*>(instance); }
   static int load(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { return self(i).load(m, d) ? MJFAST_OK : MJFAST_FALSE; });
+    return guarded(e, logic(i), [&] { return self(i).load(m, d) ? MJFAST_OK : MJFAST_FALSE; });
   }
   static int activate(void* i, mjfast_error* e) noexcept {
-    return guarded(e, [&] { return self(i).activate() ? MJFAST_OK : MJFAST_FALSE; });
+    return guarded(e, logic(i), [&] { return self(i).activate() ? MJFAST_OK : MJFAST_FALSE; });
   }
   static int unload(void* i, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).unload(); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).unload(); return MJFAST_OK; });
   }
   static int control(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).control(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).control(m, d); return MJFAST_OK; });
   }
   static int passive(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).passive(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).passive(m, d); return MJFAST_OK; });
   }
   static int render(void* i, const mjModel* m, mjData* d, mjvScene* s, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).render(m, d, s); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).render(m, d, s); return MJFAST_OK; });
   }
   static int last_stage(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).last_stage(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).last_stage(m, d); return MJFAST_OK; });
   }
   static int geom_changed(void* i, const mjModel* m, mjData* d, int g, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).geom_changed(m, d, g); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).geom_changed(m, d, g); return MJFAST_OK; });
   }
   static int reset(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] {
+    return guarded(e, logic(i), [&] {
       self(i).reset();
       self(i).on_reset(m, d);
       return MJFAST_OK;
     });
   }
   static int pre_step(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).pre_step(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).pre_step(m, d); return MJFAST_OK; });
   }
   static int update_read(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).update_read(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).update_read(m, d); return MJFAST_OK; });
   }
   static int update_write(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, [&] { self(i).update_write(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] { self(i).update_write(m, d); return MJFAST_OK; });
   }
   static int call(void* i, const char* command, const char* argument, mjfast_string_sink sink,
                   void* context, mjfast_error* e) noexcept {
-    return guarded(e, [&] {
+    return guarded(e, logic(i), [&] {
       const std::string reply = self(i).call(command ? command : "", argument ? argument : "");
       sink(context, reply.data(), reply.size());
       return MJFAST_OK;
     });
+  }
+
+  static void set_host(void* i, const mjfast_host_api* host, void* context) noexcept {
+    // Older host tables lack later fields; this header needs the whole of its own.
+    if (host == nullptr || host->struct_size < sizeof(mjfast_host_api)) return;
+    self(i).host_ = host;
+    self(i).host_context_ = context;
   }
 
   static const mjfast_plugin_api* api(const char* class_name) {
@@ -579,7 +763,7 @@ struct Shim {
         MJFAST_PLUGIN_ABI_VERSION, sizeof(mjfast_plugin_api), class_name,
         overridden_callbacks<T>(), &create, &destroy, &load, &activate, &unload, &control,
         &passive, &render, &last_stage, &geom_changed, &reset, &pre_step, &update_read,
-        &update_write, &call};
+        &update_write, &call, &set_host};
     return &table;
   }
 };

@@ -11,7 +11,16 @@
  * are called by one thread at a time per instance (mjfast's plugin host serialises them).
  *
  * Status codes: MJFAST_OK (0), MJFAST_FALSE (1: load/activate returned false), MJFAST_ERROR (-1:
- * the callback raised; its message is in the error buffer, NUL-terminated, truncated to fit).
+ * the callback raised; its message is in the error buffer, NUL-terminated, truncated to fit),
+ * MJFAST_LOGIC_ERROR (-2: as MJFAST_ERROR, for a misuse of the contract: mjfast.LogicError /
+ * std::logic_error). A plugin returns MJFAST_LOGIC_ERROR only once mjfast handed it a host table
+ * (set_host), which says the host understands it.
+ *
+ * Host services (cameras, SPEC section 10): a table mjfast_host_api that mjfast passes to each
+ * instance through mjfast_plugin_api.set_host, after create and before load. The plugin table
+ * field is optional within ABI version 1: mjfast reads it only when struct_size covers it, so
+ * libraries built against the earlier version 1 header still load (and get no host services).
+ * The host table grows only at its end; check its struct_size before using a later field.
  */
 #ifndef MJFAST_PLUGIN_ABI_H_
 #define MJFAST_PLUGIN_ABI_H_
@@ -30,6 +39,7 @@ extern "C" {
 #define MJFAST_OK 0
 #define MJFAST_FALSE 1
 #define MJFAST_ERROR (-1)
+#define MJFAST_LOGIC_ERROR (-2)
 
 /* Callback bits of mjfast_plugin_api.callbacks: which callbacks mjfast dispatches at all. */
 #define MJFAST_CB_CONTROL (1u << 0)
@@ -45,6 +55,57 @@ extern "C" {
 typedef struct mjfast_error {
   char message[1024];
 } mjfast_error;
+
+/* Image planes of a camera frame (SPEC section 10). */
+#define MJFAST_PLANE_RGB 0          /* height x width x 3 uint8 */
+#define MJFAST_PLANE_DEPTH 1        /* height x width float32, metres */
+#define MJFAST_PLANE_SEGMENTATION 2 /* height x width x 2 int32: object id, object type */
+
+typedef struct mjfast_camera mjfast_camera;           /* an open camera handle (opaque) */
+typedef struct mjfast_frame_lease mjfast_frame_lease; /* a leased frame (opaque) */
+
+/* A leased frame's pixels and metadata: valid until its lease is released. */
+typedef struct mjfast_frame_view {
+  const void* data;  /* read-only; row-major, height rows from the top */
+  size_t size;       /* bytes at data */
+  int32_t plane;     /* MJFAST_PLANE_* */
+  int32_t width;
+  int32_t height;
+  int64_t simulation_time_ns; /* simulated time of the rendered state */
+  uint64_t capture_id;
+  uint64_t frame_generation;
+} mjfast_frame_view;
+
+/* Host services, with the contract of mjfast's Python camera handle (SPEC section 10). Functions
+ * returning int return MJFAST_OK, MJFAST_ERROR (a runtime error: "camera is unavailable during
+ * reload") or MJFAST_LOGIC_ERROR (a misuse: opening outside load, take_latest before
+ * enable_frames, enable_frames twice, an argument out of range), with the message in `error`.
+ * Camera calls may be made from any callback; a camera is used by one thread at a time. */
+typedef struct mjfast_host_api {
+  uint32_t struct_size; /* sizeof(mjfast_host_api) in the host's header */
+
+  /* Only from the instance's load(): opens the model's camera `name` (parameters from the
+   * parameter server); an unknown name is MJFAST_ERROR naming it and listing the cameras. */
+  int (*open_camera)(void* host_context, const char* name, mjfast_camera** out_camera,
+                     mjfast_error* error);
+  void (*camera_close)(mjfast_camera* camera); /* never fails; leases stay valid */
+
+  int (*camera_set_geom_group)(mjfast_camera* camera, int group, int enabled, mjfast_error* error);
+  int (*camera_set_visual_flag)(mjfast_camera* camera, int flag, int enabled, mjfast_error* error);
+  int (*camera_enable_frames)(mjfast_camera* camera, int history, mjfast_error* error);
+  int (*camera_geom_group_enabled)(mjfast_camera* camera, int group, int* out_enabled,
+                                   mjfast_error* error);
+  int (*camera_visual_flag_enabled)(mjfast_camera* camera, int flag, int* out_enabled,
+                                    mjfast_error* error);
+  int (*camera_plane_configured)(mjfast_camera* camera, int plane, int* out_configured,
+                                 mjfast_error* error);
+  /* The newest completed frame newer than the last one this camera took: *out_lease is set (and
+   * *out_view filled) or NULL when there is none. The frame is never overwritten or freed until
+   * lease_release. */
+  int (*camera_take_latest)(mjfast_camera* camera, int plane, mjfast_frame_lease** out_lease,
+                            mjfast_frame_view* out_view, mjfast_error* error);
+  void (*lease_release)(mjfast_frame_lease* lease); /* NULL is ignored */
+} mjfast_host_api;
 
 /* Receives the reply of mjfast_plugin_api.call; may be called several times (appends). */
 typedef void (*mjfast_string_sink)(void* context, const char* data, size_t size);
@@ -81,7 +142,14 @@ typedef struct mjfast_plugin_api {
   /* Escape hatch for user code (env.acquire_plugin(...).call(command, argument)). */
   int (*call)(void* instance, const char* command, const char* argument, mjfast_string_sink sink,
               void* sink_context, mjfast_error* error);
+
+  /* Optional (may be NULL; absent from tables built before it): receives the host services for
+   * this instance, valid until destroy. Called once, after create and before load. */
+  void (*set_host)(void* instance, const mjfast_host_api* host, void* host_context);
 } mjfast_plugin_api;
+
+/* The original version 1 table, without set_host: the smallest struct_size mjfast accepts. */
+#define MJFAST_PLUGIN_API_V1_SIZE offsetof(mjfast_plugin_api, set_host)
 
 typedef const mjfast_plugin_api* (*mjfast_plugin_entry)(void);
 
