@@ -163,3 +163,23 @@ def wait_for(condition: Callable[[], bool], timeout: float = 5.0) -> bool:
             return True
         time.sleep(0.002)
     return condition()
+
+
+# Offscreen camera tests: a red box (geom group 2) falling onto a grey floor, seen by two cameras.
+CAMERA_UNAVAILABLE = "camera is unavailable during reload"
+CAMERA_WIDTH, CAMERA_HEIGHT = 64, 48
+CAMERA_XML = f"""
+<mujoco>
+  <visual><global offwidth="{CAMERA_WIDTH}" offheight="{CAMERA_HEIGHT}"/></visual>
+  <worldbody>
+    <light pos="0 0 3"/>
+    <geom name="floor" type="plane" size="2 2 .1" rgba=".5 .5 .5 1"/>
+    <camera name="front" pos="0 -2 1" xyaxes="1 0 0 0 0.5 1"/>
+    <camera name="side" pos="2 0 1" xyaxes="0 1 0 -0.5 0 1"/>
+    <body name="box" pos="0 0 1">
+      <freejoint/>
+      <geom name="box" type="box" size=".2 .2 .2" rgba="1 0 0 1" group="2"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""

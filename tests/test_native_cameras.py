@@ -18,27 +18,12 @@ import pytest
 import mjfast
 from _native_build import plugin_library_path
 from mjfast.native import NativePlugin
+from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML
 
-UNAVAILABLE = "camera is unavailable during reload"
-WIDTH, HEIGHT = 64, 48
+UNAVAILABLE = CAMERA_UNAVAILABLE
+WIDTH, HEIGHT = CAMERA_WIDTH, CAMERA_HEIGHT
 TYPE = "tests/CameraProbe"
-
-# A red box (geom group 2) falling onto a grey floor, seen by two cameras (as test_camera.py).
-XML = f"""
-<mujoco>
-  <visual><global offwidth="{WIDTH}" offheight="{HEIGHT}"/></visual>
-  <worldbody>
-    <light pos="0 0 3"/>
-    <geom name="floor" type="plane" size="2 2 .1" rgba=".5 .5 .5 1"/>
-    <camera name="front" pos="0 -2 1" xyaxes="1 0 0 0 0.5 1"/>
-    <camera name="side" pos="2 0 1" xyaxes="0 1 0 -0.5 0 1"/>
-    <body name="box" pos="0 0 1">
-      <freejoint/>
-      <geom name="box" type="box" size=".2 .2 .2" rgba="1 0 0 1" group="2"/>
-    </body>
-  </worldbody>
-</mujoco>
-"""
+XML = CAMERA_XML
 
 
 @pytest.fixture(scope="module", autouse=True)
