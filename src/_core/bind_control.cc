@@ -49,7 +49,7 @@ std::unique_lock<std::mutex> lock_control(ControlBridge& bridge) {
 // block that order would invert, so it is refused there before any lock is taken.
 void check_not_inside_dispatch(EnvCore& env, Callback callback, const char* what) {
   if (!env.host().has_callback(callback)) return;
-  if (hooks::in_dispatch() || env.host().scope_held_by_this_thread()) {
+  if (hooks::in_dispatch_of(&env) || env.host().scope_held_by_this_thread()) {
     throw std::logic_error(std::string(what) +
                            " with control plugins loaded, from inside a plugin callback or an "
                            "acquire_plugin() block, would deadlock");
@@ -103,6 +103,7 @@ std::optional<Array> validated(const py::object& value, const char* field,
 }
 
 ControlState control_read(EnvCore& env) {
+  env.check_open("control.read()");
   check_not_inside_dispatch(env, Callback::kUpdateRead, "control.read()");
   arm(env);
   ControlBridge& bridge = env.control();
@@ -112,7 +113,8 @@ ControlState control_read(EnvCore& env) {
   ControlStateView view;
   if (plugins) {
     py::gil_scoped_release release;  // update_read plugins take the host mutex, then the GIL
-    hooks::DispatchScope dispatching;  // a plugin calling reset/step/read from here is refused
+    // A plugin calling reset/step/read of this env from here is refused.
+    hooks::DispatchScope dispatching(&env);
     view = bridge.read_locked(plugins, env.model_generation());
   } else {
     view = bridge.read_locked(nullptr, env.model_generation());
@@ -130,6 +132,7 @@ ControlState control_read(EnvCore& env) {
 
 void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_applied,
                    const py::object& xfrc_applied) {
+  env.check_open("control.write()");
   check_not_inside_dispatch(env, Callback::kUpdateWrite, "control.write()");
   arm(env);
   ControlBridge& bridge = env.control();
@@ -147,7 +150,7 @@ void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_
     // The arrays stay alive (held above) and are only read; update_write plugins take the host
     // mutex, then the GIL.
     py::gil_scoped_release release;
-    hooks::DispatchScope dispatching;
+    hooks::DispatchScope dispatching(&env);
     bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
   } else {
     bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, nullptr, env.model_generation());
