@@ -261,6 +261,11 @@ def _interrupts_deferred() -> Iterator[None]:
             handler(*received[0])
 
 
+# MuJoCo's warning kinds, as mujoco names them (mjWARN_CONTACTFULL -> "contactfull").
+_WARNING_KINDS = {name[len("mjWARN_"):].lower(): int(kind)
+                  for name, kind in mujoco.mjtWarning.__members__.items()
+                  if name.startswith("mjWARN_")}
+
 _open_envs: weakref.WeakSet[MujocoEnv] = weakref.WeakSet()
 
 
@@ -588,6 +593,11 @@ class MujocoEnv:
         env["model_generation"] = self.model_generation
         env["plugin_generation"] = self.plugin_generation
         env["timing_sample_interval"] = int(_core.TIMING_SAMPLE_INTERVAL)
+        # MuJoCo's own counts in the data, by kind (since the data's last reset): a warning is
+        # otherwise only a line in MUJOCO_LOG.TXT.
+        warnings = self._data.warning
+        env["warnings"] = {name: int(warnings[index].number)
+                           for name, index in _WARNING_KINDS.items()}
         plugins = []
         for report in self._core.host.report():
             info = _plugin_info(report)

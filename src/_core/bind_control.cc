@@ -38,8 +38,7 @@ Array owned_copy(const mjtNum* source, int size) {
 std::unique_lock<std::mutex> lock_control(ControlBridge& bridge) {
   std::unique_lock<std::mutex> lock(bridge.control_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) {
-    py::gil_scoped_release release;  // the holder may need the GIL to finish
-    lock.lock();
+    without_gil([&] { lock.lock(); });  // the holder may need the GIL to finish
   }
   return lock;
 }
@@ -58,8 +57,8 @@ void check_not_inside_dispatch(EnvCore& env, Callback callback, const char* what
 
 void arm(EnvCore& env) {
   if (env.control().armed()) return;
-  py::gil_scoped_release release;  // arming pauses stepping, which may wait for a Python plugin
-  env.arm_control();
+  // Arming pauses stepping, which may wait for a Python plugin.
+  without_gil([&] { env.arm_control(); });
 }
 
 std::string shape_text(const std::vector<py::ssize_t>& shape) {
@@ -112,10 +111,12 @@ ControlState control_read(EnvCore& env) {
   PluginHost* plugins = env.host().has_callback(Callback::kUpdateRead) ? &env.host() : nullptr;
   ControlStateView view;
   if (plugins) {
-    py::gil_scoped_release release;  // update_read plugins take the host mutex, then the GIL
-    // A plugin calling reset/step/read of this env from here is refused.
-    hooks::DispatchScope dispatching(&env);
-    view = bridge.read_locked(plugins, env.model_generation());
+    // update_read plugins take the host mutex, then the GIL. A plugin calling reset/step/read of
+    // this env from there is refused.
+    view = without_gil([&] {
+      hooks::DispatchScope dispatching(&env);
+      return bridge.read_locked(plugins, env.model_generation());
+    });
   } else {
     view = bridge.read_locked(nullptr, env.model_generation());
   }
@@ -149,9 +150,10 @@ void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_
   if (plugins) {
     // The arrays stay alive (held above) and are only read; update_write plugins take the host
     // mutex, then the GIL.
-    py::gil_scoped_release release;
-    hooks::DispatchScope dispatching(&env);
-    bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
+    without_gil([&] {
+      hooks::DispatchScope dispatching(&env);
+      bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
+    });
   } else {
     bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, nullptr, env.model_generation());
   }

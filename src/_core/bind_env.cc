@@ -126,29 +126,36 @@ void bind_env(py::module_& module) {
             const bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
             const EnvCore::InterruptPoll poll(poll_signals);
             // Released for the whole loop; a Python plugin (and the interrupt poll) re-takes it.
-            py::gil_scoped_release release;
-            env.step(n, on_main_thread ? &poll : nullptr);
+            without_gil([&] { env.step(n, on_main_thread ? &poll : nullptr); });
           },
           py::arg("n") = 1,
           "Run n physics steps (0 <= n <= 2**63-1); Ctrl-C stops after the step in progress.")
       .def("clear_simulation_fault", &EnvCore::clear_simulation_fault)
       .def("check_open", &EnvCore::check_open, py::arg("what"))
-      .def("start", &EnvCore::start, py::arg("realtime_factor"),
-           py::call_guard<py::gil_scoped_release>())
-      .def("stop", &EnvCore::stop,
+      .def(
+          "start",
+          [](EnvCore& env, std::optional<double> realtime_factor) {
+            without_gil([&] { env.start(realtime_factor); });
+          },
+          py::arg("realtime_factor"))
+      .def("stop",
            // The physics thread may be waiting for the GIL in a Python callback.
-           py::call_guard<py::gil_scoped_release>())
+           [](EnvCore& env) { without_gil([&] { env.stop(); }); })
       .def_property_readonly("running", &EnvCore::running)
-      .def("pause", &EnvCore::pause,
-           py::call_guard<py::gil_scoped_release>())  // waits for the step in progress
+      .def("pause",  // waits for the step in progress
+           [](EnvCore& env) { without_gil([&] { env.pause(); }); })
       // resume notifies the physics thread; reset_plugins and notify_geometry_changed take the
       // bridge and host mutexes and call Python plugins, which re-take the GIL.
-      .def("resume", &EnvCore::resume, py::call_guard<py::gil_scoped_release>())
-      .def("reset_plugins", &EnvCore::reset_plugins, py::call_guard<py::gil_scoped_release>())
-      .def("notify_geometry_changed", &EnvCore::notify_geometry_changed, py::arg("geom_id"),
-           py::call_guard<py::gil_scoped_release>())
+      .def("resume", [](EnvCore& env) { without_gil([&] { env.resume(); }); })
+      .def("reset_plugins", [](EnvCore& env) { without_gil([&] { env.reset_plugins(); }); })
+      .def(
+          "notify_geometry_changed",
+          [](EnvCore& env, int geom_id) {
+            without_gil([&] { env.notify_geometry_changed(geom_id); });
+          },
+          py::arg("geom_id"))
       // Joins the physics thread, which may wait for the GIL in a Python callback.
-      .def("close", &EnvCore::close, py::call_guard<py::gil_scoped_release>())
+      .def("close", [](EnvCore& env) { without_gil([&] { env.close(); }); })
       .def_property_readonly("model_generation",
                              [](const EnvCore& env) { return env.model_generation().value(); })
       .def_property_readonly("plugin_generation",
