@@ -103,6 +103,11 @@ def test_yaml_depth_counts_the_namespace() -> None:
     with pytest.raises(ConfigError, match=r"'/ns/a.*': nested deeper than"):
         params.load_yaml(text, namespace="/ns")
     assert not params.has("/ns")
+    # An empty list at exactly MAX_DEPTH holds nothing deeper: accepted, as by set().
+    params.load_yaml("b: " + "[" * MAX_DEPTH + "]" * MAX_DEPTH + "\n")
+    assert params.get("/b") == yaml.safe_load("[" * MAX_DEPTH + "]" * MAX_DEPTH)
+    with pytest.raises(ConfigError, match=rf"at line 1, column {MAX_DEPTH + 4} "):
+        params.load_yaml("c: " + "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1) + "\n")
 
 
 @pytest.mark.parametrize("text", ["a: &x [1, *x]\n", "a: &x {b: *x}\n",

@@ -198,12 +198,14 @@ def _parse_yaml(text: str, source: str) -> Any:
 
 def _check_yaml_depth(text: str, source: str) -> None:
     # PyYAML composes nested collections recursively, so a document nested a few hundred levels
-    # deep would end in RecursionError; the event stream is flat, so it is checked first.
+    # deep would end in RecursionError; the event stream is flat, so it is checked first. The
+    # top-level mapping is the namespace itself (level 0 at `/`), so a collection `depth` events
+    # deep sits at level depth - 1; `_validated` then counts the namespace's segments too.
     depth = 0
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
-            if depth > MAX_DEPTH:
+            if depth - 1 > MAX_DEPTH:
                 mark = event.start_mark
                 raise ConfigError(
                     f"{source}: nested deeper than {MAX_DEPTH} levels at line {mark.line + 1}, "
