@@ -2,7 +2,7 @@
 
 Owns validation of that parameter's shape, plugin names and `package/Class` type strings. It does
 not resolve types to classes (`discovery`) nor instantiate anything (the env's plugin host).
-Whatever it is given (a YAML document or any Python value), it returns specs or raises
+Whatever nesting of mappings, lists and scalars it is given, it returns specs or raises
 ConfigError; configuration nested deeper than `mjfast.params.MAX_DEPTH` levels, or containing
 itself, is refused.
 """
