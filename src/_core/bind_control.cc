@@ -70,19 +70,38 @@ std::string shape_text(const std::vector<py::ssize_t>& shape) {
 }
 
 // The command as a contiguous float64 array of exactly `shape`, all finite; else ValueError
-// naming the field and what was expected.
+// naming the field and what was expected. Only integer and floating dtypes are converted: a
+// forced cast would silently drop a complex value's imaginary part, read strings as numbers, and
+// turn bools and datetimes into numbers nobody meant.
 std::optional<Array> validated(const py::object& value, const char* field,
                                const std::vector<py::ssize_t>& shape) {
   if (value.is_none()) return std::nullopt;
-  Array array;
+  const std::string expected = std::string(field) +
+                               ": expected an array of real numbers (an int or float dtype; bool, "
+                               "complex, object, string and datetime dtypes are refused) of shape " +
+                               shape_text(shape) + ", got ";
+  py::array given;
   try {
-    array = Array::ensure(value);
+    given = py::array::ensure(value);  // its own dtype: nothing is converted yet
   } catch (py::error_already_set&) {
   }
-  if (!array) {
-    throw std::invalid_argument(std::string(field) + ": expected an array of float of shape " +
-                                shape_text(shape) + ", got " +
+  if (!given) {
+    throw std::invalid_argument(expected +
                                 py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+  }
+  const char kind = given.dtype().kind();
+  if (kind != 'i' && kind != 'u' && kind != 'f') {
+    throw std::invalid_argument(expected + "dtype " + py::str(given.dtype()).cast<std::string>() +
+                                "; nothing was staged");
+  }
+  Array array;
+  try {
+    array = Array::ensure(given);
+  } catch (py::error_already_set&) {
+  }
+  if (!array) {  // a cast that raised (a warning turned into an error, say)
+    throw std::invalid_argument(expected + "dtype " + py::str(given.dtype()).cast<std::string>() +
+                                " that does not convert to float64; nothing was staged");
   }
   std::vector<py::ssize_t> got(array.shape(), array.shape() + array.ndim());
   if (got != shape) {
