@@ -272,6 +272,7 @@ void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
     // they run at the next step boundary, not after the whole step(n).
     {
       hooks::SteppingScope stepping(model_, data_, this);
+      const mujoco_guard::Scope guard;  // MuJoCo errors of this stretch are raised, not fatal
       const auto wall_start = Clock::now();
       const double sim_start = data_->time;
       std::uint64_t stretch = 0;
@@ -474,6 +475,7 @@ void EnvCore::stop_thread() {
 
 void EnvCore::run_physics(std::optional<double> realtime_factor) {
   if (thread_hooks_.on_start) thread_hooks_.on_start();
+  const mujoco_guard::Scope guard;  // MuJoCo errors on this thread are raised, not fatal
   // Figures are added up here and handed to the shared statistics every kFlushSteps steps and
   // whenever the thread waits (for pacing or a pause) or ends, so that an unpaced step takes no
   // statistics lock.

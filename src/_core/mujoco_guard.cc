@@ -13,10 +13,12 @@ MJAPI mjfLogHandler _mjPRIVATE_setTlsLogHandler(mjfLogHandler handler);
 namespace mjfast::mujoco_guard {
 namespace {
 
-// The guarded call in progress on this thread: where to jump, and the handler it replaced.
-thread_local std::jmp_buf* tls_jump = nullptr;
-thread_local int tls_jump_dispatch_depth = 0;  // the dispatch depth the jump target was set at
+// This thread's guard state: whether a Scope is active, the handler it replaced, and the guarded
+// mj_step in progress (where to jump, and the dispatch depth it was entered at).
+thread_local bool tls_active = false;
 thread_local mjfLogHandler tls_previous = nullptr;
+thread_local std::jmp_buf* tls_jump = nullptr;
+thread_local int tls_jump_dispatch_depth = 0;
 thread_local char tls_message[sizeof(mjLogMessage::subject)];
 
 void handle(const mjLogMessage* message) {
@@ -30,43 +32,49 @@ void handle(const mjLogMessage* message) {
   std::strncpy(tls_message, message->subject, sizeof(tls_message) - 1);
   tls_message[sizeof(tls_message) - 1] = '\0';
   if (tls_jump == nullptr || hooks::dispatch_depth() != tls_jump_dispatch_depth) {
-    // Inside a plugin's callback that the guarded call made: the plugin's own frames (and the
-    // host's, with their locks) are between here and the guard, so unwind through them instead
-    // of jumping over them.
+    // Not mj_step's own code: a plugin's (or the render turn's) frames, maybe holding locks, are
+    // between here and the guard, so unwind through them instead of jumping over them.
     throw MujocoCallError(std::string("MuJoCo error: ") + tls_message);
   }
   std::longjmp(*tls_jump, 1);
 }
 
 // No automatic object with a destructor lives in this frame (setjmp's rule), and it is never
-// inlined into a caller that has them.
+// inlined into a caller that has them. Everything read after the jump is set before setjmp and
+// not changed after it. A guarded step may nest (a plugin stepping another env): the outer one's
+// jump target comes back.
 __attribute__((noinline)) bool step_with_jump(const mjModel* m, mjData* d) {
   std::jmp_buf jump;
-  // Set before setjmp and never changed after it, so they hold their values after the jump. A
-  // guarded call may nest (a plugin stepping another env): the outer one's state comes back.
   std::jmp_buf* const outer_jump = tls_jump;
   const int outer_depth = tls_jump_dispatch_depth;
-  const mjfLogHandler outer_previous = tls_previous;
-  const mjfLogHandler previous = _mjPRIVATE_setTlsLogHandler(&handle);
   tls_jump = &jump;
   tls_jump_dispatch_depth = hooks::dispatch_depth();
-  tls_previous = previous == &handle ? outer_previous : previous;
-  const auto leave = [&] {
-    tls_jump = outer_jump;
-    tls_jump_dispatch_depth = outer_depth;
-    tls_previous = outer_previous;
-    _mjPRIVATE_setTlsLogHandler(previous);
-  };
   if (setjmp(jump) == 0) {
     mj_step(m, d);
-    leave();
+    tls_jump = outer_jump;
+    tls_jump_dispatch_depth = outer_depth;
     return true;
   }
-  leave();  // reached by the handler's longjmp
+  tls_jump = outer_jump;  // reached by the handler's longjmp
+  tls_jump_dispatch_depth = outer_depth;
   return false;
 }
 
 }  // namespace
+
+Scope::Scope()
+    : previous_handler_(_mjPRIVATE_setTlsLogHandler(&handle)),
+      outer_previous_(tls_previous),
+      outer_active_(tls_active) {
+  if (!outer_active_) tls_previous = previous_handler_;  // nested: keep the outermost one's
+  tls_active = true;
+}
+
+Scope::~Scope() {
+  tls_active = outer_active_;
+  tls_previous = outer_previous_;
+  _mjPRIVATE_setTlsLogHandler(previous_handler_);
+}
 
 bool step(const mjModel* m, mjData* d, std::string& error) {
   if (step_with_jump(m, d)) return true;
@@ -75,7 +83,7 @@ bool step(const mjModel* m, mjData* d, std::string& error) {
 }
 
 void reinstall() {
-  if (tls_jump != nullptr) _mjPRIVATE_setTlsLogHandler(&handle);
+  if (tls_active) _mjPRIVATE_setTlsLogHandler(&handle);
 }
 
 }  // namespace mjfast::mujoco_guard
