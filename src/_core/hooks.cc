@@ -35,6 +35,8 @@ thread_local const mjModel* tls_model MJFAST_FAST_TLS = nullptr;
 thread_local mjData* tls_data MJFAST_FAST_TLS = nullptr;
 thread_local HookTarget* tls_target MJFAST_FAST_TLS = nullptr;
 thread_local int tls_dispatch_depth MJFAST_FAST_TLS = 0;
+// Off the hot path (read by API calls, not by trampolines): the default TLS model will do.
+thread_local int tls_lifecycle_depth = 0;
 
 template <class Call>
 void trampoline(const mjModel* m, mjData* d, Call&& call) {
@@ -109,5 +111,9 @@ SteppingScope::~SteppingScope() {
 DispatchScope::DispatchScope() { ++tls_dispatch_depth; }
 DispatchScope::~DispatchScope() { --tls_dispatch_depth; }
 bool in_dispatch() { return tls_dispatch_depth > 0; }
+
+LifecycleScope::LifecycleScope() { ++tls_lifecycle_depth; }
+LifecycleScope::~LifecycleScope() { --tls_lifecycle_depth; }
+bool in_plugin_callback() { return tls_dispatch_depth > 0 || tls_lifecycle_depth > 0; }
 
 }  // namespace mjfast::hooks
