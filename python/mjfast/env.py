@@ -287,12 +287,12 @@ class MujocoEnv:
         self._core.set_factory(_weak_method(self._make_adapters))
         self._cameras = CameraRig(self._core, render_sync)
         self._core.set_reset_request_handler(_weak_method(self._honour_reset_request))
+        advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False
         _open_envs.add(self)
         self._cameras.begin_load(new_model, self.model_generation)
         self._core.load_next_plugin_generation()
         self._cameras.finish_load(new_model, self._params, self._namespace)
-        advertise_simulation_services(self)
 
     # -- the plugin factory ------------------------------------------------------------------
 

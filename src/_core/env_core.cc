@@ -458,6 +458,8 @@ void EnvCore::set_realtime_factor(std::optional<double> realtime_factor) {
     realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
   }
   thread_wakeup_.notify_all();
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  measure_.simulated_s = measure_.elapsed_s = 0.0;  // measure the new pace from here
 }
 
 std::optional<double> EnvCore::realtime_factor() const {
@@ -468,6 +470,7 @@ std::optional<double> EnvCore::realtime_factor() const {
 
 double EnvCore::measured_realtime_factor() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
+  if (measure_.elapsed_s >= kMeasureWindow / 5) return measure_.simulated_s / measure_.elapsed_s;
   if (measure_.full) return measure_.measured;
   return stats_.elapsed_wall_s > 0 ? stats_.simulated_s / stats_.elapsed_wall_s : 0.0;
 }

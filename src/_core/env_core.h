@@ -133,8 +133,9 @@ class EnvCore : public hooks::HookTarget,
   // pacing on the change, at once (a pacing wait in progress ends).
   void set_realtime_factor(std::optional<double> realtime_factor);
   std::optional<double> realtime_factor() const;
-  // Simulated over wall time of the most recent stretch of stepping (about kMeasureWindow of
-  // running time; the whole history until one has passed); 0 before any step.
+  // Simulated over wall time of recent stepping: the current window of running time once it
+  // spans a fifth of kMeasureWindow, else the last full window, else the whole history; 0
+  // before any step. A new real-time factor starts a new window.
   double measured_realtime_factor() const;
   // SimulationRequests. A reset is carried out by `handler(keyframe)`, called on the stepping
   // thread at a step boundary with step_mutex_ held (so it must not pause the env itself) and
