@@ -377,10 +377,15 @@ void EnvCore::run_physics() {
     auto now = step_end;
     if (const double target = realtime_factor_.load(std::memory_order_acquire);
         target != realtime_factor) {
-      // set_realtime_factor(): the new pace counts from here, with no catch-up or lag carried.
+      // set_realtime_factor(): the new pace counts from here, with no catch-up or lag carried,
+      // and so does its measurement.
       realtime_factor = target;
       anchor_wall = now;
       anchor_sim = sim_time;
+      unflushed.elapsed += now - elapsed_mark;
+      elapsed_mark = now;
+      flush();
+      restart_measure();
     }
     if (realtime_factor > 0) {
       const auto due = anchor_wall + std::chrono::duration_cast<Clock::duration>(
@@ -458,8 +463,12 @@ void EnvCore::set_realtime_factor(std::optional<double> realtime_factor) {
     realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
   }
   thread_wakeup_.notify_all();
+  restart_measure();  // a running thread restarts it again once it has taken the change
+}
+
+void EnvCore::restart_measure() {
   std::lock_guard<std::mutex> lock(stats_mutex_);
-  measure_.simulated_s = measure_.elapsed_s = 0.0;  // measure the new pace from here
+  measure_.simulated_s = measure_.elapsed_s = 0.0;
 }
 
 std::optional<double> EnvCore::realtime_factor() const {

@@ -188,6 +188,7 @@ class EnvCore : public hooks::HookTarget,
 
   // Simulation control (see the block of public methods above).
   void honour_reset_request_locked();
+  void restart_measure();
   bool reset_requested() const { return reset_requested_.load(std::memory_order_acquire); }
   std::atomic<bool> user_paused_{false};
   std::atomic<std::uint64_t> step_count_{0};  // written only by the holder of step_mutex_
