@@ -157,6 +157,19 @@ def test_step_count_is_exact_and_reset_by_reset_and_reload(sim: mjfast.MujocoEnv
     assert sim.step_count == sim.statistics()["env"]["steps"] - 13 - 3
 
 
+def test_a_users_pause_stays_in_force_through_reset_reload_and_other_calls(
+        sim: mjfast.MujocoEnv) -> None:
+    sim.start(None)
+    assert wait_for(lambda: sim.step_count > 10)
+    sim.pause()
+    sim.reset("lifted")
+    sim.set_joint_state({"hinge": 0.2})
+    sim.apply_options({"timestep": 0.001})
+    sim.reload()
+    time.sleep(0.03)
+    assert sim.paused and sim.running and sim.step_count == 0 and sim.data.time == 0.0
+
+
 def test_statistics_and_info_show_paused_and_step_count(sim: mjfast.MujocoEnv) -> None:
     sim.step(4)
     sim.pause()
