@@ -131,9 +131,6 @@ void bind_env(py::module_& module) {
       .def_property_readonly("realtime_factor", &EnvCore::realtime_factor)
       .def("measured_realtime_factor", &EnvCore::measured_realtime_factor,
            py::call_guard<py::gil_scoped_release>())  // takes the statistics mutex
-      .def("request_pause", &EnvCore::request_pause, py::call_guard<py::gil_scoped_release>())
-      .def("request_reset", &EnvCore::request_reset, py::arg("keyframe") = py::none(),
-           py::call_guard<py::gil_scoped_release>())
       .def(
           "set_reset_request_handler",
           [](EnvCore& env, py::object handler) {

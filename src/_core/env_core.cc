@@ -507,8 +507,11 @@ void EnvCore::request_reset(std::optional<std::string> keyframe) {
 }
 
 void EnvCore::set_reset_request_handler(ResetRequestHandler handler) {
-  std::lock_guard<std::mutex> lock(request_mutex_);
-  reset_request_handler_ = std::move(handler);
+  {
+    std::lock_guard<std::mutex> lock(request_mutex_);
+    std::swap(reset_request_handler_, handler);
+  }
+  // The previous handler goes here, outside the lock (its release may take the GIL).
 }
 
 void EnvCore::honour_reset_request_locked() {

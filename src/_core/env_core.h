@@ -9,6 +9,8 @@
 //                 (caller's thread); and by a pause() holder for the duration of the pause.
 //   thread_mutex_ guards the physics thread's lifecycle and its pacing wait (never held across a
 //                 step).
+//   request_mutex_ guards a plugin's pending reset request and its handler; a leaf (held for a copy
+//                 or a swap, never while taking another lock or calling out).
 //   The control bridge's mutex is taken after step_mutex_ (bind, arm_control, reset_plugins), the
 //   host's mutex after both (each dispatch, or one StepLock per step). Order: step_mutex_ ->
 //   control mutex -> host mutex -> GIL. Python callers release the GIL before calling anything
