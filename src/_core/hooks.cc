@@ -45,6 +45,8 @@ inline bool reentered(const HookTarget* target) {
   const HookTarget* owner = tls_dispatch_owner;
   return owner != nullptr && (owner == target || owner == kAllEnvs);
 }
+// Off the hot path (read by API calls, not by trampolines): the default TLS model will do.
+thread_local int tls_lifecycle_depth = 0;
 
 template <class Call>
 void trampoline(const mjModel* m, mjData* d, Call&& call) {
@@ -126,5 +128,9 @@ DispatchScope::~DispatchScope() {
 bool in_dispatch() { return tls_dispatch_depth > 0; }
 int dispatch_depth() { return tls_dispatch_depth; }
 bool in_dispatch_of(const HookTarget* env) { return reentered(env); }
+
+LifecycleScope::LifecycleScope() { ++tls_lifecycle_depth; }
+LifecycleScope::~LifecycleScope() { --tls_lifecycle_depth; }
+bool in_plugin_callback() { return tls_dispatch_depth > 0 || tls_lifecycle_depth > 0; }
 
 }  // namespace mjfast::hooks
