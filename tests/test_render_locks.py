@@ -95,6 +95,8 @@ def test_render_callback_may_call_statistics_and_is_refused_what_would_wait():
             lambda plugin: camera.statistics()["captures"] >= 0,
             lambda plugin: camera.take_latest() is None or True,
             lambda plugin: plugin.env.open_offscreen_camera("side"),
+            lambda plugin: plugin.env.reload(),
+            lambda plugin: plugin.env.reset(),
         ])
 
         def probe(plugin):
@@ -105,7 +107,7 @@ def test_render_callback_may_call_statistics_and_is_refused_what_would_wait():
             camera = env.open_offscreen_camera("front")
             camera.enable_frames()
             env.step(6)
-            print(json.dumps({"results": Render.results[:4],
+            print(json.dumps({"results": Render.results[:6],
                               "captures": env.statistics()["render"]["captures"]}))
     """)
     results = outcome["results"]
@@ -113,6 +115,8 @@ def test_render_callback_may_call_statistics_and_is_refused_what_would_wait():
     assert results[1] == ["ok", True]
     assert results[2] == ["ok", True]
     assert results[3][0] == "LogicError" and "callback" in results[3][1]
+    assert results[4][0] == "LogicError" and "render_callback" in results[4][1]
+    assert results[5][0] == "LogicError"
     assert outcome["captures"] == 6  # every step captured: nothing was dropped or stalled
 
 
