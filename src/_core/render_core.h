@@ -13,15 +13,17 @@
 //   queue_mutex_ -> stats_mutex_;  CameraHandle::mutex_ -> FrameStore::mutex_   (leaves)
 //
 // bound_mutex_  the binding: handles_, bound_, model_, closed_, and writes of loading_.
-//   - The stepping thread holds it in after_step (so under EnvCore's step_mutex_) for the whole
-//     capture, including the render_callback dispatch, which takes the host's mutex_
-//     (PluginHost::dispatch_render) and, for a Python plugin, the GIL.
+//   - The stepping thread holds it in after_step (so under EnvCore's step_mutex_, and after
+//     EnvCore has dropped its per-step host lock) for the whole capture, including each render
+//     dispatch, which takes the host's physics-side mutex_ (PluginHost::dispatch_render; never
+//     control_mutex_) and, for a Python plugin, the GIL. An acquire_plugin scope holds
+//     control_mutex_ -> mutex_, so a capture may wait for a scope, never the other way round.
 //   - open, begin_load, bind, pending_names, live_names, retire, close and notify_time_reset take
-//     it on the caller's thread, with the GIL released (the bindings release it) and no other
-//     RenderCore lock held. Each refuses (std::logic_error) where the wait could never end: on a
-//     thread inside this core's capture (a render_callback), and on a thread holding this env's
-//     acquire_plugin scope (the host mutexes a capture may be waiting for). open() also refuses
-//     inside any plugin callback (hooks::in_dispatch(), SPEC §10).
+//     it on the caller's thread, with the GIL released (the bindings release it: a capture may
+//     be waiting for the GIL) and no other RenderCore lock held. Each refuses (std::logic_error)
+//     where the wait could never end: on a thread inside this core's capture (a render_callback),
+//     and on a thread holding this env's acquire_plugin scope (the host mutexes a capture may be
+//     waiting for). open() also refuses inside any plugin callback (hooks::in_dispatch(), §10).
 //   - The one reverse edge: a plugin's load() runs under both host mutexes and may call open()
 //     (host -> bound_mutex_). Loads run before stepping can start or with stepping paused (the
 //     loader holds step_mutex_), so no capture holds bound_mutex_ meanwhile.
