@@ -115,7 +115,7 @@ def test_render_callback_may_call_statistics_and_is_refused_what_would_wait():
     assert results[1] == ["ok", True]
     assert results[2] == ["ok", True]
     assert results[3][0] == "LogicError" and "callback" in results[3][1]
-    assert results[4][0] == "LogicError" and "render_callback" in results[4][1]
+    assert results[4][0] == "LogicError" and "plugin callback" in results[4][1]
     assert results[5][0] == "LogicError"
     assert outcome["captures"] == 6  # every step captured: nothing was dropped or stalled
 
@@ -272,10 +272,6 @@ def _go_back_by_keyframe(model: mujoco.MjModel, data: mujoco.MjData) -> None:
     mujoco.mj_resetDataKeyframe(model, data, 0)
 
 
-# EnvCore must ask StepObserver::due(data->time) at the end of each step instead of comparing
-# with next_due_time() only; that one-line change is in env_core.cc, which this branch does not
-# touch. strict: once it is in, these pass, and the marker must go.
-@pytest.mark.xfail(strict=True, reason="needs env_core.cc to call step_observer_->due(data_->time)")
 @pytest.mark.parametrize("go_back", [_go_back_by_setting_time, _go_back_by_reset_data,
                                      _go_back_by_keyframe],
                          ids=["data.time", "mj_resetData", "mj_resetDataKeyframe"])

@@ -520,6 +520,12 @@ class MujocoEnv:
         a failure raises and changes nothing.
         """
         self._check_open()
+        # Refused before any work (the preparation reads the live cameras): from a plugin's
+        # callback or inside an acquire_plugin() block the swap could only deadlock.
+        sim_control.check_outside_callbacks("reload()")
+        if self._core.host._scope_held():
+            raise LogicError("reload() inside an acquire_plugin() block would deadlock: leave the "
+                             "block first")
         source = self._source if model is None else _ModelSource.of(model)
         new_model = source.compile()
         if self._params_path is not None:

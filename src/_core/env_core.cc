@@ -148,7 +148,7 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
   control_.publish(data_);
   // The render turn: one predictable comparison per step while no camera is due. The host lock
   // is not held across it (render_sync waits for the render thread there).
-  if (step_observer_ && data_->time >= step_observer_->next_due_time()) {
+  if (step_observer_ && step_observer_->due(data_->time)) {
     host_lock.reset();
     try {
       record_error(step_observer_->after_step(model_, data_, generation));
