@@ -191,7 +191,7 @@ def test_ranges_equal_mj_ray_on_a_moving_robot(envs: list[Any]) -> None:
         data, points = record["data"], record["message"]["points"].reshape(-1, 3)
         rotation = data.site_xmat[site].reshape(3, 3)
         geomid = np.zeros(1, dtype=np.int32)
-        for point, direction in zip(points, directions(5, 90, -0.5, 0.5)):
+        for point, direction in zip(points, directions(5, 90, -0.5, 0.5), strict=True):
             distance = mujoco.mj_ray(env.model, data, data.site_xpos[site], rotation @ direction,
                                      None, 1, body, geomid, None)
             if geomid[0] < 0 or not 0.05 <= distance <= 1.6:
@@ -235,7 +235,7 @@ def test_async_publishes_the_sync_result_exactly_one_period_late(envs: list[Any]
     for env in envs:
         env.step(500)  # 1 s: 25 scans taken, 24 of them published in async mode
     assert len(synced) == 25 and len(late) == 24
-    for now, before in zip(late, synced):
+    for now, before in zip(late, synced[:-1], strict=True):
         # Stamped with its snapshot's time, published one period (20 steps) later.
         assert now["message"]["time"] == before["message"]["time"]
         assert now["now"] == pytest.approx(before["now"] + 0.04, abs=1e-9)

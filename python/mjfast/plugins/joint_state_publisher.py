@@ -36,7 +36,7 @@ class JointStatePublisher(MujocoPlugin):
         elif isinstance(wanted, (list, tuple)) and all(isinstance(j, str) for j in wanted):
             ids = [id_of(who, model, mujoco.mjtObj.mjOBJ_JOINT, "joint", j, all_names)
                    for j in wanted]
-            for name, j in zip(wanted, ids):
+            for name, j in zip(wanted, ids, strict=True):
                 if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
                     raise ValueError(f"{who}: joint {name!r} is not a hinge or slide joint "
                                      f"(joints lists one-dof joints only)")
