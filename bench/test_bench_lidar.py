@@ -10,8 +10,10 @@ with a lidar site on its head.
 3. Async mode: steps/s of the stepping thread with the same lidar async / without a lidar, the
    time the stepping thread waited for the worker's previous scan left out (its own cost: the
    snapshot and the publication), at least 0.95. The raw rate, waits included, is reported
-   beside it: at full speed the humanoid steps a 0.1 s period (20 steps) in about 0.5 ms while
-   one 16k-ray cast takes some 10-20 ms on this machine, so the worker bounds the raw rate
+   beside it: at full speed the humanoid steps a 0.1 s period (20 steps) in about 0.35 ms of
+   CPU while one 16k-ray cast takes about 1.8 ms on this machine, so the worker bounds the raw rate
+   and the stepping thread's own per-scan cost (snapshot, hand-off, publication: ~70-130 us in
+   Python, mostly thread wake-ups) is a large share of such a short period
    (async mode pays off when stepping is paced, e.g. real time).
 All measured interleaved through conftest.py's `record.measured`; targets in conftest.TARGETS.
 Each figure is the CPU time of the stepping thread (`time.thread_time`; env.step steps on the

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from support import run_python
 
 NS = "/mujoco_server"
 TIMESTEP = 0.002
@@ -338,3 +339,29 @@ def test_misconfiguration_is_a_load_failure_naming_it(config: dict[str, Any], na
     assert info.state is mjfast.PluginState.FAILED
     assert info.failure is not None and info.failure.phase == "load"
     assert named in info.failure.message
+
+
+def test_async_worker_survives_reset_reload_and_close_while_running() -> None:
+    # A worker thread that the physics thread waits on could hang the interpreter: run it in a
+    # fresh one with a timeout. Reset, reload and close while env.start() steps, then exit.
+    result = run_python(f"""
+        import threading, mjfast
+        from test_lidar import lidar_env, room_xml
+        env = lidar_env(room_xml(robot="spin"), horizontal={{"samples": 64}},
+                        vertical={{"samples": 4, "min_angle": -0.3, "max_angle": 0.3}},
+                        rate_hz=200, **{{"async": True}})
+        seen = threading.Event()
+        env.bus.subscribe("{NS}/Lidar/points", lambda message: seen.set())
+        env.start(None)
+        assert seen.wait(10)
+        env.reset()
+        env.reload()
+        seen.clear()
+        assert seen.wait(10)
+        env.close()
+        workers = [t for t in threading.enumerate() if t.name.startswith("mjfast-lidar")]
+        assert not workers, workers
+        print("ok")
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -261,12 +261,22 @@ class Lidar(MujocoPlugin):
     def _start_worker(self, model: mujoco.MjModel) -> None:
         self._worker_data = mujoco.MjData(model)
         self._worker_scan = _Scan(self._rays)
+        # The arrays the snapshot copies, as views made once (MjData's buffers do not move): a
+        # property access per array per scan would cost more than the copies.
+        data = self._data
+        target = self._worker_data
+        self._copies = [(target.geom_xpos, data.geom_xpos), (target.geom_xmat, data.geom_xmat),
+                        (target.xpos, data.xpos), (target.xmat, data.xmat)]
+        self._site_pose = (data.site_xpos[self._site], data.site_xmat[self._site])
         self._pending = False
         self._result: tuple[str, dict[str, Any], Any] | None = None
         self._stop = False
-        self._job = threading.Event()
-        self._done = threading.Event()
-        self._done.set()
+        # Two plain locks as the hand-off (cheaper than Events on the physics thread): `_job` is
+        # released to start a cast; `_busy` is held from a snapshot until its cast is done, and
+        # released by the worker (a threading.Lock may be released by another thread).
+        self._job = threading.Lock()
+        self._job.acquire()
+        self._busy = threading.Lock()
         self._worker = threading.Thread(target=self._work, name=f"mjfast-lidar-{self.name}",
                                         daemon=True)
         self._worker.start()
@@ -274,33 +284,34 @@ class Lidar(MujocoPlugin):
     def _snapshot(self, data: mujoco.MjData, time: float) -> None:
         # What mj_multiRay reads of mjData: the geoms' frames (and, for flexes, the vertices);
         # the bodies' frames too, cheaply, in case a MuJoCo version prunes by body.
-        target = self._worker_data
         if self._model.nflex:
-            mujoco.mj_copyData(target, self._model, data)
+            mujoco.mj_copyData(self._worker_data, self._model, data)
         else:
-            target.geom_xpos[:] = data.geom_xpos
-            target.geom_xmat[:] = data.geom_xmat
-            target.xpos[:] = data.xpos
-            target.xmat[:] = data.xmat
+            for target, source in self._copies:
+                np.copyto(target, source)
         scan = self._worker_scan
-        self._pose(data, scan)
+        position, rotation = self._site_pose
+        scan.origin[:] = position
+        scan.rotation.reshape(-1)[:] = rotation
         scan.time = time
+        self._busy.acquire()  # free: the previous cast was collected
         self._pending = True
-        self._done.clear()
-        self._job.set()
+        self._job.release()
 
     def _collect(self) -> None:
-        if not self._done.is_set():
+        """Waits for the cast in flight (if it is not done yet); `_busy` is free again after."""
+        busy = self._busy
+        if not busy.acquire(blocking=False):
             start = wallclock.perf_counter()
-            self._done.wait()
+            busy.acquire()
             self._wait_s += wallclock.perf_counter() - start
             self._waits += 1
+        busy.release()
         self._pending = False
 
     def _work(self) -> None:
         while True:
-            self._job.wait()
-            self._job.clear()
+            self._job.acquire()
             if self._stop:
                 return
             try:
@@ -310,13 +321,12 @@ class Lidar(MujocoPlugin):
                 self._result = None
                 self.node.logger.exception("lidar cast failed")
             finally:
-                self._done.set()
+                self._busy.release()
 
     def _drain(self) -> None:
         """Waits for a cast in flight and drops its result (a reset or an unload)."""
-        if self._async:
-            self._done.wait()
-            self._pending = False
+        if self._async and self._pending:
+            self._collect()
 
     # -- the rest ---------------------------------------------------------------------------------
 
@@ -344,9 +354,9 @@ class Lidar(MujocoPlugin):
 
     def unload(self) -> None:
         if self._async:
-            self._done.wait()
+            self._drain()
             self._stop = True
-            self._job.set()
+            self._job.release()
             self._worker.join()
 
     def statistics(self) -> dict[str, Any]:
