@@ -101,13 +101,16 @@ def _angles(plugin: str, key: str, spec: Any, default_samples: int,
 class _Scan:
     """One cast's output buffers (reused: a scan is published as copies)."""
 
-    __slots__ = ("dist", "geomid", "noise", "origin", "ranges", "rotation", "time", "vec")
+    __slots__ = ("dist", "geomid", "mask", "mask2", "noise", "origin", "ranges", "rotation",
+                 "time", "vec")
 
     def __init__(self, rays: int) -> None:
         self.vec = np.empty((rays, 3))
         self.dist = np.empty(rays)
         self.ranges = np.empty(rays)
         self.noise = np.empty(rays)
+        self.mask = np.empty(rays, dtype=bool)
+        self.mask2 = np.empty(rays, dtype=bool)
         self.geomid = np.empty(rays, dtype=np.int32)
         self.origin = np.zeros(3)
         self.rotation = np.eye(3)
@@ -231,17 +234,31 @@ class Lidar(MujocoPlugin):
                                               tuple[np.ndarray, np.ndarray] | None]:
         """(topic, message, what visualize draws) of a cast: in async mode, on the worker."""
         # In place in preallocated buffers: a fresh 128 kB array per step of this would be a
-        # fresh mmap with its page faults (beyond malloc's mmap threshold), per scan.
-        ranges, noise = scan.ranges, scan.noise
-        ranges.fill(np.inf)
-        np.copyto(ranges, scan.dist, where=scan.geomid >= 0)
+        # fresh mmap with its page faults (beyond malloc's mmap threshold), per scan. A miss is
+        # dist -1 (geomid -1), below any `min`.
+        ranges, mask = scan.ranges, scan.mask
+        np.copyto(ranges, scan.dist)
         if self._noise_std > 0:
-            # One draw per ray, every scan, so that the sequence does not depend on the scene.
+            # Misses first (inf + noise stays inf); one draw per ray, every scan, so that the
+            # sequence does not depend on the scene.
+            np.less(scan.geomid, 0, out=mask)
+            np.putmask(ranges, mask, np.inf)
+            noise = scan.noise
             self._rng.standard_normal(out=noise)
             noise *= self._noise_std
             ranges += noise
-        ranges[ranges > self._range_max] = np.inf
-        ranges[ranges < self._range_min] = -np.inf
+        if not self._one_ring:
+            # NaN for no return within range: a miss (-1) is below min as well.
+            np.less(ranges, self._range_min, out=mask)
+            np.logical_or(mask, np.greater(ranges, self._range_max, out=scan.mask2), out=mask)
+            np.putmask(ranges, mask, np.nan)
+        else:
+            np.less(scan.geomid, 0, out=mask)
+            np.putmask(ranges, mask, np.inf)
+            np.greater(ranges, self._range_max, out=mask)
+            np.putmask(ranges, mask, np.inf)
+            np.less(ranges, self._range_min, out=mask)
+            np.putmask(ranges, mask, -np.inf)
         visual = None
         if self._visualize:
             valid = np.isfinite(ranges)
@@ -249,7 +266,6 @@ class Lidar(MujocoPlugin):
         if self._one_ring:
             return "~scan", {"time": scan.time, **self._header,
                              "ranges": ranges.astype(np.float32)}, visual
-        ranges[np.isinf(ranges)] = np.nan
         points = np.empty((*self._shape, 3), dtype=np.float32)
         flat = points.reshape(-1, 3)
         for axis in range(3):  # one contiguous product per axis: faster than broadcasting (n, 3)
