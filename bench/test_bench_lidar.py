@@ -47,7 +47,7 @@ RANGE = {"min": 0.1, "max": 30.0}
 RATE_HZ = 10.0
 SCAN_STEPS = 20  # 0.1 s of the humanoid's 0.005 s steps
 SCANS_PER_ROUND = 10
-CAST_ROUNDS = 5
+CAST_ROUNDS = 8
 NOT_DUE_STEPS = 2000  # conftest.N_STEPS: its ns/step column divides a round by that
 NOT_DUE_ROUNDS = 15
 
