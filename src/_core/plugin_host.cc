@@ -120,16 +120,6 @@ void PluginHost::bind_model(const mjModel* model, mjData* data) {
   data_ = data;
 }
 
-const mjModel* PluginHost::bound_model() const {
-  const auto lock = lock_for_query();
-  return model_;
-}
-
-mjData* PluginHost::bound_data() const {
-  const auto lock = lock_for_query();
-  return data_;
-}
-
 bool PluginHost::generation_active() const {
   const auto lock = lock_for_query();
   return generation_active_;
