@@ -41,6 +41,8 @@ def _command(message: Any) -> tuple[float, float, float]:
 
 
 class BaseVelocity(ControlPlugin):
+    config_keys = {"joint": str, "timeout": float, "topic": str}
+
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         joint = self.config.get("joint")
         joint_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))

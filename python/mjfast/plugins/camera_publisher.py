@@ -22,6 +22,8 @@ __all__ = ["CameraPublisher"]
 
 
 class CameraPublisher(MujocoPlugin):
+    config_keys = {"cameras": (list[str], str), "planes": (list[str], str), "topic": str}
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         names = self.config.get("cameras") or camera_names(model)
         if isinstance(names, str):

@@ -19,6 +19,8 @@ __all__ = ["FreeJointStatePublisher"]
 
 
 class FreeJointStatePublisher(MujocoPlugin):
+    config_keys = {"bodies": list[str], "rate_hz": float, "topic": str}
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         bodies = self.config.get("bodies")
         if not isinstance(bodies, (list, tuple)) or not bodies:

@@ -32,6 +32,9 @@ def _vector3(config: dict[str, Any], key: str, default: list[float] | None) -> n
 
 
 class FtsGravComp(ControlPlugin):
+    config_keys = {"mass": float, "cog": list[float], "site": str, "force_sensor": str,
+                   "torque_sensor": str}
+
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         config = self.config
         try:

@@ -19,6 +19,8 @@ __all__ = ["HeartbeatPublisher"]
 
 
 class HeartbeatPublisher(ControlPlugin):
+    config_keys = {"topic": str}
+
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         self.topic = str(self.config.get("topic", "~heartbeat"))
         self.count = 0
