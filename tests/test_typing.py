@@ -99,7 +99,7 @@ _MISTAKES = {
     "a load that returns no bool": (
         "    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> str:\n"
         "        return 'ok'\n",
-        "incompatible with supertype",
+        "[override]",
     ),
     "a method the camera handle lacks": (
         "    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:\n"
