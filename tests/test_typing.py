@@ -1,4 +1,5 @@
-"""Typing (SPEC §16): `py.typed`, `_core.pyi` in sync with the extension, a user's plugin under mypy.
+"""Typing (SPEC §16): `py.typed`, `_core.pyi` in sync with the extension, a user's plugin file
+type-checked with mypy.
 
 The stub is generated with pybind11-stubgen; when a binding changes, regenerate it with
 `pybind11-stubgen mjfast._core --exit-code -o python` (from the repository root).

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import enum
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:

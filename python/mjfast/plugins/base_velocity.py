@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -41,7 +41,7 @@ def _command(message: Any) -> tuple[float, float, float]:
 
 
 class BaseVelocity(ControlPlugin):
-    config_keys = {"joint": str, "timeout": float, "topic": str}
+    config_keys: ClassVar[dict[str, Any]] = {"joint": str, "timeout": float, "topic": str}
 
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         joint = self.config.get("joint")

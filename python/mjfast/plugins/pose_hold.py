@@ -11,7 +11,7 @@ against the current target.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -22,7 +22,8 @@ __all__ = ["PoseHoldPD"]
 
 
 class PoseHoldPD(MujocoPlugin):
-    config_keys = {"kp": float, "kd": float, "target": dict[str, float], "topic": str}
+    config_keys: ClassVar[dict[str, Any]] = {
+        "kp": float, "kd": float, "target": dict[str, float], "topic": str}
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         self.kp = float(self.config.get("kp", 50.0))
