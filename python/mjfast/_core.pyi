@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'check_hooks', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_trampoline_address', 'python_adapter']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -118,9 +118,6 @@ class EnvCore:
         Run n physics steps (0 <= n <= 2**63-1); Ctrl-C stops after the step in progress.
         """
     def stop(self) -> None:
-        ...
-    @property
-    def control_armed(self) -> bool:
         ...
     @property
     def host(self) -> PluginHost:
@@ -297,15 +294,8 @@ class RenderCore:
     def statistics(self) -> dict:
         ...
     @property
-    def loading(self) -> bool:
-        ...
-    @property
     def render_sync(self) -> bool:
         ...
-def check_hooks() -> None:
-    """
-    Raise HookOwnershipError naming the hook if mjfast no longer owns it.
-    """
 def control_trampoline_address() -> int:
     ...
 def failed_adapter(name: str, type: str, message: str) -> AdapterEntry:
@@ -327,4 +317,3 @@ def python_adapter(name: str, type: str, instance: typing.Any, style: str, model
 MUJOCO_VERSION_BUILT: str = '4.0.0'
 PLUGIN_ABI_VERSION: int = 1
 TIMING_SAMPLE_INTERVAL: int = 64
-_error_types_bound: bool = True
