@@ -451,29 +451,12 @@ def format_statistics(stats: dict[str, Any], wall_s: float | None = None) -> str
     return format_(stats, wall_s)
 
 
-def _fresh_figures(env: Any, stats: dict[str, Any]) -> None:
-    """Each active Python plugin's `statistics()` figures as of now: the host's report holds
-    those of load time."""
-    mjfast = _import_mjfast()
-    for plugin in stats["plugins"]:
-        if plugin["state"] != mjfast.PluginState.ACTIVE or not plugin.get("custom"):
-            continue
-        try:
-            with env.acquire_plugin(plugin["name"]) as instance:
-                if isinstance(instance, (mjfast.MujocoPlugin, mjfast.ControlPlugin)):
-                    plugin["custom"] = {str(k): float(v) for k, v in instance.statistics().items()}
-        except Exception as error:  # a figure is not worth failing the run over
-            logging.getLogger("mjfast.cli").warning(
-                "plugin %r: statistics() failed: %s", plugin["name"], _one_line(str(error)))
-
-
 def _run_statistics(env: Any, wall_s: float) -> dict[str, Any]:
     """The env's statistics, with the real-time factor of the whole run: a paced run waits
     between its steps, which the env's own figure (time spent stepping) leaves out."""
     stats = env.statistics()
     if wall_s > 0:
         stats["env"]["realtime_factor"] = stats["env"]["simulated_s"] / wall_s
-    _fresh_figures(env, stats)
     return stats
 
 
