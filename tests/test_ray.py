@@ -17,11 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-ray = pytest.importorskip(
-    "ray", reason="Ray is not installed: the extra mjfast[ray] (also in mjfast[test]) provides it")
-
 import mjfast
-import mjfast.ray as mjray
 from mjfast.params import resolve_name
 from support import (
     BOX_XML,
@@ -30,6 +26,11 @@ from support import (
     SMALL_ARENA_XML,
     run_python,
 )
+
+ray = pytest.importorskip(
+    "ray", reason="Ray is not installed: the extra mjfast[ray] (also in mjfast[test]) provides it")
+
+import mjfast.ray as mjray  # noqa: E402  (needs Ray: after the skip)
 
 GET_TIMEOUT_S = 120.0  # generous: the first task on a worker imports mujoco on a loaded machine
 DATA = files("mjfast") / "data"
