@@ -75,7 +75,7 @@ JOBS: list[dict[str, Any]] = [
     {"model": ARM_PATH, "params": demo_params(600.0, with_heartbeat=True), "steps": 1100,
      "record": ["beat/heartbeat"]},
     # MJCF bytes, params as YAML text, messages holding numpy arrays, a duration in steps.
-    {"model": BOX_XML.encode(), "params": BOX_PARAMS_YAML, "duration": 0.2009,
+    {"model": BOX_XML.encode(), "params": BOX_PARAMS_YAML, "duration": 0.2019,
      "record": ["/mujoco_server/poses/box", "nobody/publishes/here"]},
     # An MJCF string and other gains: the jobs differ.
     {"model": (DATA / "demo_arm.xml").read_text(), "params": demo_params(50.0), "steps": 300},
@@ -142,9 +142,9 @@ def test_run_many_equals_the_same_jobs_in_process() -> None:
         for key in ("qpos", "qvel", "time", "messages"):
             assert_identical(result[key], expected[key], f"jobs[{index}][{key!r}]")
     # What was recorded is what the plugins published: two heartbeats in 2.2 s, the box's pose
-    # at 50 Hz over 0.2 s (100 steps: the duration rounded to whole 2 ms steps), nothing else.
+    # at 50 Hz over 0.202 s (0.2019 s rounded to 101 whole 2 ms steps), nothing else.
     assert [m["count"] for m in results[0]["messages"]["beat/heartbeat"]] == [1, 2]
-    assert results[1]["time"] == pytest.approx(0.2)
+    assert results[1]["time"] == pytest.approx(0.202)
     box_messages = results[1]["messages"]["/mujoco_server/poses/box"]
     assert len(box_messages) == 10 and isinstance(box_messages[0]["position"], np.ndarray)
     assert results[1]["messages"]["nobody/publishes/here"] == []
