@@ -61,6 +61,8 @@ TARGETS = {
     "render_turn": Target(1.2),  # one render_sync turn / mujoco.Renderer update_scene+render
     # test_bench_sim_control.py: simulation control (SPEC §13)
     "body_state_rate": Target(0.9),  # physics steps/s with 1 kHz get_body_state calls / without
+    # test_bench_ray.py: mjfast.ray on a local 2-CPU Ray cluster (SPEC §17)
+    "ray_parallel": Target(1.7, gated=GATE_PARALLEL),  # jobs/s: run_many 2 workers / 1 worker
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -188,6 +190,8 @@ GROUP_CAMERA_RATE = "30 Hz offscreen camera"
 GROUP_RENDER_TURN = "render turn"
 GROUP_BODY_STATE_RATE = "1 kHz get_body_state"
 GROUP_PAUSE_PAIR = "pause()+resume() pair"
+GROUP_RAY_THROUGHPUT = "run_many on 2 CPUs"
+GROUP_RAY_OVERHEAD = "run_many empty job"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -232,6 +236,11 @@ RATIOS = [
           "with_reads", "alone", "body_state_rate", throughput=True, models=ARM7),
     Ratio(GROUP_PAUSE_PAIR, "pause()+resume() on a running env / on an idle env",
           "running", "idle", None, models=ARM7),
+    # test_bench_ray.py
+    Ratio(GROUP_RAY_THROUGHPUT, "jobs/s: run_many 2 workers / 1 worker (>= 0.5 s jobs)",
+          "two_workers", "one_worker", "ray_parallel", throughput=True, models=HUMANOID),
+    Ratio(GROUP_RAY_OVERHEAD, "empty job: run_many, one at a time / in-process",
+          "ray", "in_process", None, models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}
@@ -407,6 +416,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if with_camera is not None and without is not None:
         write(f"arm7: {1 / with_camera.min_s:.0f} steps/s with the 30 Hz camera, "
               f"{1 / without.min_s:.0f} without (best round)")
+    ray_job = results.get(("arm7", GROUP_RAY_OVERHEAD, "ray"))
+    local_job = results.get(("arm7", GROUP_RAY_OVERHEAD, "in_process"))
+    if ray_job is not None and local_job is not None:
+        write(f"run_many: Ray's per-job overhead {(ray_job.min_s - local_job.min_s) * 1e3:.1f} ms "
+              f"(an empty job {ray_job.min_s * 1e3:.1f} ms through Ray, "
+              f"{local_job.min_s * 1e3:.1f} ms in-process; best round)")
     if not GATE_PARALLEL:
         write("two-thread throughputs are reported, not gated (MJFAST_BENCH_GATE_PARALLEL=1 gates "
               "them)")
