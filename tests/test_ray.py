@@ -8,7 +8,9 @@ Every ray.get has a timeout, so a lost worker fails a test instead of hanging th
 from __future__ import annotations
 
 import copy
+import csv
 import json
+import math
 from collections.abc import Iterator
 from importlib.resources import files
 from typing import Any
@@ -309,3 +311,28 @@ def test_env_actor_construction_error_reaches_every_call() -> None:
                 get(call.remote())
     finally:
         ray.kill(actor)
+
+
+# -- the example ---------------------------------------------------------------------------------
+
+
+def test_ray_sweep_example_on_this_cluster(tmp_path: Any) -> None:
+    # --address: the example joins this module's cluster as a second driver, as it would join
+    # an existing cluster; --no-plot, since matplotlib is not a test dependency.
+    address = ray.get_runtime_context().gcs_address
+    result = run_python(f"""
+        import sys
+        sys.argv = ["ray_sweep.py", "--jobs", "4", "--duration", "0.1", "--no-plot",
+                    "--address", {address!r}, "--out", {str(tmp_path)!r}]
+        import runpy
+        runpy.run_path("examples/ray_sweep.py", run_name="__main__")
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    with (tmp_path / "ray_sweep.csv").open() as table:
+        rows = list(csv.DictReader(table))
+    # Four jobs: one kp (the middle of its log range) for each of the four damping levels.
+    assert [float(row["kd"]) for row in rows] == [2.0, 10.0, 40.0, 120.0]
+    assert [float(row["kp"]) for row in rows] == [pytest.approx(math.sqrt(5.0 * 5000.0))] * 4
+    assert all(row["error"] == "" and float(row["final_error_rad"]) > 0 for row in rows)
+    assert all(float(row["time"]) == pytest.approx(0.1) for row in rows)
+    assert not (tmp_path / "ray_sweep.png").exists()
