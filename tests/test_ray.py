@@ -211,6 +211,33 @@ def test_run_many_of_nothing() -> None:
     assert mjray.run_many([], progress=False) == []
 
 
+def test_run_many_takes_relative_paths_and_long_yaml_text(tmp_path: Any,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Relative paths are made absolute here: the workers' working directory is not ours.
+    (tmp_path / "box.xml").write_text(BOX_XML)
+    (tmp_path / "box.yaml").write_text(BOX_PARAMS_YAML)
+    monkeypatch.chdir(tmp_path)
+    # One line of YAML longer than a file name may be: text, not a path.
+    long_yaml = ("{mujoco_server: {MujocoPlugins: [{type: mjfast/FreeJointStatePublisher, "
+                 "name: poses, bodies: [box], rate_hz: 50}], unused: '" + "x" * 300 + "'}}")
+    results = mjray.run_many([
+        {"model": "box.xml", "params": "box.yaml", "steps": 10, "record": ["poses/box"]},
+        {"model": "box.xml", "params": long_yaml, "steps": 10, "record": ["poses/box"]},
+    ], progress=False)
+
+    for result in results:
+        assert result["error"] is None, result["error"]
+        assert len(result["messages"]["poses/box"]) == 1
+
+
+def test_run_many_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    mjray.run_many([JOBS[2]])  # stderr is not a terminal here: no bar
+    assert "run_many" not in capsys.readouterr().err
+    mjray.run_many([JOBS[2], JOBS[2]], progress=True)
+    bar = capsys.readouterr().err
+    assert "mjfast run_many: 100%" in bar and "2/2" in bar
+
+
 # -- EnvActor ------------------------------------------------------------------------------------
 
 CAMERA_PARAMS = {"mujoco_server": {"cameras": {"front": {"width": 64, "height": 48,

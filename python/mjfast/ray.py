@@ -60,7 +60,7 @@ def _worker_params(params: Any) -> Any:
 
     if not isinstance(params, str):
         return params  # None, a dict, a ParameterServer, a path object: MujocoEnv checks them
-    if "\n" not in params and Path(params).is_file():
+    if "\n" not in params and _is_file(params):
         return params
     try:
         parsed = yaml.safe_load(params)
@@ -73,6 +73,13 @@ def _worker_params(params: Any) -> Any:
                           f"YAML file on the worker; the YAML text holds a "
                           f"{type(parsed).__name__}: {params[:80]!r}")
     return dict(parsed)
+
+
+def _is_file(path: str | os.PathLike[str]) -> bool:
+    try:
+        return Path(path).is_file()
+    except OSError:  # not a path at all: e.g. text too long for a file name
+        return False
 
 
 def _bus_name(name: str, namespace: str) -> str:
@@ -254,15 +261,14 @@ def _checked_job(index: int, job: Any) -> dict[str, Any]:
     model = job["model"]
     if isinstance(model, os.PathLike) or (isinstance(model, str)
                                          and not model.lstrip().startswith("<")):
-        # Resolved here, so that a local cluster's workers find a relative path whatever their
-        # working directory; a path that exists only on the workers is passed as it is.
-        path = Path(model)
-        checked["model"] = str(path.resolve()) if path.exists() else os.fspath(model)
+        checked["model"] = _local_path_resolved(model)
     elif not isinstance(model, (str, bytes, bytearray)):
         raise TypeError(f"{where}: model must be a path, an MJCF string or bytes, "
                         f"got {type(model).__name__}")
     params = job.get("params")
-    if params is not None and not isinstance(params, (Mapping, str, os.PathLike)):
+    if isinstance(params, os.PathLike) or (isinstance(params, str) and "\n" not in params):
+        checked["params"] = _local_path_resolved(params)  # YAML text stays as it is
+    elif params is not None and not isinstance(params, (Mapping, str)):
         raise TypeError(f"{where}: params must be a dict or YAML text, "
                         f"got {type(params).__name__}")
     if ("steps" in job) == ("duration" in job):
@@ -292,6 +298,12 @@ def _checked_job(index: int, job: Any) -> dict[str, Any]:
     if not isinstance(namespace, str):
         raise ValueError(f"{where}: namespace must be a str, got {namespace!r}")
     return checked
+
+
+def _local_path_resolved(path: str | os.PathLike[str]) -> str:
+    """`path` made absolute if it names a file here, so that a local cluster's workers find it
+    whatever their working directory; otherwise as given (a path on the workers, or text)."""
+    return str(Path(path).resolve()) if _is_file(path) else os.fspath(path)
 
 
 def _progress_bar(total: int, show: bool | None) -> Any:
