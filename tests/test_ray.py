@@ -134,6 +134,20 @@ def test_import_mjfast_does_not_import_ray() -> None:
     assert result.stdout.strip() == "ok"
 
 
+def test_mjfast_ray_without_ray_says_what_to_install() -> None:
+    result = run_python("""
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        try:
+            import mjfast.ray
+        except ImportError as error:
+            print(error)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert "mjfast.ray needs Ray, which is not installed: pip install 'mjfast[ray]'" in (
+        result.stdout)
+
+
 def test_run_many_equals_the_same_jobs_in_process() -> None:
     results = mjray.run_many(JOBS, progress=False)
 

@@ -100,11 +100,11 @@ class EnvActor:
     """One `MujocoEnv` on a Ray worker (SPEC §17).
 
     `EnvActor.remote(model, params=None, *, namespace="/mujoco_server")`: `model` is a path on the
-    worker, an MJCF string or MJCF bytes; `params` a dict, YAML text or a YAML file's path on the
-    worker. Plugins are discovered on the worker, so their packages must be installed there (or
-    shipped with Ray's `runtime_env`). One CPU unless `EnvActor.options(num_cpus=...)` says
-    otherwise. `render_sync=True` finishes each render turn before the next step, as in
-    `MujocoEnv`.
+    worker (absolute: a worker's working directory is not the caller's), an MJCF string or MJCF
+    bytes; `params` a dict, YAML text or a YAML file's path on the worker. Plugins are discovered
+    on the worker, so their packages must be installed there (or shipped with Ray's
+    `runtime_env`). One CPU unless `EnvActor.options(num_cpus=...)` says otherwise.
+    `render_sync=True` finishes each render turn before the next step, as in `MujocoEnv`.
 
     Every method raises on the worker what the env raises there; Ray hands it to the caller's
     `ray.get` as an exception of the same type (a `RayTaskError` subclass of it). An env that
