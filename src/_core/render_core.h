@@ -6,11 +6,8 @@
 // finishes before the next step starts. It owns the cameras' binding to a model generation and
 // their retirement at reload and close; it does not own the model, the data or the plugins.
 //
-// Threads and locks (the env's whole lock order is in env_core.h; this is RenderCore's part):
-//
-//   EnvCore step_mutex_ -> bound_mutex_ -> PluginHost mutex_ -> GIL     (the capture)
-//                          bound_mutex_ -> queue_mutex_ | CameraHandle::mutex_   (for a moment)
-//   queue_mutex_ -> stats_mutex_;  CameraHandle::mutex_ -> FrameStore::mutex_   (leaves)
+// Threads and locks: the order of every mutex named here is in env_core.h (THE LOCK ORDER); this
+// says what each of RenderCore's guards and who takes it.
 //
 // bound_mutex_  the binding: handles_, bound_, model_, closed_, and writes of loading_.
 //   - The stepping thread holds it in after_step (so under EnvCore's step_mutex_, and after

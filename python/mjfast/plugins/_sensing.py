@@ -1,0 +1,106 @@
+"""What the shipped sensor, clock and lidar plugins share (SPEC §14).
+
+Owns the simulated-time rate schedule, configuration checks whose messages name the key and what
+was expected, and model name lookups that list close matches. Nothing here publishes or casts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import mujoco
+
+__all__ = [
+    "RateSchedule",
+    "check_keys",
+    "id_of",
+    "number",
+    "positive_int",
+    "seed_of",
+]
+
+# Keys the host may leave in a plugin's configuration besides its own.
+_HOST_KEYS = frozenset({"type", "name"})
+
+
+def check_keys(plugin: str, config: Mapping[str, Any], allowed: Iterable[str],
+               where: str = "") -> None:
+    """Refuses a key outside `allowed`, naming it and listing the accepted ones."""
+    allowed = frozenset(allowed)
+    unknown = sorted(str(k) for k in config if k not in allowed and
+                     (where or k not in _HOST_KEYS))
+    if unknown:
+        prefix = f"{where}." if where else ""
+        raise ValueError(f"{plugin}: unknown configuration key {prefix}{unknown[0]!r}; "
+                         f"expected one of {sorted(allowed)}")
+
+
+def number(plugin: str, key: str, value: Any, *, minimum: float | None = None,
+           strict: bool = False, finite: bool = True) -> float:
+    """A real number (bool refused), optionally bounded below; ValueError naming `key` else."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{plugin}: {key} must be a number, got {value!r}")
+    result = float(value)
+    if math.isnan(result) or (finite and math.isinf(result)):
+        raise ValueError(f"{plugin}: {key} must be a finite number, got {value!r}")
+    if minimum is not None and (result <= minimum if strict else result < minimum):
+        relation = ">" if strict else ">="
+        raise ValueError(f"{plugin}: {key} must be {relation} {minimum:g}, got {value!r}")
+    return result
+
+
+def positive_int(plugin: str, key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{plugin}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def seed_of(plugin: str, config: Mapping[str, Any]) -> int:
+    """The noise seed: an integer >= 0, default 0 (so that an unseeded run is reproducible too)."""
+    seed = config.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"{plugin}: seed must be a non-negative integer, got {seed!r}")
+    return seed
+
+
+def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
+          name: Any, candidates: Iterable[str]) -> int:
+    """The id of the `what` named `name`; ValueError naming it and the closest names if absent."""
+    index = mujoco.mj_name2id(model, kind, str(name)) if isinstance(name, str) else -1
+    if index < 0:
+        names = [c for c in candidates if c]
+        close = difflib.get_close_matches(str(name), names, n=3)
+        hint = f"; close matches: {close}" if close else f"; the model has {names[:10]}"
+        raise ValueError(f"{plugin}: the model has no {what} named {name!r}{hint}")
+    return int(index)
+
+
+def names_of(model: mujoco.MjModel, kind: mujoco.mjtObj, count: int) -> list[str]:
+    return [mujoco.mj_id2name(model, kind, i) or "" for i in range(count)]
+
+
+class RateSchedule:
+    """Due times at whole multiples of `period` in simulated time (SPEC §14).
+
+    A step is due when its time reaches the next due time (within half a step, so that a period
+    that is a whole number of steps is not missed to rounding). `restart(time)` returns the window
+    of times that are not due, [the previous due time, the next one): a plugin's per-step test is
+    one chained comparison against it, and a time below the window (time went back: a reset, or
+    user code writing `data.time`) counts as due and restarts the schedule, as a due step does.
+    """
+
+    __slots__ = ("_half_step", "period")
+
+    def __init__(self, rate_hz: float, timestep: float) -> None:
+        self.period = 1.0 / rate_hz
+        self._half_step = 0.5 * timestep
+
+    def restart(self, time: float) -> tuple[float, float]:
+        """(low, high): not due iff low <= t < high; the next due time is the first multiple of
+        the period strictly after `time` (within half a step)."""
+        index = math.floor((time + self._half_step) / self.period)
+        return (index * self.period - self._half_step,
+                (index + 1) * self.period - self._half_step)

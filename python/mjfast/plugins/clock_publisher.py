@@ -1,0 +1,40 @@
+"""mjfast/ClockPublisher: the simulated time on the bus, as ROS's /clock.
+
+Configuration keys (SPEC §14): `topic` (default `/clock`; a relative name resolves in the
+plugin's node) and `every_steps` (default 1). A message `{"time"}` goes out from
+`last_stage_callback` after every `every_steps`-th step counted from the load or the last
+reset.
+"""
+
+from __future__ import annotations
+
+import mujoco
+
+from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import check_keys, positive_int
+
+__all__ = ["ClockPublisher"]
+
+_KEYS = ("topic", "every_steps")
+
+
+class ClockPublisher(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        check_keys(self.name, self.config, _KEYS)
+        topic = self.config.get("topic", "/clock")
+        if not isinstance(topic, str) or not topic.strip("/~"):
+            raise ValueError(f"{self.name}: topic must be a non-empty topic name, got {topic!r}")
+        self._topic = topic
+        self._every = positive_int(self.name, "every_steps", self.config.get("every_steps", 1))
+        self._countdown = self._every
+        return True
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        self._countdown -= 1
+        if self._countdown:
+            return
+        self._countdown = self._every
+        self.node.publish(self._topic, {"time": data.time})
+
+    def reset(self) -> None:
+        self._countdown = self._every

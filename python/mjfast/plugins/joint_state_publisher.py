@@ -1,0 +1,66 @@
+"""mjfast/JointStatePublisher: joint positions, velocities and actuator efforts on the bus.
+
+Configuration keys (SPEC §14): `joints` (list of joint names, published in that order; default
+every hinge and slide joint in model order) and `rate_hz` (simulated time, default 100). A
+message on `~joint_states` is `{"time", "name", "position", "velocity", "effort"}`: `name` a list
+of joint names, the others float64 arrays in that order; `effort` is `qfrc_actuator` at the
+joint's dof. Only hinge and slide joints can be listed (one position and one velocity each).
+Published from `last_stage_callback` at the first step whose time reaches each multiple of
+1/rate_hz.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import RateSchedule, check_keys, id_of, names_of, number
+
+__all__ = ["JointStatePublisher"]
+
+_KEYS = ("joints", "rate_hz")
+_SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
+
+
+class JointStatePublisher(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        who = self.name
+        check_keys(who, self.config, _KEYS)
+        rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 100.0), minimum=0.0,
+                         strict=True)
+        all_names = names_of(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+        wanted = self.config.get("joints")
+        if wanted is None:
+            ids = [j for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS]
+        elif isinstance(wanted, (list, tuple)) and all(isinstance(j, str) for j in wanted):
+            ids = [id_of(who, model, mujoco.mjtObj.mjOBJ_JOINT, "joint", j, all_names)
+                   for j in wanted]
+            for name, j in zip(wanted, ids, strict=True):
+                if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
+                    raise ValueError(f"{who}: joint {name!r} is not a hinge or slide joint "
+                                     f"(joints lists one-dof joints only)")
+        else:
+            raise ValueError(f"{who}: joints must be a list of joint names, got {wanted!r}")
+        self._names = [all_names[j] or f"joint_{j}" for j in ids]
+        self._qpos = np.array([model.jnt_qposadr[j] for j in ids], dtype=np.intp)
+        self._dof = np.array([model.jnt_dofadr[j] for j in ids], dtype=np.intp)
+        self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
+        self._low, self._high = self._schedule.restart(float(data.time))
+        return True
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        time = data.time
+        if self._low <= time < self._high:
+            return
+        self._low, self._high = self._schedule.restart(time)
+        self.node.publish("~joint_states", {
+            "time": time,
+            "name": list(self._names),
+            "position": data.qpos[self._qpos],  # fancy indexing: copies
+            "velocity": data.qvel[self._dof],
+            "effort": data.qfrc_actuator[self._dof],
+        })
+
+    def reset(self) -> None:
+        self._low, self._high = self._schedule.restart(float(self.env.data.time))

@@ -1,0 +1,94 @@
+"""mjfast/RangefinderLidar: the model's rangefinder sensors `<prefix>-<i>` as one laser scan.
+
+mujoco_ros2_control's way of building a planar lidar from MJCF `rangefinder` sensors, one per
+beam. Configuration keys (SPEC §14): `prefix` (required: the sensors named `<prefix>-<i>`, i =
+0, 1, ...), `rate_hz` (simulated time, default 10), `min_angle` / `max_angle` (radians, the
+first and last beam's azimuth, reported in the message; default 0 and 0), and `range`
+(`{min, max}`, default 0 and inf). A message on `~scan` is that of `mjfast/Lidar`'s one-ring
+scan: `{"time", "angle_min", "angle_max", "angle_increment", "range_min", "range_max",
+"ranges"}`, `ranges` float32 ordered by the number `i`; a `-1` reading (no hit) and a reading
+beyond `max` become `+inf`, one closer than `min` `-inf` (ROS REP 117). The sensors' readings are
+those the last `mj_step` computed. Only the rangefinders matching `<prefix>-<integer>` are used;
+the numbers must be 0..n-1 without gaps.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import RateSchedule, check_keys, names_of, number
+
+__all__ = ["RangefinderLidar"]
+
+_KEYS = ("prefix", "rate_hz", "min_angle", "max_angle", "range")
+
+
+class RangefinderLidar(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        who = self.name
+        check_keys(who, self.config, _KEYS)
+        prefix = self.config.get("prefix")
+        if not isinstance(prefix, str) or not prefix:
+            raise ValueError(f"{who}: prefix is required: the rangefinders are named "
+                             f"'<prefix>-<i>', got {prefix!r}")
+        rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 10.0), minimum=0.0,
+                         strict=True)
+        angle_min = number(who, "min_angle", self.config.get("min_angle", 0.0))
+        angle_max = number(who, "max_angle", self.config.get("max_angle", 0.0))
+        if angle_max < angle_min:
+            raise ValueError(f"{who}: max_angle must be >= min_angle, got {angle_max!r} < "
+                             f"{angle_min!r}")
+        ranges = self.config.get("range", {}) or {}
+        if not isinstance(ranges, dict):
+            raise ValueError(f"{who}: range must be a mapping {{min, max}}, got {ranges!r}")
+        check_keys(who, ranges, ("min", "max"), where="range")
+        range_min = number(who, "range.min", ranges.get("min", 0.0), minimum=0.0)
+        range_max = number(who, "range.max", ranges.get("max", math.inf), minimum=range_min,
+                           strict=True, finite=False)
+        pattern = re.compile(re.escape(prefix) + r"-(\d+)")
+        found: dict[int, int] = {}
+        names = names_of(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor)
+        for i, name in enumerate(names):
+            match = pattern.fullmatch(name)
+            if match and int(model.sensor_type[i]) == mujoco.mjtSensor.mjSENS_RANGEFINDER:
+                found[int(match.group(1))] = i
+        if not found:
+            raise ValueError(f"{who}: the model has no rangefinder sensors named "
+                             f"'{prefix}-<i>' (its sensors: {[n for n in names if n][:10]})")
+        if sorted(found) != list(range(len(found))):
+            missing = sorted(set(range(max(found) + 1)) - set(found))
+            raise ValueError(f"{who}: rangefinders '{prefix}-<i>' must be numbered 0..n-1; "
+                             f"missing {prefix}-{missing[0]}")
+        self._address = np.array([model.sensor_adr[found[i]] for i in range(len(found))],
+                                 dtype=np.intp)
+        count = len(found)
+        self._header = {
+            "angle_min": angle_min,
+            "angle_max": angle_max,
+            "angle_increment": (angle_max - angle_min) / (count - 1) if count > 1 else 0.0,
+            "range_min": range_min,
+            "range_max": range_max,
+        }
+        self._range_min, self._range_max = range_min, range_max
+        self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
+        self._low, self._high = self._schedule.restart(float(data.time))
+        return True
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        time = data.time
+        if self._low <= time < self._high:
+            return
+        self._low, self._high = self._schedule.restart(time)
+        readings = data.sensordata[self._address]
+        ranges = readings.astype(np.float32)
+        ranges[(readings < 0) | (readings > self._range_max)] = np.inf
+        ranges[(readings >= 0) & (readings < self._range_min)] = -np.inf
+        self.node.publish("~scan", {"time": time, **self._header, "ranges": ranges})
+
+    def reset(self) -> None:
+        self._low, self._high = self._schedule.restart(float(self.env.data.time))

@@ -1,0 +1,126 @@
+"""mjfast/SensorPublisher: the model's MJCF sensors on the bus, with optional seeded noise.
+
+Configuration keys (SPEC §14): `sensors` (list of sensor names; default every sensor of the
+model), `rate_hz` (simulated time, default 100), `noise` (`{sensor: {std, bias}}`: Gaussian noise
+added per component, `std` a number or one per component, `bias` likewise, default 0), `seed`
+(the noise generator's seed, default 0; `env.reset()` restarts the generator from it), and
+`ground_truth` (default true: each noisy sensor's true value goes to `~<sensor>_gt` too).
+
+Each sensor publishes `{"time", "value"}` on `~<sensor name>` (an unnamed sensor as
+`~sensor_<id>`): `value` is a float64 copy of its `sensordata` slice, as the last `mj_step`
+computed it, `time` the simulated time of the step that published it. Messages go out from
+`last_stage_callback` at the first step whose time reaches each multiple of 1/rate_hz.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import (
+    RateSchedule,
+    check_keys,
+    id_of,
+    names_of,
+    number,
+    seed_of,
+)
+
+__all__ = ["SensorPublisher"]
+
+_KEYS = ("sensors", "rate_hz", "noise", "seed", "ground_truth")
+_NOISE_KEYS = ("std", "bias")
+
+
+class _Sensor:
+    __slots__ = ("address", "bias", "dim", "name", "std", "topic", "truth_topic")
+
+    def __init__(self, name: str, address: int, dim: int) -> None:
+        self.name = name
+        self.address = address
+        self.dim = dim
+        self.topic = f"~{name}"
+        self.truth_topic: str | None = None
+        self.std: np.ndarray | None = None  # None: no noise
+        self.bias = np.zeros(dim)
+
+
+class SensorPublisher(MujocoPlugin):
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        who = self.name
+        check_keys(who, self.config, _KEYS)
+        self._rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 100.0), minimum=0.0,
+                               strict=True)
+        self._seed = seed_of(who, self.config)
+        ground_truth = self.config.get("ground_truth", True)
+        if not isinstance(ground_truth, bool):
+            raise ValueError(f"{who}: ground_truth must be true or false, got {ground_truth!r}")
+        all_names = names_of(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor)
+        wanted = self.config.get("sensors")
+        if wanted is None:
+            ids = list(range(model.nsensor))
+        elif isinstance(wanted, (list, tuple)) and all(isinstance(s, str) for s in wanted):
+            ids = [id_of(who, model, mujoco.mjtObj.mjOBJ_SENSOR, "sensor", s, all_names)
+                   for s in wanted]
+        else:
+            raise ValueError(f"{who}: sensors must be a list of sensor names, got {wanted!r}")
+        self._sensors = [
+            _Sensor(all_names[i] or f"sensor_{i}", int(model.sensor_adr[i]),
+                    int(model.sensor_dim[i])) for i in ids]
+        by_name = {s.name: s for s in self._sensors}
+        noise = self.config.get("noise", {}) or {}
+        if not isinstance(noise, dict):
+            raise ValueError(f"{who}: noise must be a mapping of sensor name to {{std, bias}}, "
+                             f"got {noise!r}")
+        for name, spec in noise.items():
+            sensor = by_name.get(name)
+            if sensor is None:
+                id_of(who, model, mujoco.mjtObj.mjOBJ_SENSOR, "sensor", name, all_names)
+                raise ValueError(f"{who}: noise names sensor {name!r}, which is not published "
+                                 f"(not in sensors: {sorted(by_name)})")
+            if not isinstance(spec, dict) or "std" not in spec:
+                raise ValueError(f"{who}: noise.{name} must be a mapping with std (and optional "
+                                 f"bias), got {spec!r}")
+            check_keys(who, spec, _NOISE_KEYS, where=f"noise.{name}")
+            sensor.std = self._per_component(f"noise.{name}.std", spec["std"], sensor.dim)
+            sensor.bias = self._per_component(f"noise.{name}.bias", spec.get("bias", 0.0),
+                                              sensor.dim, allow_negative=True)
+            if ground_truth:
+                sensor.truth_topic = f"~{sensor.name}_gt"
+        self._schedule = RateSchedule(self._rate_hz, float(model.opt.timestep))
+        self._low, self._high = self._schedule.restart(float(data.time))
+        self._rng = np.random.default_rng(self._seed)
+        return True
+
+    def _per_component(self, key: str, value: Any, dim: int, *,
+                       allow_negative: bool = False) -> np.ndarray:
+        values = value if isinstance(value, (list, tuple)) else [value] * dim
+        if len(values) != dim:
+            raise ValueError(f"{self.name}: {key} must be a number or a list of {dim}, "
+                             f"got {value!r}")
+        minimum = None if allow_negative else 0.0
+        return np.array([number(self.name, key, v, minimum=minimum) for v in values])
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        time = data.time
+        if self._low <= time < self._high:
+            return
+        self._low, self._high = self._schedule.restart(time)
+        sensordata = data.sensordata
+        publish = self.node.publish
+        for sensor in self._sensors:
+            value = sensordata[sensor.address:sensor.address + sensor.dim].copy()
+            if sensor.std is None:
+                publish(sensor.topic, {"time": time, "value": value})
+                continue
+            noisy = value + sensor.bias + sensor.std * self._rng.standard_normal(sensor.dim)
+            publish(sensor.topic, {"time": time, "value": noisy})
+            if sensor.truth_topic is not None:
+                publish(sensor.truth_topic, {"time": time, "value": value})
+
+    def reset(self) -> None:
+        self._rng = np.random.default_rng(self._seed)
+        self._low, self._high = self._schedule.restart(float(self.env.data.time))
