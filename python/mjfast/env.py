@@ -29,7 +29,7 @@ from mjfast.camera import CameraRig
 from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
-from mjfast.hooks import install_hooks
+from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
@@ -272,7 +272,7 @@ class MujocoEnv:
         # The compiled step itself, bound once: a Python loop of env.step(1) pays no extra frame
         # (MujocoEnv.step below documents it and behaves the same).
         self.step = self._core.step
-        install_hooks()
+        hold_hooks(self)
         self._core.bind(new_model._address, new_data._address, self._control_data._address)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
@@ -557,6 +557,7 @@ class MujocoEnv:
             self._closed = True
             self._cameras.close()  # the physics thread has stopped: retire, stop rendering
         _open_envs.discard(self)
+        release_hooks(self)
 
     def __enter__(self) -> MujocoEnv:
         return self
