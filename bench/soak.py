@@ -373,7 +373,8 @@ def soak_envs(envs: int) -> dict[str, Any]:
             wanted = (tally.applied + 2, tally.resets + 1, tally.statistics + 1)
             deadline = time.monotonic() + 5.0
             while any(now < want for now, want in
-                      zip((tally.applied, tally.resets, tally.statistics), wanted)):
+                      zip((tally.applied, tally.resets, tally.statistics), wanted,
+                          strict=True)):
                 if time.monotonic() > deadline:
                     tally.short_lived += 1
                     break
