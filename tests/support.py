@@ -5,15 +5,21 @@ from here to subclass them.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import mujoco
 
 import mjfast
 
+TESTS_DIR = Path(__file__).resolve().parent
 N_ARM_JOINTS = 7
 TIMESTEP = 0.002
 HOME_QPOS = [0.1 * (i + 1) for i in range(N_ARM_JOINTS)]
@@ -67,6 +73,26 @@ BOX_XML = f"""
   </worldbody>
 </mujoco>
 """
+
+
+# Eight boxes falling onto a floor with an arena too small for their contacts: the first contacts
+# (step 101, t = 0.202) make mj_step call mju_error("mj_stackAlloc: out of memory ...").
+SMALL_ARENA_STEPS_OK = 100
+SMALL_ARENA_XML = """
+<mujoco>
+  <size memory="16K"/>
+  <worldbody>
+    <geom type="plane" size="2 2 .1"/>
+    {}
+  </worldbody>
+</mujoco>
+""".format("".join(
+    f'<body pos="{0.05 * i} 0 {0.3 + 0.25 * i}"><freejoint/><geom type="box" size=".1 .1 .1"/>'
+    f"</body>" for i in range(8)))
+
+# The same boxes with a smaller arena: MuJoCo warns (contacts dropped) instead of failing.
+WARNING_ARENA_XML = SMALL_ARENA_XML.replace('memory="16K"', 'memory="8K"')
+
 
 
 class Journal:
@@ -183,3 +209,34 @@ CAMERA_XML = f"""
   </worldbody>
 </mujoco>
 """
+
+
+def run_python(script: str, *, timeout: float = 60.0,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Runs `script` in a fresh interpreter (cwd: the repository, tests/ importable) and returns
+    the finished process; a hang fails the calling test through TimeoutExpired."""
+    child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
+    child_env.update(env or {})
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+                          text=True, timeout=timeout, cwd=TESTS_DIR.parent, env=child_env)
+
+
+def start_python(script: str, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Starts `script` as run_python does, with pipes, for tests that talk to it."""
+    child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
+    child_env.update(env or {})
+    return subprocess.Popen([sys.executable, "-u", "-c", textwrap.dedent(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=TESTS_DIR.parent, env=child_env)
+
+
+def finish_python(child: subprocess.Popen[str], timeout: float = 30.0) -> tuple[str, str]:
+    """Waits for a start_python child (TimeoutExpired if it hangs) and returns the rest of its
+    stdout (what earlier readline() calls left) and its stderr. The child writes little, so its
+    pipes cannot fill while it runs."""
+    child.wait(timeout=timeout)
+    assert child.stdout is not None and child.stderr is not None
+    with child.stdout, child.stderr:
+        return child.stdout.read(), child.stderr.read()

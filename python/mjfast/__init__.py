@@ -17,6 +17,7 @@ from mjfast.errors import (
     MjfastError,
     PluginError,
     PluginNotFoundError,
+    SimulationError,
     StaleGenerationError,
 )
 from mjfast.hooks import hooks_owned, install_hooks
@@ -55,6 +56,7 @@ __all__ = [
     "PluginNotFoundError",
     "PluginSpec",
     "PluginState",
+    "SimulationError",
     "StaleGenerationError",
     "available_plugins",
     "get_cmake_dir",

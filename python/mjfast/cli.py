@@ -84,8 +84,8 @@ def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
     length.add_argument("--duration", type=_positive_float, metavar="S",
                         help=f"simulated seconds to run (default {DEFAULT_DURATION_S:g})")
     parser.add_argument("--realtime", type=_positive_float, metavar="F",
-                        help="run on the env's physics thread paced to F x wall clock "
-                             "(default: step as fast as possible)")
+                        help="pace the run to F x wall clock, ending at exactly the steps asked "
+                             "for (default: step as fast as possible)")
     parser.add_argument("--no-progress", action="store_true",
                         help="show no progress display on stderr")
 
@@ -196,45 +196,58 @@ def _make_env(model: Path, params: Path | None) -> Any:
         return mjfast.MujocoEnv(model, params=params)
 
 
+def _steps_taken(env: Any) -> int:
+    return int(env.statistics()["env"]["steps"])
+
+
+def _step_chunk(env: Any, n: int, warn: TextIO) -> None:
+    """env.step(n), where a plugin's failure is a warning: the host has marked the plugin FAILED
+    and dispatches it no more, so the run goes on and the table shows the failure, as for a
+    plugin that failed to load. The step that failed ends that call early."""
+    mjfast = _import_mjfast()
+    try:
+        env.step(n)
+    except mjfast.PluginError as error:
+        warn.write(f"mjfast: warning: {_one_line(str(error))}\n")
+
+
 def _step_as_fast_as_possible(env: Any, steps: int, progress: _Progress,
                               warn: TextIO) -> None:
-    mjfast = _import_mjfast()
     timestep = float(env.model.opt.timestep)
+    first = _steps_taken(env)
     done = 0
     chunk = 1
     while done < steps:
         n = min(chunk, steps - done)
         started = time.perf_counter()
-        try:
-            env.step(n)
-        except mjfast.PluginError as error:
-            # The host has marked the plugin FAILED and dispatches it no more: the run goes on
-            # and the table shows the failure, as for a plugin that failed to load.
-            warn.write(f"mjfast: warning: {_one_line(str(error))}\n")
+        _step_chunk(env, n, warn)
         elapsed = time.perf_counter() - started
-        done += n
+        done = _steps_taken(env) - first  # what ran, not what was asked for
         progress.update(done * timestep)
         # Aim each chunk at _CHUNK_WALL_S of wall time, growing at most 4x at a time.
         rate = n / elapsed if elapsed > 0 else float("inf")
         chunk = max(1, min(chunk * 4, int(rate * _CHUNK_WALL_S) or 1))
 
 
-def _step_paced(env: Any, steps: int, realtime_factor: float, progress: _Progress) -> None:
+def _step_paced(env: Any, steps: int, realtime_factor: float, progress: _Progress,
+                warn: TextIO) -> None:
+    """Exactly `steps` steps, each run no earlier than its wall-clock time at `realtime_factor`:
+    stepped from this thread in chunks of what is due, so the run ends at `steps`, not at
+    whatever a physics thread reached when it was told to stop."""
     timestep = float(env.model.opt.timestep)
-    first = int(env.statistics()["env"]["steps"])
-    env.start(realtime_factor)
-    try:
-        while env.running:
-            done = int(env.statistics()["env"]["steps"]) - first
+    first = _steps_taken(env)
+    started = time.perf_counter()
+    done = 0
+    while done < steps:
+        due = min(steps, int((time.perf_counter() - started) * realtime_factor / timestep))
+        if due > done:
+            _step_chunk(env, due - done, warn)
+            done = _steps_taken(env) - first
             progress.update(done * timestep)
-            if done >= steps:
-                break
-            # Sleep at most until the run should end, so a short run does not overshoot by much.
-            remaining_wall = (steps - done) * timestep / realtime_factor
-            time.sleep(min(_CHUNK_WALL_S, max(remaining_wall, 0.001)))
-    finally:
-        env.stop()
-    progress.update(min(steps, int(env.statistics()["env"]["steps"]) - first) * timestep)
+            continue
+        # Ahead of the clock: wait until the next step is due (at most a progress tick).
+        next_due = started + (done + 1) * timestep / realtime_factor
+        time.sleep(min(_CHUNK_WALL_S, max(next_due - time.perf_counter(), 0.0)))
 
 
 def _simulate(env: Any, steps: int, realtime: float | None, show_progress: bool,
@@ -248,7 +261,7 @@ def _simulate(env: Any, steps: int, realtime: float | None, show_progress: bool,
             if realtime is None:
                 _step_as_fast_as_possible(env, steps, progress, err)
             else:
-                _step_paced(env, steps, realtime, progress)
+                _step_paced(env, steps, realtime, progress, err)
     finally:
         progress.close()
     return time.perf_counter() - started
@@ -351,14 +364,31 @@ def _run(model: Path, params: Path | None, args: argparse.Namespace,
     env = _make_env(model, params)
     try:
         steps = _steps_for(env, getattr(args, "steps", None), args.duration)
-        wall_s = _simulate(env, steps, args.realtime, not args.no_progress, err)
-        out.write(format_statistics(env.statistics(), wall_s) + "\n")
+        started = time.perf_counter()
+        try:
+            wall_s = _simulate(env, steps, args.realtime, not args.no_progress, err)
+        except KeyboardInterrupt:
+            # Ctrl-C: the statistics of what ran, then exit 130 (SPEC §18).
+            err.write("\nmjfast: interrupted\n")
+            out.write(format_statistics(_run_statistics(env, time.perf_counter() - started),
+                                        time.perf_counter() - started) + "\n")
+            return EXIT_INTERRUPTED
+        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
         report = _pose_hold_report(env)
         if report:
             out.write("\n" + "\n".join(report) + "\n")
     finally:
         env.close()
     return EXIT_OK
+
+
+def _run_statistics(env: Any, wall_s: float) -> dict[str, Any]:
+    """The env's statistics, with the real-time factor of the whole run: a paced run waits
+    between its steps, which the env's own figure (time spent stepping) leaves out."""
+    stats = env.statistics()
+    if wall_s > 0:
+        stats["env"]["realtime_factor"] = stats["env"]["simulated_s"] / wall_s
+    return stats
 
 
 def _demo_files() -> tuple[Path, Path]:

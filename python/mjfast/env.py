@@ -14,6 +14,7 @@ import copy
 import functools
 import math
 import os
+import signal
 import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -214,11 +215,11 @@ class _EnvHost:
         self._host = env._core.host
 
     def load_generation(self, model_generation: int, plugin_generation: int) -> None:
-        with self._env._paused():
+        with self._env._paused("host.load_generation"):
             self._host.load_generation(model_generation, plugin_generation)
 
     def quiesce_and_destroy(self) -> None:
-        with self._env._paused():
+        with self._env._paused("host.quiesce_and_destroy"):
             self._host.quiesce_and_destroy()
 
     def dispatch_render(self, model_generation: int | None = None,
@@ -230,6 +231,40 @@ class _EnvHost:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._host, name)
 
+
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Holds off Ctrl-C until the block ends, so that a lifecycle transaction (a reload, a load)
+    is never left half-done: the first SIGINT is remembered and raised when the block ends; a
+    second one goes through at once (the user insists). Only Python's main thread receives
+    signals; elsewhere, or where SIGINT has no Python handler, the block runs as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    handler = signal.getsignal(signal.SIGINT)
+    if not callable(handler):
+        yield
+        return
+    received: list[tuple[int, Any]] = []
+
+    def defer(signum: int, frame: Any) -> None:
+        if received:
+            handler(signum, frame)
+        received.append((signum, frame))
+
+    signal.signal(signal.SIGINT, defer)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        if received:
+            handler(*received[0])
+
+
+# MuJoCo's warning kinds, as mujoco names them (mjWARN_CONTACTFULL -> "contactfull").
+_WARNING_KINDS = {name[len("mjWARN_"):].lower(): int(kind)
+                  for name, kind in mujoco.mjtWarning.__members__.items()
+                  if name.startswith("mjWARN_")}
 
 _open_envs: weakref.WeakSet[MujocoEnv] = weakref.WeakSet()
 
@@ -262,7 +297,9 @@ class MujocoEnv:
         _apply_initial_state(new_model, new_data, self._params, self._namespace)
 
         self.bus = Bus()
-        self._lifecycle_lock = threading.RLock()  # serialises reset / reload / close / geom edits
+        self._lifecycle_lock = threading.Lock()  # serialises reset / reload / close / geom edits
+        self._lifecycle_owner: int | None = None  # the thread inside a lifecycle operation
+        self._lifecycle_operation = ""
         self._model = new_model
         self._data = new_data
         # The control bridge's scratch data (update_read/update_write plugins run on it).
@@ -273,7 +310,7 @@ class MujocoEnv:
         # (MujocoEnv.step below documents it and behaves the same).
         self.step = self._core.step
         hold_hooks(self)
-        self._core.bind(new_model._address, new_data._address, self._control_data._address)
+        self._core.bind(new_model, new_data, self._control_data)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
         # by the env, and a cycle through C++ would keep both alive forever.
@@ -281,9 +318,10 @@ class MujocoEnv:
         self._cameras = CameraRig(self._core, render_sync)
         self._closed = False
         _open_envs.add(self)
-        self._cameras.begin_load(new_model, self.model_generation)
-        self._core.load_next_plugin_generation()
-        self._cameras.finish_load(new_model, self._params, self._namespace)
+        with self._paused("__init__"):  # a plugin's load() stepping or resetting is refused
+            self._cameras.begin_load(new_model, self.model_generation)
+            self._core.load_next_plugin_generation()
+            self._cameras.finish_load(new_model, self._params, self._namespace)
 
     # -- the plugin factory ------------------------------------------------------------------
 
@@ -378,9 +416,29 @@ class MujocoEnv:
         self._core.stop()
 
     @contextlib.contextmanager
-    def _paused(self) -> Iterator[None]:
-        """Holds stepping at a step boundary (the physics thread waits, env.step blocks)."""
-        with self._lifecycle_lock:
+    def _lifecycle(self, operation: str) -> Iterator[None]:
+        """One lifecycle operation (construction's load, reset, reload, close, a geometry edit):
+        serialised with the others, refused (LogicError) when this thread is already inside one
+        of this env's (a plugin's load, reset or unload calling back into the env would recurse
+        or deadlock), and not cut in half by Ctrl-C (see `_interrupts_deferred`)."""
+        me = threading.get_ident()
+        if self._lifecycle_owner == me:
+            raise LogicError(
+                f"env.{operation}() called from inside env.{self._lifecycle_operation}() "
+                f"(a plugin's load/init, reset/on_reset or unload/cleanup calling back into the "
+                f"env) would recurse or deadlock")
+        with _interrupts_deferred(), self._lifecycle_lock:
+            self._lifecycle_owner, self._lifecycle_operation = me, operation
+            try:
+                yield
+            finally:
+                self._lifecycle_owner, self._lifecycle_operation = None, ""
+
+    @contextlib.contextmanager
+    def _paused(self, operation: str) -> Iterator[None]:
+        """A lifecycle operation that holds stepping at a step boundary (the physics thread
+        waits, env.step blocks) for its duration."""
+        with self._lifecycle(operation):
             self._check_open()
             self._core.pause()
             try:
@@ -390,7 +448,7 @@ class MujocoEnv:
 
     def reset(self, keyframe: int | str | None = None) -> None:
         """World reset to the initial state or a keyframe; then every plugin's reset/on_reset."""
-        with self._paused():
+        with self._paused("reset"):
             model, data = self._model, self._data
             if keyframe is None:
                 # The initial state is built and checked (ConfigError) before anything changes.
@@ -403,6 +461,7 @@ class MujocoEnv:
                 key_id = _object_id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe",
                                     model.nkey)
                 mujoco.mj_resetDataKeyframe(model, data, key_id)
+            self._core.clear_simulation_fault()  # a MuJoCo error's undefined state is gone
             with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
                 mujoco.mj_forward(model, data)
             self._cameras.notify_time_reset()
@@ -432,7 +491,7 @@ class MujocoEnv:
         new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
-        with self._paused():
+        with self._paused("reload"):
             self._core.host.quiesce_and_destroy()
             self._cameras.retire()
             self._model, self._data = new_model, new_data
@@ -440,7 +499,8 @@ class MujocoEnv:
             if params is not self._params:
                 self._params.set("/", params.to_dict())
             self._source, self._specs = source, specs
-            self._core.bind(new_model._address, new_data._address, new_control_data._address)
+            # The core holds the old model and data until no thread can reach them any more.
+            self._core.bind(new_model, new_data, new_control_data)
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._cameras.begin_load(new_model, self.model_generation)
             self._core.load_next_plugin_generation()
@@ -466,7 +526,7 @@ class MujocoEnv:
         Everything is checked before anything changes, with stepping paused (so a reload cannot
         swap the model in between).
         """
-        with self._paused():
+        with self._paused("set_geom_properties"):
             model = self._model
             geom_id = _object_id(model, mujoco.mjtObj.mjOBJ_GEOM, geom, "geom", model.ngeom)
             changes = _checked_geom_changes(model, geom_id, size=size, rgba=rgba,
@@ -533,6 +593,11 @@ class MujocoEnv:
         env["model_generation"] = self.model_generation
         env["plugin_generation"] = self.plugin_generation
         env["timing_sample_interval"] = int(_core.TIMING_SAMPLE_INTERVAL)
+        # MuJoCo's own counts in the data, by kind (since the data's last reset): a warning is
+        # otherwise only a line in MUJOCO_LOG.TXT.
+        warnings = self._data.warning
+        env["warnings"] = {name: int(warnings[index].number)
+                           for name, index in _WARNING_KINDS.items()}
         plugins = []
         for report in self._core.host.report():
             info = _plugin_info(report)
@@ -550,7 +615,7 @@ class MujocoEnv:
         """Stops the physics thread, unloads every plugin and releases the hooks' pair."""
         if getattr(self, "_closed", True):
             return
-        with self._lifecycle_lock:
+        with self._lifecycle("close"):
             if self._closed:
                 return
             self._core.close()  # refuses (LogicError) inside an acquire_plugin block

@@ -2,10 +2,13 @@
 
 Everything mjfast raises on purpose derives from `MjfastError`; each class also derives from the
 builtin a caller would catch without knowing mjfast (a `ConfigError` is a `ValueError`, ...).
-This module imports nothing from mjfast, so the compiled core can import it at load time.
+This module imports nothing from mjfast (only mujoco, for `FatalError`), so the compiled core can
+import it at load time.
 """
 
 from __future__ import annotations
+
+import mujoco
 
 __all__ = [
     "CameraUnavailableError",
@@ -15,6 +18,7 @@ __all__ = [
     "MjfastError",
     "PluginError",
     "PluginNotFoundError",
+    "SimulationError",
     "StaleGenerationError",
 ]
 
@@ -61,3 +65,8 @@ class CameraUnavailableError(MjfastError, RuntimeError):
 
 class LogicError(MjfastError):
     """API misuse: the call is never valid in the state it was made in."""
+
+
+class SimulationError(MjfastError, mujoco.FatalError, RuntimeError):
+    """MuJoCo raised a fatal error (``mju_error``) inside a step; the data is undefined until
+    ``env.reset()`` (or a reload)."""

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mjfast.params import check_nesting
+
 __all__ = ["NativePlugin", "config_json", "get_cmake_dir", "get_include"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -90,7 +92,12 @@ class NativePlugin:
 
 
 def config_json(config: Mapping[str, Any]) -> str:
-    """A plugin's configuration as the JSON object its constructor parses."""
+    """A plugin's configuration as the JSON object its constructor parses.
+
+    ConfigError (not json's RecursionError or "Circular reference") for a configuration nested
+    deeper than `mjfast.params.MAX_DEPTH` levels or containing itself.
+    """
+    check_nesting(config, "plugin configuration")
     return json.dumps(dict(config), allow_nan=True, default=_jsonable)
 
 

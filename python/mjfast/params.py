@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import pathlib
+import reprlib
 import threading
 from typing import Any
 
@@ -16,9 +17,18 @@ import yaml
 
 from mjfast.errors import ConfigError
 
-__all__ = ["ParameterServer", "resolve_name"]
+__all__ = ["MAX_DEPTH", "ParameterServer", "check_nesting", "resolve_name"]
+
+MAX_DEPTH = 100
+"""How many levels parameters may nest, counting from `/`: each name segment and each nested list
+or mapping is one level (`/a/b` = [[1]] puts the 1 at level 4). Deeper values, and values that
+contain themselves, are refused with ConfigError, so that every walk and copy of the tree (and of
+a plugin's configuration) stays well inside Python's recursion limit."""
 
 _MISSING: Any = object()
+# Bounds what an error message shows of a user's value, however large or deep it is.
+_brief = reprlib.Repr()
+_brief.maxstring = _brief.maxother = 60
 
 # None is included because YAML's `key:` with no value loads as None; dropping it would make
 # ordinary parameter files fail to load.
@@ -26,24 +36,40 @@ _SCALAR_TYPES = (bool, int, float, str, type(None))
 _ALLOWED = "bool, int, float, str, None, list or mapping with str keys"
 
 
-def _normalise(name: str) -> str:
-    """Absolute form of `name`: one leading slash, no empty segments, no trailing slash."""
+def _normalise(name: str, original: str) -> str:
+    """Absolute form of `name`: one leading slash, no empty segments, no trailing slash.
+
+    ValueError naming `original` for a segment that starts with '~': only a whole name may be
+    private, and such a segment would be read as a private name when used as a relative one.
+    """
     segments = [s for s in name.split("/") if s]
+    for segment in segments:
+        if segment.startswith("~"):
+            raise ValueError(
+                f"invalid name {_brief.repr(original)}: segment {_brief.repr(segment)} starts "
+                f"with '~' (only a whole name may be private, as '~p' or '~p/q')"
+            )
     return "/" + "/".join(segments)
 
 
 def resolve_name(name: str, namespace: str = "/", private_namespace: str | None = None) -> str:
     """Resolve `name` the way ROS does: `/abs` stays, `rel` joins `namespace`, `~p` joins the
-    private namespace (ValueError when none is given)."""
+    private namespace (ValueError when none is given).
+
+    Empty segments are dropped (`//a/` is `/a`); a segment starting with '~' anywhere but at
+    the start of `name` is a ValueError; a `name` that is not a str is a TypeError.
+    """
     if not isinstance(name, str):
         raise TypeError(f"a parameter/topic name must be a str, got {type(name).__name__}")
     if name.startswith("~"):
         if private_namespace is None:
-            raise ValueError(f"private name {name!r} needs a private namespace to resolve in")
-        return _normalise(f"{private_namespace}/{name[1:]}")
+            raise ValueError(
+                f"private name {_brief.repr(name)} needs a private namespace to resolve in"
+            )
+        return _normalise(f"{private_namespace}/{name[1:]}", name)
     if name.startswith("/"):
-        return _normalise(name)
-    return _normalise(f"{namespace}/{name}")
+        return _normalise(name, name)
+    return _normalise(f"{namespace}/{name}", name)
 
 
 def _segments(absolute: str) -> list[str]:
@@ -54,31 +80,139 @@ def _join(parent: str, key: str) -> str:
     return f"{parent.rstrip('/')}/{key}"
 
 
-def _validated(value: Any, name: str) -> Any:
-    """A private copy of `value` in YAML types (tuples become lists); ConfigError otherwise."""
+def _shown(name: str) -> str:
+    # A name at the depth limit is hundreds of characters long; its two ends say where it is.
+    return name if len(name) <= 120 else f"{name[:60]}...{name[-50:]}"
+
+
+def _validated(value: Any, name: str, level: int, ancestors: set[int] | None = None) -> Any:
+    """A private copy of `value` in YAML types (tuples become lists); ConfigError otherwise.
+
+    `level` is the nesting level of `value` itself (see MAX_DEPTH); `ancestors` holds the ids of
+    the lists and mappings that enclose it, so that one containing itself is caught.
+    """
+    if level > MAX_DEPTH:
+        raise ConfigError(
+            f"parameter '{_shown(name)}': nested deeper than {MAX_DEPTH} levels (name segments "
+            f"plus nested lists and mappings; see mjfast.params.MAX_DEPTH)"
+        )
     if isinstance(value, _SCALAR_TYPES):
         return value
-    if isinstance(value, list | tuple):
-        return [_validated(item, f"{name}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
+    if not isinstance(value, list | tuple | dict):
+        raise ConfigError(
+            f"parameter '{_shown(name)}': unsupported value type '{type(value).__name__}' "
+            f"(expected {_ALLOWED})"
+        )
+    if ancestors is None:
+        ancestors = set()
+    if id(value) in ancestors:
+        raise ConfigError(
+            f"parameter '{_shown(name)}': contains a reference to itself (a list or mapping "
+            f"that contains itself cannot be stored)"
+        )
+    ancestors.add(id(value))
+    try:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                _check_key(key, name)
+                out[key] = _validated(item, _join(name, key), level + 1, ancestors)
+            return out
+        return [
+            _validated(item, f"{name}[{i}]", level + 1, ancestors)
+            for i, item in enumerate(value)
+        ]
+    finally:
+        ancestors.discard(id(value))
+
+
+def _check_key(key: object, name: str) -> None:
+    if not isinstance(key, str):
+        raise ConfigError(
+            f"parameter '{_shown(name)}': mapping key {_brief.repr(key)} is a "
+            f"{type(key).__name__} (expected str keys)"
+        )
+    if not key or "/" in key or key.startswith("~"):
+        # Such a key would be unreachable by name, or read back under a different name.
+        raise ConfigError(
+            f"parameter '{_shown(name)}': mapping key {_brief.repr(key)} is not a valid name "
+            f"segment (expected a non-empty str without '/', not starting with '~')"
+        )
+
+
+def check_nesting(value: object, where: str, *, level: int = 0) -> None:
+    """ConfigError naming `where` and the path below it if the lists, tuples and mappings in
+    `value` (itself at `level`) nest deeper than MAX_DEPTH levels, or if one contains itself.
+
+    Only containers are walked; what else `value` holds is not judged here.
+    """
+    path: list[str] = []
+    ancestors: set[int] = set()
+
+    def walk(item: object, item_level: int) -> None:
+        if item_level > MAX_DEPTH:
+            raise ConfigError(
+                f"{_shown(where + ''.join(path))}: nested deeper than {MAX_DEPTH} levels "
+                f"(see mjfast.params.MAX_DEPTH)"
+            )
+        if not isinstance(item, list | tuple | dict):
+            return
+        if id(item) in ancestors:
+            raise ConfigError(
+                f"{_shown(where + ''.join(path))}: contains a reference to itself (a list or "
+                f"mapping that contains itself is not a valid configuration)"
+            )
+        ancestors.add(id(item))
+        children = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in children:
+            path.append(f".{key}" if isinstance(item, dict) and isinstance(key, str)
+                        else f"[{_brief.repr(key)}]")
+            walk(child, item_level + 1)
+            path.pop()
+        ancestors.discard(id(item))
+
+    walk(value, level)
+
+
+def _parse_yaml(text: str, source: str) -> Any:
+    """The one YAML document in `text`; ConfigError naming `source` for whatever is refused."""
+    try:
+        _check_yaml_depth(text, source)
+        return yaml.safe_load(text)
+    except ConfigError:
+        raise
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{source}: invalid YAML{where}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+    except Exception as exc:
+        # PyYAML's constructors let builtin errors through for malformed scalars (ValueError for
+        # `2001-13-45`, IndexError for `!!int ''`); reading a document has no side effects, so
+        # whatever it raises means the document is malformed.
+        raise ConfigError(
+            f"{source}: invalid YAML value: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _check_yaml_depth(text: str, source: str) -> None:
+    # PyYAML composes nested collections recursively, so a document nested a few hundred levels
+    # deep would end in RecursionError; the event stream is flat, so it is checked first. The
+    # top-level mapping is the namespace itself (level 0 at `/`), so a collection `depth` events
+    # deep sits at level depth - 1; `_validated` then counts the namespace's segments too.
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth - 1 > MAX_DEPTH:
+                mark = event.start_mark
                 raise ConfigError(
-                    f"parameter '{name}': mapping key {key!r} is a {type(key).__name__} "
-                    f"(expected str keys)"
+                    f"{source}: nested deeper than {MAX_DEPTH} levels at line {mark.line + 1}, "
+                    f"column {mark.column + 1} (see mjfast.params.MAX_DEPTH)"
                 )
-            if not key or "/" in key:
-                # Such a key would be unreachable by name, or read back under a different name.
-                raise ConfigError(
-                    f"parameter '{name}': mapping key {key!r} is not a valid name segment "
-                    f"(expected a non-empty str without '/')"
-                )
-            out[key] = _validated(item, _join(name, key))
-        return out
-    raise ConfigError(
-        f"parameter '{name}': unsupported value type '{type(value).__name__}' (expected {_ALLOWED})"
-    )
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
 
 
 def _merge(target: dict[str, Any], source: dict[str, Any]) -> None:
@@ -107,7 +241,7 @@ class ParameterServer:
                 raise ConfigError(
                     f"initial parameters must be a mapping, got {type(initial).__name__}"
                 )
-            self._root = _validated(initial, "/")
+            self._root = _validated(initial, "/", 0)
 
     # -- lookup -------------------------------------------------------------------------------
 
@@ -139,8 +273,10 @@ class ParameterServer:
 
     def search(self, namespace: str, key: str) -> str | None:
         """Full name of the nearest `key`: in `namespace`, then each parent up to `/`; else None."""
+        if not isinstance(key, str):
+            raise TypeError(f"search key must be a str, got {type(key).__name__}")
         if not key or key.startswith(("/", "~")):
-            raise ValueError(f"search key must be a relative name, got {key!r}")
+            raise ValueError(f"search key must be a relative name, got {_brief.repr(key)}")
         segments = _segments(resolve_name(namespace))
         with self._lock:
             for depth in range(len(segments), -1, -1):
@@ -171,8 +307,8 @@ class ParameterServer:
         namespace, as `rosparam set` does.
         """
         absolute = resolve_name(name)
-        stored = _validated(value, absolute)
         segments = _segments(absolute)
+        stored = _validated(value, absolute, len(segments))
         with self._lock:
             if not segments:
                 if not isinstance(stored, dict):
@@ -198,18 +334,13 @@ class ParameterServer:
     def load_yaml(self, path_or_text: str | os.PathLike[str], namespace: str = "/") -> None:
         """Merge a YAML mapping (a file path, a `Path`, or YAML text) into `namespace`.
 
-        Raises ConfigError naming the source for a syntax error (with the parser's line) or a
-        top level that is not a mapping; nothing is stored unless the whole document is valid.
+        Raises ConfigError naming the source for a syntax error (with the parser's line), a
+        top level that is not a mapping, or a document nested deeper than MAX_DEPTH levels
+        (counting the namespace's segments) or containing itself through an alias; nothing is
+        stored unless the whole document is valid.
         """
         text, source = self._read_source(path_or_text)
-        try:
-            document = yaml.safe_load(text)
-        except yaml.MarkedYAMLError as exc:
-            mark = exc.problem_mark or exc.context_mark
-            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-            raise ConfigError(f"{source}: invalid YAML{where}: {exc}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{source}: invalid YAML: {exc}") from exc
+        document = _parse_yaml(text, source)
         if not isinstance(document, dict):
             found = "an empty document" if document is None else f"a {type(document).__name__}"
             hint = ""
@@ -218,7 +349,7 @@ class ParameterServer:
                 hint = " (read as YAML text: no file exists at that path)"
             raise ConfigError(f"{source}: expected a mapping at the top level, found {found}{hint}")
         absolute = resolve_name(namespace)
-        stored = _validated(document, absolute)
+        stored = _validated(document, absolute, len(_segments(absolute)))
         with self._lock:
             _merge(self._namespace_dict(_segments(absolute)), stored)
 

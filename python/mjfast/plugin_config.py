@@ -2,17 +2,22 @@
 
 Owns validation of that parameter's shape, plugin names and `package/Class` type strings. It does
 not resolve types to classes (`discovery`) nor instantiate anything (the env's plugin host).
+Whatever nesting of mappings, lists and scalars it is given, it returns specs or raises
+ConfigError; configuration nested deeper than `mjfast.params.MAX_DEPTH` levels, or containing
+itself, is refused.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+import reprlib
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mjfast.errors import ConfigError
+from mjfast.params import check_nesting
 
 if TYPE_CHECKING:
     from mjfast.params import ParameterServer
@@ -30,6 +35,9 @@ _TYPE_EXPECTED = (
     "expected 'package/Class': one '/', package of letters, digits, _ - ., Class an identifier"
 )
 _ENTRY_EXPECTED = "expected a mapping with 'type: package/Class'"
+# Bounds what an error message shows of a user's value, however large or deep it is.
+_brief = reprlib.Repr()
+_brief.maxstring = _brief.maxother = 60
 
 
 @dataclass(frozen=True)
@@ -54,12 +62,30 @@ def check_plugin_type(value: object, where: str) -> str:
 
 
 def _check_name(value: object, where: str) -> str:
-    # '/' would make the plugin's node namespace ambiguous, since names become namespace segments.
-    if not isinstance(value, str) or not value or "/" in value:
+    # Names become segments of the plugin's node namespace: a '/' would make it ambiguous, and a
+    # leading '~' would read as a private name (mjfast.params.resolve_name refuses both).
+    if not isinstance(value, str) or not value or "/" in value or value.startswith("~"):
         raise ConfigError(
-            f"{where}: invalid plugin name {value!r} (expected a non-empty str without '/')"
+            f"{where}: invalid plugin name {_brief.repr(value)} (expected a non-empty str "
+            f"without '/', not starting with '~')"
         )
     return value
+
+
+def _config_of(entry: dict[Any, Any], exclude: tuple[str, ...], where: str) -> dict[Any, Any]:
+    """A private copy of `entry` without the `exclude` keys: the plugin's configuration."""
+    config = {}
+    for key, value in entry.items():
+        if key in exclude:
+            continue
+        try:
+            config[key] = copy.deepcopy(value)
+        except Exception as error:  # whatever a value's __deepcopy__ raises, it is bad config
+            raise ConfigError(
+                f"{where}: the value of {_brief.repr(key)} cannot be copied "
+                f"({type(error).__name__}: {error}; expected YAML types)"
+            ) from error
+    return config
 
 
 def _entry_type(entry: object, where: str) -> str:
@@ -76,7 +102,7 @@ def _parse_list(entries: list[Any], source: str) -> list[PluginSpec]:
         where = f"{source}[{i}]"
         type_name = _entry_type(entry, where)
         explicit = _check_name(entry["name"], f"{where}.name") if "name" in entry else None
-        config = {k: copy.deepcopy(v) for k, v in entry.items() if k not in ("type", "name")}
+        config = _config_of(entry, ("type", "name"), where)
         parsed.append((type_name, explicit, config))
 
     # Only defaulted names count towards a repeat, so an explicitly named second instance
@@ -107,7 +133,7 @@ def _parse_named(mapping: dict[Any, Any], source: str) -> list[PluginSpec]:
     names = mapping["names"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ConfigError(
-            f"{source}.names: expected a list of plugin names (strings), got {names!r}"
+            f"{source}.names: expected a list of plugin names (strings), got {_brief.repr(names)}"
         )
     seen: set[str] = set()
     for i, name in enumerate(names):
@@ -116,9 +142,10 @@ def _parse_named(mapping: dict[Any, Any], source: str) -> list[PluginSpec]:
             raise ConfigError(f"{source}.names[{i}]: duplicate plugin name {name!r}")
         seen.add(name)
     # A typo'd entry key would otherwise silently never load.
-    stray = sorted(str(k) for k in mapping if k != "names" and k not in seen)
+    stray = sorted(k if isinstance(k, str) else _brief.repr(k)
+                   for k in mapping if k != "names" and k not in seen)
     if stray:
-        listed = ", ".join(repr(k) for k in stray)
+        listed = ", ".join(_brief.repr(k) for k in stray)
         raise ConfigError(f"{source}: key(s) {listed} not listed in 'names' (names: {names})")
     specs: list[PluginSpec] = []
     for i, name in enumerate(names):
@@ -127,7 +154,7 @@ def _parse_named(mapping: dict[Any, Any], source: str) -> list[PluginSpec]:
             raise ConfigError(f"{where}: listed in 'names' but has no mapping ({_ENTRY_EXPECTED})")
         entry = mapping[name]
         type_name = _entry_type(entry, where)
-        config = {k: copy.deepcopy(v) for k, v in entry.items() if k != "type"}
+        config = _config_of(entry, ("type",), where)
         specs.append(PluginSpec(name=name, type=type_name, config=config, index=i))
     return specs
 
@@ -138,6 +165,8 @@ def parse_plugin_specs(value: object, *, source: str = "MujocoPlugins") -> list[
     `value` is either a list of entries (ROS 1 layout) or a mapping with `names` plus one
     mapping per name (ROS 2 layout); `source` prefixes every error message.
     """
+    # First, so that nothing below (copies, reprs in messages) can recurse without bound.
+    check_nesting(value, source)
     if isinstance(value, list):
         return _parse_list(value, source)
     if isinstance(value, dict) and "names" in value:

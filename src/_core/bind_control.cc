@@ -38,8 +38,7 @@ Array owned_copy(const mjtNum* source, int size) {
 std::unique_lock<std::mutex> lock_control(ControlBridge& bridge) {
   std::unique_lock<std::mutex> lock(bridge.control_mutex(), std::try_to_lock);
   if (!lock.owns_lock()) {
-    py::gil_scoped_release release;  // the holder may need the GIL to finish
-    lock.lock();
+    without_gil([&] { lock.lock(); });  // the holder may need the GIL to finish
   }
   return lock;
 }
@@ -49,7 +48,7 @@ std::unique_lock<std::mutex> lock_control(ControlBridge& bridge) {
 // block that order would invert, so it is refused there before any lock is taken.
 void check_not_inside_dispatch(EnvCore& env, Callback callback, const char* what) {
   if (!env.host().has_callback(callback)) return;
-  if (hooks::in_dispatch() || env.host().scope_held_by_this_thread()) {
+  if (hooks::in_dispatch_of(&env) || env.host().scope_held_by_this_thread()) {
     throw std::logic_error(std::string(what) +
                            " with control plugins loaded, from inside a plugin callback or an "
                            "acquire_plugin() block, would deadlock");
@@ -58,8 +57,8 @@ void check_not_inside_dispatch(EnvCore& env, Callback callback, const char* what
 
 void arm(EnvCore& env) {
   if (env.control().armed()) return;
-  py::gil_scoped_release release;  // arming pauses stepping, which may wait for a Python plugin
-  env.arm_control();
+  // Arming pauses stepping, which may wait for a Python plugin.
+  without_gil([&] { env.arm_control(); });
 }
 
 std::string shape_text(const std::vector<py::ssize_t>& shape) {
@@ -71,19 +70,38 @@ std::string shape_text(const std::vector<py::ssize_t>& shape) {
 }
 
 // The command as a contiguous float64 array of exactly `shape`, all finite; else ValueError
-// naming the field and what was expected.
+// naming the field and what was expected. Only integer and floating dtypes are converted: a
+// forced cast would silently drop a complex value's imaginary part, read strings as numbers, and
+// turn bools and datetimes into numbers nobody meant.
 std::optional<Array> validated(const py::object& value, const char* field,
                                const std::vector<py::ssize_t>& shape) {
   if (value.is_none()) return std::nullopt;
-  Array array;
+  const std::string expected = std::string(field) +
+                               ": expected an array of real numbers (an int or float dtype; bool, "
+                               "complex, object, string and datetime dtypes are refused) of shape " +
+                               shape_text(shape) + ", got ";
+  py::array given;
   try {
-    array = Array::ensure(value);
+    given = py::array::ensure(value);  // its own dtype: nothing is converted yet
   } catch (py::error_already_set&) {
   }
-  if (!array) {
-    throw std::invalid_argument(std::string(field) + ": expected an array of float of shape " +
-                                shape_text(shape) + ", got " +
+  if (!given) {
+    throw std::invalid_argument(expected +
                                 py::str(py::type::of(value).attr("__name__")).cast<std::string>());
+  }
+  const char kind = given.dtype().kind();
+  if (kind != 'i' && kind != 'u' && kind != 'f') {
+    throw std::invalid_argument(expected + "dtype " + py::str(given.dtype()).cast<std::string>() +
+                                "; nothing was staged");
+  }
+  Array array;
+  try {
+    array = Array::ensure(given);
+  } catch (py::error_already_set&) {
+  }
+  if (!array) {  // a cast that raised (a warning turned into an error, say)
+    throw std::invalid_argument(expected + "dtype " + py::str(given.dtype()).cast<std::string>() +
+                                " that does not convert to float64; nothing was staged");
   }
   std::vector<py::ssize_t> got(array.shape(), array.shape() + array.ndim());
   if (got != shape) {
@@ -103,6 +121,7 @@ std::optional<Array> validated(const py::object& value, const char* field,
 }
 
 ControlState control_read(EnvCore& env) {
+  env.check_open("control.read()");
   check_not_inside_dispatch(env, Callback::kUpdateRead, "control.read()");
   arm(env);
   ControlBridge& bridge = env.control();
@@ -111,9 +130,12 @@ ControlState control_read(EnvCore& env) {
   PluginHost* plugins = env.host().has_callback(Callback::kUpdateRead) ? &env.host() : nullptr;
   ControlStateView view;
   if (plugins) {
-    py::gil_scoped_release release;  // update_read plugins take the host mutex, then the GIL
-    hooks::DispatchScope dispatching;  // a plugin calling reset/step/read from here is refused
-    view = bridge.read_locked(plugins, env.model_generation());
+    // update_read plugins take the host mutex, then the GIL. A plugin calling reset/step/read of
+    // this env from there is refused.
+    view = without_gil([&] {
+      hooks::DispatchScope dispatching(&env);
+      return bridge.read_locked(plugins, env.model_generation());
+    });
   } else {
     view = bridge.read_locked(nullptr, env.model_generation());
   }
@@ -130,6 +152,7 @@ ControlState control_read(EnvCore& env) {
 
 void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_applied,
                    const py::object& xfrc_applied) {
+  env.check_open("control.write()");
   check_not_inside_dispatch(env, Callback::kUpdateWrite, "control.write()");
   arm(env);
   ControlBridge& bridge = env.control();
@@ -146,9 +169,10 @@ void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_
   if (plugins) {
     // The arrays stay alive (held above) and are only read; update_write plugins take the host
     // mutex, then the GIL.
-    py::gil_scoped_release release;
-    hooks::DispatchScope dispatching;
-    bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
+    without_gil([&] {
+      hooks::DispatchScope dispatching(&env);
+      bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
+    });
   } else {
     bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, nullptr, env.model_generation());
   }

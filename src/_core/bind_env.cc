@@ -16,7 +16,11 @@ namespace {
 struct GilSafeCallable {
   py::object callable;
   ~GilSafeCallable() {
-    py::gil_scoped_acquire gil;  // holds no lock here: taking the GIL cannot invert an order
+    if (!Py_IsInitialized()) {
+      callable.release();  // the interpreter is gone, and its objects with it
+      return;
+    }
+    py::gil_scoped_acquire gil;  // holds no lock of the env's but step_mutex_ (see the order)
     callable = py::object();
   }
 };
@@ -29,9 +33,24 @@ thread_local PyThreadState* physics_thread_state = nullptr;
 mjModel* model_at(std::uintptr_t address) { return reinterpret_cast<mjModel*>(address); }
 mjData* data_at(std::uintptr_t address) { return reinterpret_cast<mjData*>(address); }
 
+// Python delivers signals to its main thread only: a step() called there polls for them.
+unsigned long main_thread_ident = 0;  // set when the module is imported
+
+// The interrupt poll of a step() on the main thread: runs Python's signal handlers and returns
+// what they raised (KeyboardInterrupt for Ctrl-C), with Python's error indicator cleared.
+std::exception_ptr poll_signals() {
+  py::gil_scoped_acquire gil;  // step() holds no lock between steps, where this runs
+  if (PyErr_CheckSignals() == 0) return nullptr;
+  return std::make_exception_ptr(py::error_already_set());
+}
+
 }  // namespace
 
 void bind_env(py::module_& module) {
+  main_thread_ident = py::module_::import("threading")
+                          .attr("main_thread")()
+                          .attr("ident")
+                          .cast<unsigned long>();
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
       .def(py::init([] {
         std::shared_ptr<EnvCore> env(new EnvCore(), [](EnvCore* core) {
@@ -65,14 +84,24 @@ void bind_env(py::module_& module) {
       }))
       .def(
           "bind",
-          [](EnvCore& env, std::uintptr_t model_address, std::uintptr_t data_address,
-             std::uintptr_t control_scratch_address) {
+          [](EnvCore& env, py::object model, py::object data, py::object control_scratch) {
+            const auto address = [](const py::object& object) {
+              return object.attr("_address").cast<std::uintptr_t>();
+            };
+            const auto model_address = address(model);
+            const auto data_address = address(data);
+            const auto scratch_address = address(control_scratch);
+            // The core keeps the three Python objects (their memory) alive for as long as it may
+            // point into them; the last reference may go on a thread without the GIL.
+            auto owner = std::make_shared<GilSafeCallable>();
+            owner->callable = py::make_tuple(model, data, control_scratch);
             py::gil_scoped_release release;  // takes the host and control mutexes
-            env.bind(model_at(model_address), data_at(data_address),
-                     data_at(control_scratch_address));
+            env.bind(model_at(model_address), data_at(data_address), data_at(scratch_address),
+                     std::move(owner));
           },
-          py::arg("model_address"), py::arg("data_address"), py::arg("control_scratch_address"),
-          "Bind the mjModel*/mjData* at these addresses (the Python objects must outlive them).")
+          py::arg("model"), py::arg("data"), py::arg("control_scratch"),
+          "Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData; the core "
+          "holds them until they are replaced and no thread can reach them.")
       .def(
           "set_factory",
           [](EnvCore& env, py::object factory) {
@@ -91,25 +120,42 @@ void bind_env(py::module_& module) {
           py::arg("factory"))
       .def("load_next_plugin_generation", &EnvCore::load_next_plugin_generation,
            py::call_guard<py::gil_scoped_release>())  // loads re-take the GIL per plugin
-      .def("step", &EnvCore::step, py::arg("n") = 1,
-           // Released for the whole loop; a Python plugin re-takes it around its own call.
-           py::call_guard<py::gil_scoped_release>())
-      .def("start", &EnvCore::start, py::arg("realtime_factor"),
-           py::call_guard<py::gil_scoped_release>())
-      .def("stop", &EnvCore::stop,
+      .def(
+          "step",
+          [](EnvCore& env, std::int64_t n) {
+            const bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
+            const EnvCore::InterruptPoll poll(poll_signals);
+            // Released for the whole loop; a Python plugin (and the interrupt poll) re-takes it.
+            without_gil([&] { env.step(n, on_main_thread ? &poll : nullptr); });
+          },
+          py::arg("n") = 1,
+          "Run n physics steps (0 <= n <= 2**63-1); Ctrl-C stops after the step in progress.")
+      .def("clear_simulation_fault", &EnvCore::clear_simulation_fault)
+      .def("check_open", &EnvCore::check_open, py::arg("what"))
+      .def(
+          "start",
+          [](EnvCore& env, std::optional<double> realtime_factor) {
+            without_gil([&] { env.start(realtime_factor); });
+          },
+          py::arg("realtime_factor"))
+      .def("stop",
            // The physics thread may be waiting for the GIL in a Python callback.
-           py::call_guard<py::gil_scoped_release>())
+           [](EnvCore& env) { without_gil([&] { env.stop(); }); })
       .def_property_readonly("running", &EnvCore::running)
-      .def("pause", &EnvCore::pause,
-           py::call_guard<py::gil_scoped_release>())  // waits for the step in progress
+      .def("pause",  // waits for the step in progress
+           [](EnvCore& env) { without_gil([&] { env.pause(); }); })
       // resume notifies the physics thread; reset_plugins and notify_geometry_changed take the
       // bridge and host mutexes and call Python plugins, which re-take the GIL.
-      .def("resume", &EnvCore::resume, py::call_guard<py::gil_scoped_release>())
-      .def("reset_plugins", &EnvCore::reset_plugins, py::call_guard<py::gil_scoped_release>())
-      .def("notify_geometry_changed", &EnvCore::notify_geometry_changed, py::arg("geom_id"),
-           py::call_guard<py::gil_scoped_release>())
+      .def("resume", [](EnvCore& env) { without_gil([&] { env.resume(); }); })
+      .def("reset_plugins", [](EnvCore& env) { without_gil([&] { env.reset_plugins(); }); })
+      .def(
+          "notify_geometry_changed",
+          [](EnvCore& env, int geom_id) {
+            without_gil([&] { env.notify_geometry_changed(geom_id); });
+          },
+          py::arg("geom_id"))
       // Joins the physics thread, which may wait for the GIL in a Python callback.
-      .def("close", &EnvCore::close, py::call_guard<py::gil_scoped_release>())
+      .def("close", [](EnvCore& env) { without_gil([&] { env.close(); }); })
       .def_property_readonly("model_generation",
                              [](const EnvCore& env) { return env.model_generation().value(); })
       .def_property_readonly("plugin_generation",

@@ -14,6 +14,7 @@ struct ErrorTypes {
   py::object hook_ownership;
   py::object camera_unavailable;
   py::object logic_error;
+  py::object simulation_error;
 };
 
 // Leaked on purpose: translators may run during interpreter shutdown, after module teardown.
@@ -40,18 +41,34 @@ void raise_plugin_error(const PluginDispatchError& error) {
   PyErr_SetObject(error_types->plugin_error.ptr(), raised.ptr());
 }
 
+// Raises again what interrupted a call (KeyboardInterrupt, SystemExit), as it was raised.
+void raise_interrupt(const Interrupted& interrupted) {
+  try {
+    std::rethrow_exception(interrupted.cause);
+  } catch (py::error_already_set& original) {
+    original.restore();
+  } catch (...) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+  }
+}
+
 }  // namespace
 
 void bind_errors(py::module_& module) {
   py::module_ errors = py::module_::import("mjfast.errors");
   error_types = new ErrorTypes{errors.attr("PluginError"), errors.attr("StaleGenerationError"),
                                errors.attr("HookOwnershipError"),
-                               errors.attr("CameraUnavailableError"), errors.attr("LogicError")};
+                               errors.attr("CameraUnavailableError"), errors.attr("LogicError"),
+                               errors.attr("SimulationError")};
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);
+    } catch (const Interrupted& e) {
+      raise_interrupt(e);
     } catch (const PluginDispatchError& e) {
       raise_plugin_error(e);
+    } catch (const SimulationError& e) {
+      PyErr_SetString(error_types->simulation_error.ptr(), e.what());
     } catch (const StaleGenerationError& e) {
       PyErr_SetString(error_types->stale_generation.ptr(), e.what());
     } catch (const HookOwnershipError& e) {

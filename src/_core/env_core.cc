@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "errors.h"
+#include "mujoco_guard.h"
 
 namespace mjfast {
 namespace {
@@ -15,6 +16,39 @@ using Clock = std::chrono::steady_clock;
 // running flat out to catch up.
 constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
 
+// step() asks its interrupt poll (which takes the GIL) at most this often, and reads the clock
+// often enough to notice: SPEC §18 wants Ctrl-C honoured within 100 ms.
+constexpr auto kInterruptPollInterval = std::chrono::milliseconds(20);
+
+// Decides, one comparison per step, when step() next reads the clock and maybe polls: the
+// stride of steps between clock reads doubles while they come sooner than a millisecond apart
+// and halves when they come later than four, so polling costs nothing measurable per step
+// whatever the step's length.
+class InterruptSchedule {
+ public:
+  bool due() {
+    if (++count_ < stride_) return false;
+    count_ = 0;
+    const auto now = Clock::now();
+    const auto since_read = now - last_read_;
+    last_read_ = now;
+    if (since_read < std::chrono::milliseconds(1)) {
+      stride_ = std::min<std::uint64_t>(stride_ * 2, 1u << 20);
+    } else if (since_read > std::chrono::milliseconds(4) && stride_ > 1) {
+      stride_ /= 2;
+    }
+    if (now - last_poll_ < kInterruptPollInterval) return false;
+    last_poll_ = now;
+    return true;
+  }
+
+ private:
+  std::uint64_t stride_ = 1;
+  std::uint64_t count_ = 0;
+  Clock::time_point last_read_ = Clock::now();
+  Clock::time_point last_poll_ = last_read_;
+};
+
 }  // namespace
 
 EnvCore::~EnvCore() {
@@ -23,19 +57,25 @@ EnvCore::~EnvCore() {
   } catch (...) {
     // A destructor must not throw; close() refuses only where the env is in use on this thread.
   }
+  // The Python objects of the last binding are released here, with no lock of ours held.
 }
 
-void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch) {
+void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
+                   std::shared_ptr<void> owner) {
   if (data_) hooks::unregister_pair(data_);
   model_ = model;
   data_ = data;
   host_.bind_model(model, data);
   {
+    // A control read()/write() in progress holds this mutex while it uses the old scratch data:
+    // once it is ours, nothing reaches the old binding any more.
     std::lock_guard<std::mutex> control_lock(control_.control_mutex());
     control_.rebind(model, control_scratch, data);
   }
+  std::swap(bound_owner_, owner);  // `owner` now holds the old binding: released on return
   model_generation_.fetch_add(1, std::memory_order_acq_rel);
   hooks::register_pair(model, data, weak_from_this());
+  clear_simulation_fault();  // new data: nothing of the old one's state carries over
 }
 
 void EnvCore::load_next_plugin_generation() {
@@ -43,10 +83,21 @@ void EnvCore::load_next_plugin_generation() {
   host_.load_generation(model_generation(), PluginGeneration(next));
 }
 
-void EnvCore::check_can_step(const char* what) const {
+void EnvCore::check_open(const char* what) const {
   if (closed_) throw std::logic_error(std::string(what) + " on a closed env");
-  if (hooks::in_dispatch()) {
+}
+
+void EnvCore::check_can_step(const char* what) const {
+  check_open(what);
+  if (hooks::in_dispatch_of(this)) {
     throw std::logic_error(std::string(what) + " called from inside a plugin callback");
+  }
+  if (pause_owner_.load() == std::this_thread::get_id()) {
+    // This thread holds the env at a step boundary: it is inside reset(), reload() or close()
+    // (a plugin's load, reset or unload calling back into the env).
+    throw std::logic_error(std::string(what) +
+                           " from inside the env's reset, reload or close (a plugin's load/init, "
+                           "reset/on_reset or unload/cleanup) would deadlock");
   }
   if (host_.scope_held_by_this_thread()) {
     throw std::logic_error(std::string(what) +
@@ -55,7 +106,7 @@ void EnvCore::check_can_step(const char* what) const {
   }
 }
 
-void EnvCore::step_once_locked() {
+void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_error) {
   const ModelGeneration generation = model_generation();
   control_.apply_staged(data_);
   // One host lock for the whole step instead of one per dispatch (the per-step cost of native
@@ -64,19 +115,27 @@ void EnvCore::step_once_locked() {
   std::optional<PluginHost::StepLock> host_lock;
   if (host_.has_any_callback()) host_lock.emplace(host_);
   if (host_.has_callback(Callback::kPreStep)) {
-    hooks::DispatchScope dispatching;
+    hooks::DispatchScope dispatching(this);
     try {
       record_error(host_.dispatch_pre_step(generation, model_, data_));
-    } catch (...) {
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
       record_error(std::current_exception());  // e.g. a stale generation: raised after the step
     }
   }
-  mj_step(model_, data_);
+  if (!mujoco_guard::step(model_, data_, simulation_error)) {
+    // MuJoCo gave up inside mj_step: the data is undefined, so nothing else of this step runs.
+    simulation_failed = true;
+    return;
+  }
   if (host_.has_callback(Callback::kLastStage)) {
-    hooks::DispatchScope dispatching;
+    hooks::DispatchScope dispatching(this);
     try {
       record_error(host_.dispatch_last_stage(generation, model_, data_));
-    } catch (...) {
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
       record_error(std::current_exception());
     }
   }
@@ -87,7 +146,9 @@ void EnvCore::step_once_locked() {
     host_lock.reset();
     try {
       record_error(step_observer_->after_step(model_, data_, generation));
-    } catch (...) {
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
       record_error(std::current_exception());
     }
   }
@@ -114,34 +175,121 @@ void EnvCore::raise_if(const DispatchError& error) {
   if (error) std::rethrow_exception(error);
 }
 
-void EnvCore::step(int n) {
+bool EnvCore::step_once_checked() {
+  // Two loads and compares: without our hooks, plugins would silently stop being called.
+  if (!hooks::control_owned() || !hooks::passive_owned()) {
+    try {
+      hooks::check_owned();
+    } catch (...) {
+      record_fault(std::current_exception());
+    }
+    return false;
+  }
+  bool simulation_failed = false;
+  std::string simulation_error;
+  step_once_locked(simulation_failed, simulation_error);
+  if (simulation_failed) {
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      simulation_error_ = simulation_error;
+    }
+    simulation_invalid_.store(true, std::memory_order_release);
+    record_fault(std::make_exception_ptr(SimulationError(
+        "MuJoCo error in mj_step at time " + std::to_string(data_->time) + ": " +
+        simulation_error + " (the simulation state is undefined until env.reset())")));
+    return false;
+  }
+  return true;
+}
+
+void EnvCore::record_fault(std::exception_ptr fault) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (!fault_) fault_ = std::move(fault);
+  fault_pending_.store(true, std::memory_order_release);
+}
+
+void EnvCore::raise_fault_if_any() {
+  std::exception_ptr fault;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    fault = std::exchange(fault_, nullptr);
+    fault_pending_.store(false, std::memory_order_release);
+    if (!fault && simulation_invalid_.load(std::memory_order_acquire)) {
+      fault = std::make_exception_ptr(SimulationError(
+          "the simulation state is undefined after a MuJoCo error (" + simulation_error_ +
+          "): call env.reset() or env.reload() first"));
+    }
+  }
+  if (fault) std::rethrow_exception(fault);
+}
+
+void EnvCore::clear_simulation_fault() {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  simulation_invalid_.store(false, std::memory_order_release);
+  simulation_error_.clear();
+}
+
+std::unique_lock<std::mutex> EnvCore::lock_for_step() {
+  std::unique_lock<std::mutex> lock(step_mutex_, std::defer_lock);
+  if (!hooks::in_dispatch()) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    throw std::logic_error(
+        "step() of an env that is busy, from inside another env's plugin callback: waiting "
+        "there could deadlock (two envs stepping each other)");
+  }
+  return lock;
+}
+
+void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
   if (n < 0) throw std::invalid_argument("step(n) needs n >= 0, got " + std::to_string(n));
   check_can_step("step()");
+  join_ended_thread();
+  raise_fault_if_any();
   if (running()) {
     throw std::logic_error("step() while the physics thread runs: call stop() first");
   }
   hooks::check_owned();
-  std::unique_lock<std::mutex> lock(step_mutex_);
+  if (n == 0) return;
+  // Counted before the lock is taken and checked against start() after (see step_calls_).
+  step_calls_.fetch_add(1);
+  struct Uncount {
+    std::atomic<int>& calls;
+    ~Uncount() { calls.fetch_sub(1); }
+  } uncount{step_calls_};
+  if (running()) {
+    throw std::logic_error("step() while the physics thread runs: call stop() first");
+  }
+  std::unique_lock<std::mutex> lock = lock_for_step();
   if (closed_) throw std::logic_error("step() on a closed env");  // closed while we waited
-  int done = 0;
+  raise_fault_if_any();  // a reset/reload in between may have left one
+  InterruptSchedule interrupt_schedule;
+  std::exception_ptr interrupt;
+  bool faulted = false;
+  std::int64_t done = 0;
   while (done < n) {
     // One stretch of steps, until done or until reset/reload/a geometry edit asks to pause:
     // they run at the next step boundary, not after the whole step(n).
     {
       hooks::SteppingScope stepping(model_, data_, this);
+      const mujoco_guard::Scope guard;  // MuJoCo errors of this stretch are raised, not fatal
       const auto wall_start = Clock::now();
       const double sim_start = data_->time;
-      int stretch = 0;
+      std::uint64_t stretch = 0;
       while (done < n && pause_requests_.load(std::memory_order_acquire) == 0) {
-        step_once_locked();
+        if (!step_once_checked()) {
+          faulted = true;
+          break;
+        }
         ++done;
         ++stretch;
         if (has_pending_error()) break;
+        if (interrupted && interrupt_schedule.due() && (interrupt = (*interrupted)())) break;
       }
       const auto wall = Clock::now() - wall_start;
-      record_stepping(wall, data_->time - sim_start, static_cast<std::uint64_t>(stretch), wall);
+      record_stepping(wall, data_->time - sim_start, stretch, wall);
     }
-    if (has_pending_error()) break;
+    if (faulted || interrupt || has_pending_error()) break;
     if (done < n) {
       lock.unlock();
       {
@@ -152,17 +300,22 @@ void EnvCore::step(int n) {
       if (closed_) throw std::logic_error("the env was closed during step()");
     }
   }
-  if (has_pending_error()) rethrow_pending_error();
+  lock.unlock();
+  if (faulted) raise_fault_if_any();
+  if (has_pending_error()) rethrow_pending_error();  // a plugin's error outranks an interrupt
+  if (interrupt) throw Interrupted(interrupt);
 }
 
 void EnvCore::on_control(const mjModel* m, mjData* d) {
   // Inside this thread's acquire_plugin block no dispatch may run (SPEC §6): MuJoCo's own call
   // proceeds without plugins.
   if (!host_.has_callback(Callback::kControl) || host_.scope_held_by_this_thread()) return;
-  hooks::DispatchScope dispatching;
+  hooks::DispatchScope dispatching(this);
   try {
     record_error(host_.dispatch_control(model_generation(), m, d));
-  } catch (...) {
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
     // Nothing may unwind through MuJoCo's C frames: a stale-generation error is kept and thrown
     // by the step that made this call.
     record_error(std::current_exception());
@@ -171,10 +324,12 @@ void EnvCore::on_control(const mjModel* m, mjData* d) {
 
 void EnvCore::on_passive(const mjModel* m, mjData* d) {
   if (!host_.has_callback(Callback::kPassive) || host_.scope_held_by_this_thread()) return;
-  hooks::DispatchScope dispatching;
+  hooks::DispatchScope dispatching(this);
   try {
     record_error(host_.dispatch_passive(model_generation(), m, d));
-  } catch (...) {
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
     record_error(std::current_exception());
   }
 }
@@ -227,12 +382,12 @@ void EnvCore::reset_plugins() {
     std::lock_guard<std::mutex> control_lock(control_.control_mutex());
     control_.clear(data_);
   }
-  hooks::DispatchScope dispatching;
+  hooks::DispatchScope dispatching(this);
   raise_if(host_.reset(model_generation()));
 }
 
 void EnvCore::notify_geometry_changed(int geom_id) {
-  hooks::DispatchScope dispatching;
+  hooks::DispatchScope dispatching(this);
   raise_if(host_.notify_geometry_changed(model_generation(), geom_id));
 }
 
@@ -242,7 +397,9 @@ void EnvCore::arm_control() {
   try {
     std::lock_guard<std::mutex> control_lock(control_.control_mutex());
     control_.arm(data_);
-  } catch (...) {
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
     resume();
     throw;
   }
@@ -255,32 +412,70 @@ void EnvCore::start(std::optional<double> realtime_factor) {
     throw std::invalid_argument("realtime_factor must be a positive number or None, got " +
                                 std::to_string(*realtime_factor));
   }
+  join_ended_thread();
+  raise_fault_if_any();
   hooks::check_owned();
   std::lock_guard<std::mutex> lock(thread_mutex_);
   if (running_.load()) throw std::logic_error("start() while the physics thread already runs");
+  running_.store(true);
+  if (step_calls_.load() > 0) {  // see step_calls_: step() checks running_ after counting itself
+    running_.store(false);
+    throw std::logic_error("start() while another thread is inside step(): wait for it to "
+                           "return first");
+  }
   stop_requested_ = false;
-  running_.store(true, std::memory_order_release);
   physics_thread_ = std::thread([this, realtime_factor] { run_physics(realtime_factor); });
 }
 
+void EnvCore::join_ended_thread() {
+  std::thread ended;
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    // A thread that ended by itself (a fault) cleared running_ on its way out.
+    if (!physics_thread_.joinable() || running_.load()) return;
+    if (physics_thread_.get_id() == std::this_thread::get_id()) return;
+    ended = std::move(physics_thread_);
+  }
+  ended.join();
+}
+
 void EnvCore::stop() {
+  stop_thread();
+  // What stopped the thread by itself (a MuJoCo error, lost hooks) is raised once, here or by the
+  // next step()/start().
+  if (fault_pending_.load(std::memory_order_acquire)) {
+    std::exception_ptr fault;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      fault = std::exchange(fault_, nullptr);
+      fault_pending_.store(false, std::memory_order_release);
+    }
+    if (fault) std::rethrow_exception(fault);
+  }
+}
+
+void EnvCore::stop_thread() {
   std::thread finished;
   {
     std::lock_guard<std::mutex> lock(thread_mutex_);
-    if (!physics_thread_.joinable()) return;
-    if (physics_thread_.get_id() == std::this_thread::get_id()) {
-      throw std::logic_error("stop() called from a plugin callback on the physics thread");
+    if (physics_thread_.joinable()) {
+      if (physics_thread_.get_id() == std::this_thread::get_id()) {
+        throw std::logic_error("stop() called from a plugin callback on the physics thread");
+      }
+      stop_requested_ = true;
+      finished = std::move(physics_thread_);
     }
-    stop_requested_ = true;
-    finished = std::move(physics_thread_);
   }
-  thread_wakeup_.notify_all();
-  finished.join();
-  running_.store(false, std::memory_order_release);
+  if (finished.joinable()) {
+    thread_wakeup_.notify_all();
+    finished.join();
+    running_.store(false, std::memory_order_release);
+  }
 }
 
 void EnvCore::run_physics(std::optional<double> realtime_factor) {
   if (thread_hooks_.on_start) thread_hooks_.on_start();
+  const mujoco_guard::Scope guard;  // MuJoCo errors on this thread are raised, not fatal
   // Figures are added up here and handed to the shared statistics every kFlushSteps steps and
   // whenever the thread waits (for pacing or a pause) or ends, so that an unpaced step takes no
   // statistics lock.
@@ -300,6 +495,7 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
   double anchor_sim = data_->time;
   bool reanchor = false;
   auto elapsed_mark = anchor_wall;  // start of the running time not yet added up
+  bool faulted = false;
   while (!stop_requested_.load(std::memory_order_acquire)) {
     if (pause_requests_.load(std::memory_order_acquire) > 0) {
       unflushed.elapsed += Clock::now() - elapsed_mark;
@@ -327,9 +523,11 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
       }
       const double sim_start = data_->time;
       try {
-        step_once_locked();
-      } catch (...) {
-        record_error(std::current_exception());  // nothing may end this thread but stop()
+        if (!step_once_checked()) faulted = true;
+      }
+      MJFAST_RETHROW_FORCED_UNWIND
+      catch (...) {
+        record_error(std::current_exception());  // nothing but stop() or a fault ends it
       }
       sim_time = data_->time;
       step_end = Clock::now();
@@ -337,14 +535,24 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
       if (sim_time > sim_start) unflushed.simulated += sim_time - sim_start;
       ++unflushed.steps;
     }
+    if (faulted) break;
     if (has_pending_error()) {
       // The failed plugin is already out of the generation; the others keep running.
       try {
         rethrow_pending_error();
-      } catch (...) {
+      } catch (const Interrupted&) {
+        // A plugin raised SystemExit or KeyboardInterrupt here: not its failure, but nobody on
+        // this thread can take it, so the thread stops and the next step/stop/start raises it.
+        record_fault(std::current_exception());
+        break;
+      }
+      MJFAST_RETHROW_FORCED_UNWIND
+      catch (...) {
         try {
           if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
-        } catch (...) {
+        }
+        MJFAST_RETHROW_FORCED_UNWIND
+        catch (...) {
           // Reporting failed too (logging raised): the error is still in the plugin's record.
         }
       }
@@ -371,6 +579,22 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
   }
   unflushed.elapsed += Clock::now() - elapsed_mark;
   flush();
+  if (faulted || fault_pending_.load(std::memory_order_acquire)) {
+    // Ended by a fault, not by stop(): say so now (the next step/stop/start raises it).
+    std::exception_ptr fault;
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      fault = fault_;
+    }
+    try {
+      if (fault && thread_hooks_.on_error) thread_hooks_.on_error(fault);
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
+    }
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    running_.store(false, std::memory_order_release);
+  }
   if (thread_hooks_.on_exit) thread_hooks_.on_exit();
 }
 
@@ -380,7 +604,7 @@ void EnvCore::close() {
     throw std::logic_error("close() inside an acquire_plugin() block would deadlock: leave the "
                            "block first");
   }
-  stop();
+  stop_thread();  // a fault it ended with dies with the env
   // At a step boundary, so that a step(n) running on another thread stops there (it raises
   // LogicError) instead of stepping on without plugins.
   pause();

@@ -19,10 +19,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include <mujoco/mujoco.h>
@@ -64,8 +66,12 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   // Binds a (new) model and data: registers the pair with the hooks, the host and the control
   // bridge (`control_scratch` is the bridge's scratch mjData for the same model). Called at
-  // construction and, inside a pause, at reload. Advances the model generation.
-  void bind(const mjModel* model, mjData* data, mjData* control_scratch);
+  // construction and, inside a pause, at reload. Advances the model generation. `owner` keeps
+  // the memory of all three alive (the Python objects): the core holds it until the next bind
+  // has taken every lock under which another thread could still reach the old pointers (the
+  // control mutex of a read() in progress), and until the core itself goes.
+  void bind(const mjModel* model, mjData* data, mjData* control_scratch,
+            std::shared_ptr<void> owner);
   const mjModel* model() const { return model_; }
   mjData* data() const { return data_; }
 
@@ -74,10 +80,16 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   // Loads the next plugin generation through the host (inside a pause, or before stepping).
   void load_next_plugin_generation();
 
+  // Polled between steps by step() on the thread that called it: null, or what interrupts the
+  // call (the bindings return Python's KeyboardInterrupt after a Ctrl-C on the main thread).
+  using InterruptPoll = std::function<std::exception_ptr()>;
+
   // Runs n steps on the calling thread. Per step: pre_step plugins, mj_step (control and passive
   // plugins through the hooks), last_stage plugins. Stops after a step in which a plugin raised
-  // and throws PluginDispatchError.
-  void step(int n);
+  // and throws PluginDispatchError; after a step in which MuJoCo raised a fatal error and throws
+  // SimulationError; at a step boundary where `interrupted` returns an error, and throws
+  // Interrupted with it.
+  void step(std::int64_t n, const InterruptPoll* interrupted = nullptr);
 
   void start(std::optional<double> realtime_factor);
   void stop();
@@ -101,6 +113,12 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   // Marks the env closed: stops the thread, drops the plugins, unregisters the pair.
   void close();
+  // Throws std::logic_error naming `what` if the env is closed.
+  void check_open(const char* what) const;
+
+  // After a MuJoCo error the data is in an undefined state: stepping raises SimulationError
+  // until the env's data is reset (env.reset) or replaced (reload), which calls this.
+  void clear_simulation_fault();
 
   EnvStatistics statistics() const;
 
@@ -116,12 +134,26 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
  private:
   void check_can_step(const char* what) const;
+  // Takes step_mutex_ for a step() call; from inside another env's plugin callback only if it is
+  // free at once (waiting there could close a cycle of envs stepping each other).
+  std::unique_lock<std::mutex> lock_for_step();
+  // One step with MuJoCo's errors and the hooks' ownership checked; false if the env faulted
+  // (the fault is recorded and stepping must stop).
+  bool step_once_checked();
+  // A fault that ends stepping (MuJoCo error, hooks lost, an interrupt on the physics thread):
+  // kept until the next step/stop/start raises it.
+  void record_fault(std::exception_ptr fault);
+  void raise_fault_if_any();
+  // Stops and joins the physics thread, raising nothing.
+  void stop_thread();
+  // Joins a physics thread that ended by itself after a fault.
+  void join_ended_thread();
   // A plugin error from a place that cannot unwind (inside mj_step) or from the stepping loop:
   // kept until the step that caused it returns.
   void record_error(DispatchError error);
   void rethrow_pending_error();
   bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
-  void step_once_locked();
+  void step_once_locked(bool& simulation_failed, std::string& simulation_error);
   void run_physics(std::optional<double> realtime_factor);
   // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
   // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
@@ -130,7 +162,12 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   PluginHost host_;
   ControlBridge control_;
+  std::shared_ptr<void> bound_owner_;  // keeps model_, data_ and the bridge's scratch alive
   std::mutex pending_mutex_;
+  std::exception_ptr fault_;                  // under pending_mutex_
+  std::atomic<bool> fault_pending_{false};
+  std::atomic<bool> simulation_invalid_{false};  // a MuJoCo error left data_ undefined
+  std::string simulation_error_;                  // its message, under pending_mutex_
   DispatchError pending_error_;
   std::atomic<bool> pending_flag_{false};
   const mjModel* model_ = nullptr;
@@ -139,6 +176,10 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   std::atomic<std::uint64_t> plugin_generation_{0};
 
   std::mutex step_mutex_;
+  // step() calls in progress (holding or waiting to re-take step_mutex_): start() refuses while
+  // there are any, and step() refuses once the thread runs (each checks the other's flag after
+  // setting its own, so one of them sees the other).
+  std::atomic<int> step_calls_{0};
   std::atomic<int> pause_requests_{0};
   std::atomic<std::thread::id> pause_owner_{};
   int pause_depth_ = 0;  // only touched by the pause owner

@@ -2,6 +2,8 @@
 // its mjfast.* class at the boundary (std::logic_error becomes mjfast.LogicError).
 #pragma once
 
+#include <cxxabi.h>
+
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -23,6 +25,23 @@ class CameraUnavailableError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// MuJoCo raised a fatal error (mju_error) inside a call mjfast made; the data it was working on
+// is in an undefined state until reset. Translated to mjfast.SimulationError.
+class SimulationError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A plugin's call was interrupted by the user (KeyboardInterrupt or SystemExit inside a Python
+// plugin). Not a plugin failure: the plugin stays as it was, the step in progress completes and
+// the interrupt is raised where unwinding is allowed. `cause` holds what was raised.
+class Interrupted : public std::exception {
+ public:
+  explicit Interrupted(std::exception_ptr cause) : cause(std::move(cause)) {}
+  const char* what() const noexcept override { return "interrupted"; }
+  std::exception_ptr cause;
+};
+
 // A plugin raised during live dispatch. `cause` is what it raised (a Python exception travels
 // inside as pybind11::error_already_set), rethrown at the boundary as __cause__.
 class PluginDispatchError : public std::runtime_error {
@@ -41,6 +60,14 @@ class PluginDispatchError : public std::runtime_error {
   std::string callback;
   std::exception_ptr cause;
 };
+
+// A thread that Python ends while it waits for the GIL at interpreter exit unwinds with this
+// (glibc's forced unwind); a catch (...) that swallows it aborts the process. Every catch (...)
+// on a path that can take the GIL rethrows it first.
+#define MJFAST_RETHROW_FORCED_UNWIND \
+  catch (abi::__forced_unwind&) {    \
+    throw;                           \
+  }
 
 // The message of whatever `error` holds, for failure records.
 std::string describe_exception(const std::exception_ptr& error);

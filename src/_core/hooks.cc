@@ -95,6 +95,17 @@ thread_local const mjModel* tls_model MJFAST_FAST_TLS = nullptr;
 thread_local mjData* tls_data MJFAST_FAST_TLS = nullptr;
 thread_local HookTarget* tls_target MJFAST_FAST_TLS = nullptr;
 thread_local int tls_dispatch_depth MJFAST_FAST_TLS = 0;
+// The env whose plugins this thread is dispatching (innermost), kAllEnvs in a callback-free
+// section, null outside dispatch.
+thread_local const HookTarget* tls_dispatch_owner MJFAST_FAST_TLS = nullptr;
+const HookTarget* const kAllEnvs = reinterpret_cast<const HookTarget*>(alignof(HookTarget));
+
+// Whether a call for `target`'s pair re-enters its own dispatch: MuJoCo semantics apply then.
+inline bool reentered(const HookTarget* target) {
+  const HookTarget* owner = tls_dispatch_owner;
+  return owner != nullptr && (owner == target || owner == kAllEnvs);
+}
+
 thread_local ReaderSlot* tls_reader_slot MJFAST_FAST_TLS = nullptr;
 
 // Gives the thread's slot back when the thread exits (a separate thread_local: one with a
@@ -157,12 +168,12 @@ __attribute__((always_inline)) inline std::shared_ptr<HookTarget> find_target(co
 
 template <class Call>
 void trampoline(const mjModel* m, mjData* d, Call&& call) {
-  if (tls_dispatch_depth > 0) return;  // re-entered from a plugin: MuJoCo semantics apply, not ours
   if (d == tls_data && m == tls_model) {
-    call(*tls_target);
+    if (!reentered(tls_target)) call(*tls_target);
     return;
   }
-  if (std::shared_ptr<HookTarget> target = find_target(m, d)) call(*target);
+  std::shared_ptr<HookTarget> target = find_target(m, d);
+  if (target && !reentered(target.get())) call(*target);
 }
 
 // Frees the retired versions that no reader holds. Called with registry_writer_mutex held, after
@@ -238,8 +249,16 @@ SteppingScope::~SteppingScope() {
   tls_target = previous_target_;
 }
 
-DispatchScope::DispatchScope() { ++tls_dispatch_depth; }
-DispatchScope::~DispatchScope() { --tls_dispatch_depth; }
+DispatchScope::DispatchScope(const HookTarget* env) : previous_(tls_dispatch_owner) {
+  ++tls_dispatch_depth;
+  tls_dispatch_owner = env != nullptr ? env : kAllEnvs;
+}
+DispatchScope::~DispatchScope() {
+  --tls_dispatch_depth;
+  tls_dispatch_owner = previous_;
+}
 bool in_dispatch() { return tls_dispatch_depth > 0; }
+int dispatch_depth() { return tls_dispatch_depth; }
+bool in_dispatch_of(const HookTarget* env) { return reentered(env); }
 
 }  // namespace mjfast::hooks

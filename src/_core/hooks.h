@@ -45,16 +45,26 @@ class SteppingScope {
   HookTarget* previous_target_;
 };
 
-// Marks the calling thread as inside plugin dispatch. A trampoline entered again from inside
-// dispatch (a plugin calling mj_forward) does nothing, and API calls that would deadlock or
-// re-enter the step (step, reset, reload, opening a camera) check in_dispatch() and refuse.
+// Marks the calling thread as inside plugin dispatch of `env` (all envs when null, as in
+// `_core.CallbackFree`). A trampoline entered again for that env's pair from inside dispatch (a
+// plugin calling mj_forward on its data) does nothing, and API calls that would deadlock or
+// re-enter that env's step (step, reset, reload, opening a camera) check in_dispatch_of() and
+// refuse. Another env's pair dispatches normally: a plugin may step a second env.
 class DispatchScope {
  public:
-  DispatchScope();
+  explicit DispatchScope(const HookTarget* env = nullptr);
   ~DispatchScope();
   DispatchScope(const DispatchScope&) = delete;
   DispatchScope& operator=(const DispatchScope&) = delete;
+
+ private:
+  const HookTarget* previous_;
 };
+// Whether any plugin dispatch (or a callback-free section) is in progress on this thread.
 bool in_dispatch();
+// How many dispatches (or callback-free sections) are nested on this thread.
+int dispatch_depth();
+// Whether `env`'s dispatch (or a callback-free section) is in progress on this thread.
+bool in_dispatch_of(const HookTarget* env);
 
 }  // namespace mjfast::hooks

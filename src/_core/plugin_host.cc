@@ -50,6 +50,17 @@ void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
+// An adapter reports its own unload errors (the Python adapter logs them); one failing unload
+// must not keep the others loaded.
+void unload_quietly(IPluginAdapter& adapter) {
+  try {
+    adapter.unload();
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+  }
+}
+
 }  // namespace
 
 PluginHost::StepLock::StepLock(PluginHost& host) : host_(host), previous_(step_locked_host) {
@@ -148,12 +159,7 @@ void PluginHost::quiesce_and_destroy_locked() {
   for (auto& record : records_) {
     record->dispatchable.store(false, std::memory_order_release);
     if (record->adapter) {
-      try {
-        record->adapter->unload();
-      } catch (...) {
-        // An adapter reports its own unload errors (the Python adapter logs them); one failing
-        // unload must not keep the others alive.
-      }
+      unload_quietly(*record->adapter);
       record->adapter.reset();
     }
     // The records stay, for statistics, until the next generation replaces them; a failed
@@ -175,9 +181,12 @@ void PluginHost::load_generation(ModelGeneration model_generation,
   model_generation_ = model_generation;
   plugin_generation_ = plugin_generation;
   std::vector<FactoryEntry> entries;
+  std::exception_ptr interrupt;  // the first Interrupted of a plugin's load phases
   try {
     if (factory_) entries = factory_(model_generation, plugin_generation);
-  } catch (...) {
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
     // The factory itself failed (not one plugin): the generation is up, empty, so that dispatch
     // keeps its contract; the caller learns why.
     generation_active_ = true;
@@ -204,7 +213,17 @@ void PluginHost::load_generation(ModelGeneration model_generation,
       if (!current.adapter->load(model_, data_)) {
         report.failure = PluginFailure{"load", "load() returned false"};
       }
-    } catch (...) {
+    } catch (const Interrupted&) {
+      // The user interrupted this plugin's load: not its failure. It is left unloaded, the
+      // others load, and the interrupt is raised once the generation is up.
+      if (!interrupt) interrupt = std::current_exception();
+      report.load_time_s = elapsed_s(load_start);
+      report.state = PluginState::kUnloaded;
+      current.adapter.reset();
+      continue;
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
       report.failure = PluginFailure{"load", describe_exception(std::current_exception())};
     }
     report.load_time_s = elapsed_s(load_start);
@@ -221,7 +240,15 @@ void PluginHost::load_generation(ModelGeneration model_generation,
         report.callback_names[i] = current.adapter->name_of(static_cast<Callback>(i));
       }
       report.custom = current.adapter->statistics();
-    } catch (...) {
+    } catch (const Interrupted&) {
+      if (!interrupt) interrupt = std::current_exception();
+      report.callbacks = 0;
+      report.state = PluginState::kUnloaded;
+      unload_quietly(*current.adapter);
+      current.adapter.reset();
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
       report.callbacks = 0;
       report.failure = PluginFailure{"statistics", describe_exception(std::current_exception())};
     }
@@ -238,16 +265,20 @@ void PluginHost::load_generation(ModelGeneration model_generation,
         } else {
           report.failure = PluginFailure{"activate", "activate() returned false"};
         }
-      } catch (...) {
+      } catch (const Interrupted&) {
+        if (!interrupt) interrupt = std::current_exception();
+        report.state = PluginState::kUnloaded;
+        unload_quietly(*record->adapter);
+        record->adapter.reset();
+      }
+      MJFAST_RETHROW_FORCED_UNWIND
+      catch (...) {
         report.failure = PluginFailure{"activate", describe_exception(std::current_exception())};
       }
     }
     if (report.failure && record->adapter) {
       report.state = PluginState::kFailed;
-      try {
-        record->adapter->unload();
-      } catch (...) {
-      }
+      unload_quietly(*record->adapter);
       record->adapter.reset();
     }
   }
@@ -257,6 +288,7 @@ void PluginHost::load_generation(ModelGeneration model_generation,
   }
   rebuild_dispatch_tables_locked(/*control_side=*/true);
   generation_active_ = true;
+  if (interrupt) std::rethrow_exception(interrupt);
 }
 
 void PluginHost::rebuild_dispatch_tables_locked(bool control_side) {
@@ -331,7 +363,13 @@ DispatchError PluginHost::dispatch(Callback callback, std::optional<ModelGenerat
       stats.last_ns.store(took, std::memory_order_relaxed);
       bump(stats.timed_total_ns, took);
       bump(stats.timed_calls);
-    } catch (...) {
+    } catch (const Interrupted&) {
+      // The user's interrupt, not the plugin's failure: it stays as it was; the rest of this
+      // dispatch is skipped and the interrupt raised where unwinding is allowed.
+      return std::current_exception();
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
       // The table was rebuilt without this adapter: stop iterating it.
       return fail_live_locked(*entry.record, callback, std::current_exception());
     }

@@ -6,3 +6,57 @@
 #include <pybind11/stl.h>
 
 namespace py = pybind11;
+
+#include <chrono>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace mjfast {
+
+// Whether the interpreter is finalizing (a daemon thread must not touch it any more).
+inline bool python_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+// The GIL released for a scope, taken back by reacquire() on the normal path. At interpreter exit
+// Python ends a daemon thread that asks for the GIL by unwinding it (glibc's forced unwind); an
+// unwind that starts inside a destructor (as py::gil_scoped_release's would) aborts the process.
+// When the scope is left by an exception instead, the destructor takes the GIL back, unless the
+// interpreter is finalizing: then the thread waits for the process to end, as Python 3.14 does.
+class GilReleased {
+ public:
+  GilReleased() : state_(PyEval_SaveThread()) {}
+  ~GilReleased() {
+    if (state_ == nullptr) return;
+    while (python_finalizing()) std::this_thread::sleep_for(std::chrono::hours(1));
+    PyEval_RestoreThread(state_);
+  }
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+  void reacquire() { PyEval_RestoreThread(std::exchange(state_, nullptr)); }
+
+ private:
+  PyThreadState* state_;
+};
+
+// Runs `work` with the GIL released (see GilReleased); for any binding that a daemon thread may
+// be inside when the interpreter exits.
+template <class Work>
+auto without_gil(Work&& work) -> decltype(work()) {
+  GilReleased released;
+  if constexpr (std::is_void_v<decltype(work())>) {
+    work();
+    released.reacquire();
+  } else {
+    auto result = work();
+    released.reacquire();
+    return result;
+  }
+}
+
+}  // namespace mjfast

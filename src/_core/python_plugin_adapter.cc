@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "errors.h"
+#include "mujoco_guard.h"
 #include "python_scene_registry.h"
 
 namespace mjfast {
@@ -32,14 +34,37 @@ std::string python_error_text(const py::error_already_set& error) {
          py::str(value).cast<std::string>();
 }
 
-// Runs `call` (with the GIL held) and turns a Python exception into PythonPluginException.
+// KeyboardInterrupt and SystemExit are the user's, not the plugin's failure (SPEC §18).
+bool is_interrupt(const py::error_already_set& error) {
+  return error.matches(PyExc_KeyboardInterrupt) || error.matches(PyExc_SystemExit);
+}
+
+// The C++ exception for the Python exception now set (GIL held): Interrupted for an interrupt,
+// else PythonPluginException.
+[[noreturn]] void throw_python_error() {
+  py::error_already_set error;
+  if (is_interrupt(error)) throw Interrupted(std::make_exception_ptr(std::move(error)));
+  throw PythonPluginException(std::move(error));
+}
+
+// Runs `call` (with the GIL held) and turns a Python exception into the C++ one above.
 template <class Call>
 auto translating(Call&& call) {
   try {
     return call();
   } catch (py::error_already_set& error) {
+    if (is_interrupt(error)) throw Interrupted(std::make_exception_ptr(std::move(error)));
     throw PythonPluginException(std::move(error));
   }
+}
+
+// Whether load()/init() succeeded by what it returned: None (a load that forgets to return) or
+// anything true; False, 0, numpy.False_ and other false values fail.
+bool loaded_by(const py::object& result) {
+  if (result.is_none()) return true;
+  const int truth = PyObject_IsTrue(result.ptr());
+  if (truth < 0) throw_python_error();
+  return truth == 1;
 }
 
 }  // namespace
@@ -111,7 +136,10 @@ void PythonPluginAdapter::call(Callback callback) {
   // taken only for this call.
   py::gil_scoped_acquire gil;
   PyObject* result = PyObject_Call(methods_[slot].ptr(), arguments_[slot].ptr(), nullptr);
-  if (result == nullptr) throw PythonPluginException(py::error_already_set());
+  // A call into mujoco's bindings may have replaced this thread's MuJoCo error handler, which a
+  // guarded mj_step (the caller of the control and passive callbacks) relies on.
+  mujoco_guard::reinstall();
+  if (result == nullptr) throw_python_error();
   Py_DECREF(result);
 }
 
@@ -121,23 +149,42 @@ bool PythonPluginAdapter::load(const mjModel*, mjData*) {
     return style_ == Style::kMujoco ? instance_.attr("load")(model_, data_)
                                     : instance_.attr("init")(node_, model_, data_);
   });
-  // Only an explicit False fails: a load() that forgets to return is taken as success.
-  return !(result.is(py::bool_(false)));
+  return loaded_by(result);
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
   py::gil_scoped_acquire gil;  // load phases run under the host's mutexes, with the GIL released
   py::object result = translating([&] { return instance_.attr("statistics")(); });
+  const auto bad = [&](const std::string& what) {
+    return std::invalid_argument("statistics() must return a dict of str to real numbers, got " +
+                                 what);
+  };
+  if (!py::isinstance<py::dict>(result)) {
+    throw bad(py::str(py::type::of(result).attr("__name__")).cast<std::string>());
+  }
   std::map<std::string, double> figures;
-  for (auto item : py::cast<py::dict>(result)) {
-    figures[py::str(item.first).cast<std::string>()] = py::cast<double>(item.second);
+  for (auto item : py::reinterpret_borrow<py::dict>(result)) {
+    if (!py::isinstance<py::str>(item.first)) {
+      throw bad("a key " + py::repr(item.first).cast<std::string>());
+    }
+    const auto key = item.first.cast<std::string>();
+    PyObject* value = item.second.ptr();
+    // bool is an int, and complex or str would not be a figure: a real number, or an error.
+    if (PyBool_Check(value) || !(PyFloat_Check(value) || PyLong_Check(value) ||
+                                 PyObject_HasAttrString(value, "__float__")) ||
+        PyComplex_Check(value)) {
+      throw bad(key + ": " + py::repr(item.second).cast<std::string>());
+    }
+    const double number = PyFloat_AsDouble(value);
+    if (number == -1.0 && PyErr_Occurred()) throw_python_error();
+    figures[key] = number;
   }
   return figures;
 }
 
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;  // as statistics()
-  return !translating([&] { return instance_.attr("activate")(); }).is(py::bool_(false));
+  return loaded_by(translating([&] { return instance_.attr("activate")(); }));
 }
 
 void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
@@ -149,7 +196,7 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
   PyObject* result = PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(),
                                                   model_.ptr(), data_.ptr(), python_scene.ptr(),
                                                   nullptr);
-  if (result == nullptr) throw PythonPluginException(py::error_already_set());
+  if (result == nullptr) throw_python_error();
   Py_DECREF(result);
 }
 
