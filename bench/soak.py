@@ -29,6 +29,13 @@ command; an applied value older than one already seen is reordered. Both must be
 
 Exit status: 0 when every part survived with 0 commands lost and memory within 1.5x bare
 (plus 2 MB of allocator noise); 1 otherwise.
+
+Reading the memory figures: RSS is what the process keeps, malloc'd-not-freed is what is still
+allocated (the leak figure). RSS also counts free memory that allocators keep where a few live
+objects pin it: glibc's heap pages, and CPython's 1 MiB obmalloc arenas, which are returned only
+when empty. Many envs alive together allocate many small Python objects, and the arenas they
+filled stay resident after the envs close (a high-water mark: a second round of as many envs
+reuses them and holds no more; `PYTHONMALLOC=malloc` makes it go away).
 """
 
 from __future__ import annotations

@@ -78,13 +78,16 @@ inline void reader_fence() {
   }
 }
 
-void writer_fence() {
-  if (!asymmetric_fence ||
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0) {
-    // Without membarrier the readers fence themselves and this completes the store-load pair.
-    // (It cannot fail once registered; were it to, nothing is freed on a guess: see reclaim.)
+// Whether the retired versions may be reclaimed now.
+bool writer_fence() {
+  if (!asymmetric_fence) {
+    // The readers fence themselves: this completes the store-load pair.
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    return true;
   }
+  // It cannot fail once registered; were it to, the readers have not been fenced, so nothing is
+  // freed this time (a later write frees it).
+  return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0;
 }
 
 // initial-exec: read straight off the thread pointer. The default model for a dlopen'ed library
@@ -203,8 +206,7 @@ void publish_registry(const mjData* d, std::optional<RegistryEntry> added) {
   if (added) next->push_back(std::move(*added));
   retired.push_back(current);  // before the store: a failed push_back leaves the old version
   registry.store(next.release(), std::memory_order_seq_cst);
-  writer_fence();
-  reclaim();
+  if (writer_fence()) reclaim();
 }
 
 }  // namespace
