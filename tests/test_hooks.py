@@ -4,6 +4,7 @@ for mj_forward on an env's pair, and detection of a replaced hook (SPEC §5)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -344,11 +345,14 @@ REGISTRY_MEMORY = textwrap.dedent("""
 """)
 
 
-def test_closing_many_envs_that_were_alive_together_frees_the_hooks_registry():
+@pytest.mark.parametrize("fence", ["membarrier", "reader_fence"])
+def test_closing_many_envs_that_were_alive_together_frees_the_hooks_registry(fence):
     # Every register/unregister publishes a new registry version; if replaced versions were not
-    # freed, 300 envs alive together would leave ~45k entries (~2 MB) behind.
+    # freed, 300 envs alive together would leave ~45k entries (~2 MB) behind. Both fences: the
+    # writer's membarrier, and the readers' own where membarrier is unavailable.
+    env = dict(os.environ, MJFAST_HOOKS_NO_MEMBARRIER="1" if fence == "reader_fence" else "")
     result = subprocess.run([sys.executable, "-c", REGISTRY_MEMORY, "300"], capture_output=True,
-                            text=True, timeout=120, check=False)
+                            text=True, timeout=120, check=False, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     held = int(result.stdout.strip())
     assert held < 256 * 1024, f"{held} bytes still allocated after closing 300 envs"
