@@ -59,6 +59,8 @@ TARGETS = {
     # test_bench_render.py: offscreen cameras (SPEC §10)
     "camera_rate": Target(0.8),  # physics steps/s with a 320x240 30 Hz async camera / without
     "render_turn": Target(1.2),  # one render_sync turn / mujoco.Renderer update_scene+render
+    # test_bench_sim_control.py: simulation control (SPEC §13)
+    "body_state_rate": Target(0.9),  # physics steps/s with 1 kHz get_body_state calls / without
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -184,6 +186,8 @@ GROUP_CONTROL_CYCLE = "control read+write cycle"
 GROUP_CONTROL_RATE = "1 kHz control loop"
 GROUP_CAMERA_RATE = "30 Hz offscreen camera"
 GROUP_RENDER_TURN = "render turn"
+GROUP_BODY_STATE_RATE = "1 kHz get_body_state"
+GROUP_PAUSE_PAIR = "pause()+resume() pair"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -223,6 +227,11 @@ RATIOS = [
           "with_camera", "without", "camera_rate", throughput=True, models=ARM7),
     Ratio(GROUP_RENDER_TURN, "render_sync turn / mujoco.Renderer update_scene+render",
           "mjfast", "renderer", "render_turn", models=ARM7),
+    # test_bench_sim_control.py
+    Ratio(GROUP_BODY_STATE_RATE, "steps/s under start(): 1 kHz get_body_state / none",
+          "with_reads", "alone", "body_state_rate", throughput=True, models=ARM7),
+    Ratio(GROUP_PAUSE_PAIR, "pause()+resume() on a running env / on an idle env",
+          "running", "idle", None, models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

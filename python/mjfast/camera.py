@@ -113,7 +113,9 @@ class CameraRig:
 
     def open(self, name: str, model: mujoco.MjModel, params: ParameterServer,
              namespace: str) -> Any:
-        self._core.check_can_open()  # LogicError from a step callback, before anything else
+        # LogicError before anything else: from a plugin callback, or inside an acquire_plugin
+        # block (a capture may be waiting for that block's host lock while holding the cameras).
+        self._core.check_can_open()
         if not isinstance(name, str):
             raise TypeError(f"camera name must be a str, got {type(name).__name__}")
         if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
@@ -130,6 +132,7 @@ class CameraRig:
         self._core.notify_time_reset()
 
     def statistics(self) -> dict[str, Any]:
+        """Render figures; takes no lock a capture holds, so it is callable from anywhere."""
         return dict(self._core.statistics())
 
     @staticmethod

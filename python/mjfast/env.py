@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import copy
 import functools
+import logging
 import math
 import os
 import signal
@@ -25,6 +26,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from mjfast import sim_control
 from mjfast._native import _core
 from mjfast.camera import CameraRig
 from mjfast.control import ControlInterface
@@ -43,6 +45,8 @@ from mjfast.plugin import (
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
+from mjfast.services import advertise_simulation_services
+from mjfast.sim_control import BodyState, JointState
 
 __all__ = ["MujocoEnv"]
 
@@ -293,8 +297,11 @@ class MujocoEnv:
         self._source = _ModelSource.of(model)
         new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
         self._specs = load_plugin_specs(self._params, self._namespace)
+        sim_control.apply_options(new_model, self._params.get(
+            resolve_name("options", self._namespace), None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, self._params, self._namespace)
+        self._source_label = sim_control.source_label(model)
 
         self.bus = Bus()
         self._lifecycle_lock = threading.Lock()  # serialises reset / reload / close / geom edits
@@ -316,6 +323,8 @@ class MujocoEnv:
         # by the env, and a cycle through C++ would keep both alive forever.
         self._core.set_factory(_weak_method(self._make_adapters))
         self._cameras = CameraRig(self._core, render_sync)
+        self._core.set_reset_request_handler(_weak_method(self._honour_reset_request))
+        advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False
         _open_envs.add(self)
         with self._paused("__init__"):  # a plugin's load() stepping or resetting is refused
@@ -416,18 +425,20 @@ class MujocoEnv:
         self._core.stop()
 
     @contextlib.contextmanager
-    def _lifecycle(self, operation: str) -> Iterator[None]:
+    def _lifecycle(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
         """One lifecycle operation (construction's load, reset, reload, close, a geometry edit):
         serialised with the others, refused (LogicError) when this thread is already inside one
         of this env's (a plugin's load, reset or unload calling back into the env would recurse
-        or deadlock), and not cut in half by Ctrl-C (see `_interrupts_deferred`)."""
+        or deadlock), and, where it runs plugin code, not cut in half by Ctrl-C (see
+        `_interrupts_deferred`)."""
         me = threading.get_ident()
         if self._lifecycle_owner == me:
             raise LogicError(
                 f"env.{operation}() called from inside env.{self._lifecycle_operation}() "
                 f"(a plugin's load/init, reset/on_reset or unload/cleanup calling back into the "
                 f"env) would recurse or deadlock")
-        with _interrupts_deferred(), self._lifecycle_lock:
+        deferred = _interrupts_deferred() if defer_interrupts else contextlib.nullcontext()
+        with deferred, self._lifecycle_lock:
             self._lifecycle_owner, self._lifecycle_operation = me, operation
             try:
                 yield
@@ -435,10 +446,10 @@ class MujocoEnv:
                 self._lifecycle_owner, self._lifecycle_operation = None, ""
 
     @contextlib.contextmanager
-    def _paused(self, operation: str) -> Iterator[None]:
+    def _paused(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
         """A lifecycle operation that holds stepping at a step boundary (the physics thread
         waits, env.step blocks) for its duration."""
-        with self._lifecycle(operation):
+        with self._lifecycle(operation, defer_interrupts=defer_interrupts):
             self._check_open()
             self._core.pause()
             try:
@@ -446,26 +457,59 @@ class MujocoEnv:
             finally:
                 self._core.resume()
 
-    def reset(self, keyframe: int | str | None = None) -> None:
-        """World reset to the initial state or a keyframe; then every plugin's reset/on_reset."""
+    def reset(
+        self,
+        keyframe: int | str | None = None,
+        *,
+        joint_positions: Mapping[str, Any] | None = None,
+        joint_velocities: Mapping[str, Any] | None = None,
+        keep_time: bool = False,
+    ) -> None:
+        """World reset to the initial state or a keyframe, then the joint overrides; then every
+        plugin's reset/on_reset, which sees the final state (SPEC §5, §13)."""
+        sim_control.check_outside_callbacks("reset()")
         with self._paused("reset"):
-            model, data = self._model, self._data
-            if keyframe is None:
-                # The initial state is built and checked (ConfigError) before anything changes.
-                initial = mujoco.MjData(model)
-                _apply_initial_state(model, initial, self._params, self._namespace)
-                mujoco.mj_resetData(model, data)
-                data.qpos[:] = initial.qpos
-                data.qvel[:] = initial.qvel
-            else:
-                key_id = _object_id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe",
-                                    model.nkey)
-                mujoco.mj_resetDataKeyframe(model, data, key_id)
-            self._core.clear_simulation_fault()  # a MuJoCo error's undefined state is gone
-            with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
-                mujoco.mj_forward(model, data)
-            self._cameras.notify_time_reset()
-            self._core.reset_plugins()
+            self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
+
+    def _reset_world(self, keyframe: int | str | None, joint_positions: object,
+                     joint_velocities: object, keep_time: object) -> None:
+        """The reset itself, with stepping held by the caller."""
+        model, data = self._model, self._data
+        if not isinstance(keep_time, bool):
+            raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
+        # Everything is checked before anything changes: the overrides, the keyframe, the
+        # initial state (ConfigError).
+        positions = sim_control.checked_joint_values(model, joint_positions, "positions")
+        velocities = sim_control.checked_joint_values(model, joint_velocities, "velocities")
+        time = data.time
+        if keyframe is None:
+            initial = mujoco.MjData(model)
+            _apply_initial_state(model, initial, self._params, self._namespace)
+            mujoco.mj_resetData(model, data)
+            data.qpos[:] = initial.qpos
+            data.qvel[:] = initial.qvel
+        else:
+            key_id = _object_id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe",
+                                model.nkey)
+            mujoco.mj_resetDataKeyframe(model, data, key_id)
+        sim_control.write_joint_values(data, positions, velocities)
+        if keep_time:
+            data.time = time
+        self._core.clear_simulation_fault()  # a MuJoCo error's undefined state is gone
+        with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
+            mujoco.mj_forward(model, data)
+        self._core.reset_step_count()
+        self._cameras.notify_time_reset()
+        self._core.reset_plugins()
+
+    def _honour_reset_request(self, keyframe: str | None) -> None:
+        """A plugin's reset request, on the stepping thread at a step boundary: stepping is held
+        there already (so no pause), and an error has no caller to go to but the log."""
+        try:
+            self._reset_world(keyframe, None, None, False)
+        except Exception:
+            logging.getLogger("mjfast.env").exception(
+                "the reset a plugin requested (keyframe %r) failed", keyframe)
 
     # -- reload -------------------------------------------------------------------------------
 
@@ -476,6 +520,12 @@ class MujocoEnv:
         a failure raises and changes nothing.
         """
         self._check_open()
+        # Refused before any work (the preparation reads the live cameras): from a plugin's
+        # callback or inside an acquire_plugin() block the swap could only deadlock.
+        sim_control.check_outside_callbacks("reload()")
+        if self._core.host._scope_held():
+            raise LogicError("reload() inside an acquire_plugin() block would deadlock: leave the "
+                             "block first")
         source = self._source if model is None else _ModelSource.of(model)
         new_model = source.compile()
         if self._params_path is not None:
@@ -486,6 +536,8 @@ class MujocoEnv:
         else:
             params = self._params
         specs = load_plugin_specs(params, self._namespace)
+        sim_control.apply_options(new_model, params.get(resolve_name("options", self._namespace),
+                                                        None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
         new_control_data = mujoco.MjData(new_model)
@@ -499,8 +551,11 @@ class MujocoEnv:
             if params is not self._params:
                 self._params.set("/", params.to_dict())
             self._source, self._specs = source, specs
+            if model is not None:
+                self._source_label = sim_control.source_label(model)
             # The core holds the old model and data until no thread can reach them any more.
             self._core.bind(new_model, new_data, new_control_data)
+            self._core.reset_step_count()
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._cameras.begin_load(new_model, self.model_generation)
             self._core.load_next_plugin_generation()
@@ -543,6 +598,103 @@ class MujocoEnv:
                 if field in changes:
                     getattr(model, f"geom_{field}")[geom_id] = changes[field]
             self._core.notify_geometry_changed(geom_id)
+
+    # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
+
+    def pause(self) -> None:
+        """Freezes the physics thread at a step boundary (before start(): it starts paused)."""
+        sim_control.check_outside_callbacks("pause()")
+        self._check_open()
+        self._core.pause_stepping()
+
+    def resume(self) -> None:
+        """Lets the physics thread step again, its pacing re-anchored (no catch-up burst)."""
+        sim_control.check_outside_callbacks("resume()")
+        self._check_open()
+        self._core.resume_stepping()
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._core.stepping_paused)
+
+    @property
+    def step_count(self) -> int:
+        """Steps since the last reset or reload."""
+        return int(self._core.step_count)
+
+    def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
+        """{name: JointState(position, velocity)} for `names` (None: every named joint)."""
+        sim_control.check_outside_callbacks("get_joint_state()")
+        with self._paused("get_joint_state", defer_interrupts=False):
+            return sim_control.joint_state(self._model, self._data, names)
+
+    def set_joint_state(self, positions: Mapping[str, Any] | None = None,
+                        velocities: Mapping[str, Any] | None = None) -> None:
+        """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
+        sim_control.check_outside_callbacks("set_joint_state()")
+        with self._paused("set_joint_state", defer_interrupts=False):
+            model, data = self._model, self._data
+            checked_positions = sim_control.checked_joint_values(model, positions, "positions")
+            checked_velocities = sim_control.checked_joint_values(model, velocities, "velocities")
+            sim_control.write_joint_values(data, checked_positions, checked_velocities)
+            sim_control.forward(model, data)
+
+    def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
+        """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
+        sim_control.check_outside_callbacks("get_body_state()")
+        # Held only for the copy: the kinematics run after stepping goes on.
+        with self._paused("get_body_state", defer_interrupts=False):
+            snapshot = sim_control.StateSnapshot.take(self._model, self._data)
+        return sim_control.body_state(snapshot, body, frame)
+
+    def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
+                       frame: str | int | None = None) -> None:
+        """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
+        sim_control.check_outside_callbacks("set_body_state()")
+        with self._paused("set_body_state", defer_interrupts=False):
+            sim_control.set_body_states(self._model, self._data, states, frame)
+
+    def apply_options(self, patch: Mapping[str, Any]) -> None:
+        """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
+        sim_control.check_outside_callbacks("apply_options()")
+        with self._paused("apply_options", defer_interrupts=False):
+            sim_control.apply_options(self._model, patch)
+            sim_control.forward(self._model, self._data)
+
+    def set_equality_active(self, name: str | int, active: bool) -> None:
+        """Turns one equality constraint on or off."""
+        sim_control.check_outside_callbacks("set_equality_active()")
+        with self._paused("set_equality_active", defer_interrupts=False):
+            sim_control.set_equality_active(self._model, self._data, name, active)
+
+    def set_realtime_factor(self, factor: float | None) -> None:
+        """The physics thread's pace (None: unbounded), changed at once if it runs."""
+        sim_control.check_outside_callbacks("set_realtime_factor()")
+        self._check_open()
+        self._core.set_realtime_factor(sim_control.checked_realtime_factor(factor))
+
+    @property
+    def realtime_factor(self) -> float | None:
+        """The target pace of the physics thread (None: unbounded)."""
+        factor = self._core.realtime_factor
+        return None if factor is None else float(factor)
+
+    def info(self) -> dict[str, Any]:
+        """What is loaded and how it runs (SPEC §13)."""
+        sim_control.check_outside_callbacks("info()")
+        return {
+            "model_name": sim_control.model_name(self._model),
+            "model_source": self._source_label,
+            "model_generation": self.model_generation,
+            "plugin_generation": self.plugin_generation,
+            "loads": self.model_generation,  # one bind at construction, one per reload
+            "running": self.running,
+            "paused": self.paused,
+            "step_count": self.step_count,
+            "time": float(self._data.time),
+            "realtime_factor": self.realtime_factor,
+            "measured_realtime_factor": float(self._core.measured_realtime_factor()),
+        }
 
     # -- cameras ------------------------------------------------------------------------------
 
@@ -598,6 +750,8 @@ class MujocoEnv:
         warnings = self._data.warning
         env["warnings"] = {name: int(warnings[index].number)
                            for name, index in _WARNING_KINDS.items()}
+        env["paused"] = self.paused
+        env["step_count"] = self.step_count
         plugins = []
         for report in self._core.host.report():
             info = _plugin_info(report)

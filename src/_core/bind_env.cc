@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "bindings.h"
 #include "env_core.h"
@@ -163,6 +164,33 @@ void bind_env(py::module_& module) {
       .def_property_readonly(
           "host", [](EnvCore& env) -> PluginHost& { return env.host(); },
           py::return_value_policy::reference_internal)
+      // ---- Simulation control (SPEC §13) ----
+      // pause_stepping waits for the step in progress; the others take thread_mutex_ only.
+      .def("pause_stepping", &EnvCore::pause_stepping, py::call_guard<py::gil_scoped_release>())
+      .def("resume_stepping", &EnvCore::resume_stepping,
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("stepping_paused", &EnvCore::stepping_paused)
+      .def_property_readonly("step_count", &EnvCore::step_count)
+      .def("reset_step_count", &EnvCore::reset_step_count)
+      .def("set_realtime_factor", &EnvCore::set_realtime_factor, py::arg("realtime_factor"),
+           py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("realtime_factor", &EnvCore::realtime_factor)
+      .def("measured_realtime_factor", &EnvCore::measured_realtime_factor,
+           py::call_guard<py::gil_scoped_release>())  // takes the statistics mutex
+      .def(
+          "set_reset_request_handler",
+          [](EnvCore& env, py::object handler) {
+            auto callable = std::make_shared<GilSafeCallable>();
+            callable->callable = std::move(handler);
+            env.set_reset_request_handler([callable](const std::optional<std::string>& keyframe) {
+              // On the stepping thread at a step boundary, holding step_mutex_ (before the GIL
+              // in the lock order) and no other lock.
+              py::gil_scoped_acquire gil;
+              callable->callable(keyframe ? py::object(py::str(*keyframe)) : py::none());
+            });
+          },
+          py::arg("handler"),
+          "handler(keyframe | None) carries out a plugin's reset request at a step boundary.")
       .def("statistics", [](const EnvCore& env) {
         const EnvStatistics stats = env.statistics();
         py::dict result;

@@ -30,6 +30,10 @@ void bind_hooks(py::module_& module) {
   module.def("check_hooks", &hooks::check_owned,
              "Raise HookOwnershipError naming the hook if mjfast no longer owns it.");
 
+  module.def("in_plugin_callback", &hooks::in_plugin_callback,
+             "True on a thread that is inside a plugin callback (step callbacks, reset/on_reset, "
+             "update_read/write, load/init, activate, unload/cleanup).");
+
   // `with _core.CallbackFree():` makes the trampolines do nothing on this thread, for the
   // mj_forward that the env runs after a reset (plugins get reset(), not a control callback).
   py::class_<CallbackFree>(module, "CallbackFree")

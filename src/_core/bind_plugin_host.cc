@@ -208,6 +208,7 @@ void bind_plugin_host(py::module_& module) {
       .def("_acquire_scope", &PluginHost::acquire_scope,
            py::call_guard<py::gil_scoped_release>())  // may wait for a dispatch to finish
       .def("_release_scope", &PluginHost::release_scope)
+      .def("_scope_held", &PluginHost::scope_held_by_this_thread)
       .def("_scoped_backend", [](const py::object& self, const std::string& name) -> py::object {
         const auto& host = self.cast<const PluginHost&>();
         if (!host.scope_held_by_this_thread()) {

@@ -264,10 +264,7 @@ void bind_render(py::module_& module) {
                             ModelGeneration(model_generation));
           },
           py::arg("model"), py::arg("model_address"), py::arg("model_generation"))
-      .def_property_readonly("loading", [](const RenderCore& core) {
-        py::gil_scoped_release release;  // takes bound_mutex_
-        return core.loading();
-      })
+      .def_property_readonly("loading", &RenderCore::loading)  // an atomic: no lock
       .def("pending_names", &RenderCore::pending_names,
            py::call_guard<py::gil_scoped_release>())  // takes bound_mutex_
       .def("live_names", &RenderCore::live_names,
@@ -299,13 +296,15 @@ void bind_render(py::module_& module) {
       .def("_set_render_hold", &RenderCore::set_render_hold, py::arg("held"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("render_sync", &RenderCore::render_sync)
-      .def_static("check_can_open", &RenderCore::check_can_open)
+      .def("check_can_open",
+           [](const RenderCore& core) {
+             RenderCore::check_can_open();
+             core.check_can_wait("open_offscreen_camera()");
+           })
       .def("statistics", [](const RenderCore& core) {
-        RenderStatistics stats;
-        {
-          py::gil_scoped_release release;  // takes bound_mutex_
-          stats = core.statistics();
-        }
+        // Takes only stats_mutex_, which no thread holds while waiting: keeps the GIL. Callable
+        // from a render_callback and inside an acquire_plugin block (render_core.h).
+        const RenderStatistics stats = core.statistics();
         py::dict result;
         result["captures"] = stats.captures;
         result["capture_drops"] = stats.capture_drops;

@@ -1,5 +1,6 @@
 #include "env_core.h"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -49,6 +50,9 @@ class InterruptSchedule {
   Clock::time_point last_poll_ = last_read_;
 };
 
+// Running time over which measured_realtime_factor() is taken.
+constexpr double kMeasureWindow = 0.5;
+
 }  // namespace
 
 EnvCore::~EnvCore() {
@@ -80,6 +84,7 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
 
 void EnvCore::load_next_plugin_generation() {
   const auto next = plugin_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const SimulationRequests::CreationScope creating(weak_from_this());  // native host services
   host_.load_generation(model_generation(), PluginGeneration(next));
 }
 
@@ -129,6 +134,7 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
     simulation_failed = true;
     return;
   }
+  step_count_.store(step_count_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (host_.has_callback(Callback::kLastStage)) {
     hooks::DispatchScope dispatching(this);
     try {
@@ -142,7 +148,7 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
   control_.publish(data_);
   // The render turn: one predictable comparison per step while no camera is due. The host lock
   // is not held across it (render_sync waits for the render thread there).
-  if (step_observer_ && data_->time >= step_observer_->next_due_time()) {
+  if (step_observer_ && step_observer_->due(data_->time)) {
     host_lock.reset();
     try {
       record_error(step_observer_->after_step(model_, data_, generation));
@@ -246,8 +252,8 @@ void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
   check_can_step("step()");
   join_ended_thread();
   raise_fault_if_any();
-  if (running()) {
-    throw std::logic_error("step() while the physics thread runs: call stop() first");
+  if (running() && !stepping_paused()) {
+    throw std::logic_error("step() while the physics thread runs: call pause() or stop() first");
   }
   hooks::check_owned();
   if (n == 0) return;
@@ -257,8 +263,8 @@ void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
     std::atomic<int>& calls;
     ~Uncount() { calls.fetch_sub(1); }
   } uncount{step_calls_};
-  if (running()) {
-    throw std::logic_error("step() while the physics thread runs: call stop() first");
+  if (running() && !stepping_paused()) {
+    throw std::logic_error("step() while the physics thread runs: call pause() or stop() first");
   }
   std::unique_lock<std::mutex> lock = lock_for_step();
   if (closed_) throw std::logic_error("step() on a closed env");  // closed while we waited
@@ -277,6 +283,7 @@ void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
       const double sim_start = data_->time;
       std::uint64_t stretch = 0;
       while (done < n && pause_requests_.load(std::memory_order_acquire) == 0) {
+        if (reset_requested()) honour_reset_request_locked();
         if (!step_once_checked()) {
           faulted = true;
           break;
@@ -341,6 +348,13 @@ void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint6
   stats_.stepping_wall_s += std::chrono::duration<double>(wall).count();
   if (simulated > 0) stats_.simulated_s += simulated;  // a reset in between moves time back
   stats_.elapsed_wall_s += std::chrono::duration<double>(elapsed).count();
+  if (simulated > 0) measure_.simulated_s += simulated;
+  measure_.elapsed_s += std::chrono::duration<double>(elapsed).count();
+  if (measure_.elapsed_s >= kMeasureWindow) {
+    measure_.measured = measure_.simulated_s / measure_.elapsed_s;
+    measure_.full = true;
+    measure_.simulated_s = measure_.elapsed_s = 0.0;
+  }
 }
 
 EnvStatistics EnvCore::statistics() const {
@@ -424,7 +438,8 @@ void EnvCore::start(std::optional<double> realtime_factor) {
                            "return first");
   }
   stop_requested_ = false;
-  physics_thread_ = std::thread([this, realtime_factor] { run_physics(realtime_factor); });
+  realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
+  physics_thread_ = std::thread([this] { run_physics(); });
 }
 
 void EnvCore::join_ended_thread() {
@@ -458,22 +473,23 @@ void EnvCore::stop_thread() {
   std::thread finished;
   {
     std::lock_guard<std::mutex> lock(thread_mutex_);
-    if (physics_thread_.joinable()) {
-      if (physics_thread_.get_id() == std::this_thread::get_id()) {
-        throw std::logic_error("stop() called from a plugin callback on the physics thread");
-      }
-      stop_requested_ = true;
-      finished = std::move(physics_thread_);
+    if (!physics_thread_.joinable()) {
+      user_paused_.store(false, std::memory_order_release);  // stop() clears a pending pause too
+      return;
     }
+    if (physics_thread_.get_id() == std::this_thread::get_id()) {
+      throw std::logic_error("stop() called from a plugin callback on the physics thread");
+    }
+    stop_requested_ = true;
+    finished = std::move(physics_thread_);
   }
-  if (finished.joinable()) {
-    thread_wakeup_.notify_all();
-    finished.join();
-    running_.store(false, std::memory_order_release);
-  }
+  thread_wakeup_.notify_all();
+  finished.join();
+  user_paused_.store(false, std::memory_order_release);
+  running_.store(false, std::memory_order_release);
 }
 
-void EnvCore::run_physics(std::optional<double> realtime_factor) {
+void EnvCore::run_physics() {
   if (thread_hooks_.on_start) thread_hooks_.on_start();
   const mujoco_guard::Scope guard;  // MuJoCo errors on this thread are raised, not fatal
   // Figures are added up here and handed to the shared statistics every kFlushSteps steps and
@@ -496,15 +512,19 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
   bool reanchor = false;
   auto elapsed_mark = anchor_wall;  // start of the running time not yet added up
   bool faulted = false;
+  double realtime_factor = realtime_factor_.load(std::memory_order_acquire);
+  // A user pause holds the thread too, except to carry out a plugin's reset request.
+  const auto held = [&] {
+    return pause_requests_.load(std::memory_order_acquire) > 0 ||
+           (stepping_paused() && !reset_requested());
+  };
   while (!stop_requested_.load(std::memory_order_acquire)) {
-    if (pause_requests_.load(std::memory_order_acquire) > 0) {
+    if (held()) {
       unflushed.elapsed += Clock::now() - elapsed_mark;
       flush();
       {
         std::unique_lock<std::mutex> control(thread_mutex_);
-        thread_wakeup_.wait(control, [&] {
-          return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) == 0;
-        });
+        thread_wakeup_.wait(control, [&] { return stop_requested_.load() || !held(); });
       }
       elapsed_mark = Clock::now();  // paused time is not running time
       reanchor = true;              // a reset or reload may have moved time
@@ -514,6 +534,8 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
     Clock::time_point step_end;
     {
       std::lock_guard<std::mutex> step_lock(step_mutex_);
+      if (reset_requested()) honour_reset_request_locked();
+      if (stepping_paused()) continue;  // paused since the check above: not one more step
       hooks::SteppingScope stepping(model_, data_, this);
       const auto step_start = Clock::now();
       if (reanchor) {
@@ -558,17 +580,31 @@ void EnvCore::run_physics(std::optional<double> realtime_factor) {
       }
     }
     auto now = step_end;
-    if (realtime_factor) {
+    if (const double target = realtime_factor_.load(std::memory_order_acquire);
+        target != realtime_factor) {
+      // set_realtime_factor(): the new pace counts from here, with no catch-up or lag carried,
+      // and so does its measurement.
+      realtime_factor = target;
+      anchor_wall = now;
+      anchor_sim = sim_time;
+      unflushed.elapsed += now - elapsed_mark;
+      elapsed_mark = now;
+      flush();
+      restart_measure();
+    }
+    if (realtime_factor > 0) {
       const auto due = anchor_wall + std::chrono::duration_cast<Clock::duration>(
                                          std::chrono::duration<double>(
-                                             (sim_time - anchor_sim) / *realtime_factor));
+                                             (sim_time - anchor_sim) / realtime_factor));
       if (now - due > kMaxPacingLag) {
         reanchor = true;
       } else if (due > now) {
         flush();  // ahead of the clock: there is time to publish the figures
         std::unique_lock<std::mutex> control(thread_mutex_);
         thread_wakeup_.wait_until(control, due, [&] {
-          return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) > 0;
+          return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) > 0 ||
+                 stepping_paused() || reset_requested() ||
+                 realtime_factor_.load(std::memory_order_acquire) != realtime_factor;
         });
         now = Clock::now();
       }
@@ -612,6 +648,110 @@ void EnvCore::close() {
   if (data_) hooks::unregister_pair(data_);
   closed_ = true;
   resume();
+}
+
+// ---- Simulation control (SPEC §13) -----------------------------------------------------------
+
+void EnvCore::pause_stepping() {
+  check_can_step("pause()");
+  bool was_paused = false;
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    was_paused = user_paused_.exchange(true, std::memory_order_acq_rel);
+  }
+  thread_wakeup_.notify_all();  // a pacing wait in progress ends now
+  if (was_paused || !running() || pause_owner_.load() == std::this_thread::get_id()) return;
+  // The physics thread re-checks the flag once it holds step_mutex_: after this, it steps no more.
+  std::lock_guard<std::mutex> boundary(step_mutex_);
+}
+
+void EnvCore::resume_stepping() {
+  check_can_step("resume()");
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    user_paused_.store(false, std::memory_order_release);
+  }
+  thread_wakeup_.notify_all();  // the thread re-anchors its pacing after a wait
+}
+
+void EnvCore::set_realtime_factor(std::optional<double> realtime_factor) {
+  if (realtime_factor && !(*realtime_factor > 0.0 && std::isfinite(*realtime_factor))) {
+    throw std::invalid_argument("realtime_factor must be a positive finite number or None, got " +
+                                std::to_string(*realtime_factor));
+  }
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
+  }
+  thread_wakeup_.notify_all();
+  restart_measure();  // a running thread restarts it again once it has taken the change
+}
+
+void EnvCore::restart_measure() {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  measure_.simulated_s = measure_.elapsed_s = 0.0;
+}
+
+std::optional<double> EnvCore::realtime_factor() const {
+  const double factor = realtime_factor_.load(std::memory_order_acquire);
+  if (factor > 0) return factor;
+  return std::nullopt;
+}
+
+double EnvCore::measured_realtime_factor() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  if (measure_.elapsed_s >= kMeasureWindow / 5) return measure_.simulated_s / measure_.elapsed_s;
+  if (measure_.full) return measure_.measured;
+  return stats_.elapsed_wall_s > 0 ? stats_.simulated_s / stats_.elapsed_wall_s : 0.0;
+}
+
+void EnvCore::request_pause() {
+  // May come from inside a step (the physics thread holds step_mutex_ and maybe the host mutex):
+  // thread_mutex_ is never held while taking those, so this cannot invert the order.
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    user_paused_.store(true, std::memory_order_release);
+  }
+  thread_wakeup_.notify_all();
+}
+
+void EnvCore::request_reset(std::optional<std::string> keyframe) {
+  {
+    std::lock_guard<std::mutex> lock(request_mutex_);
+    requested_keyframe_ = std::move(keyframe);  // a later request replaces an earlier one
+  }
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    reset_requested_.store(true, std::memory_order_release);
+  }
+  thread_wakeup_.notify_all();  // a paused physics thread carries it out now
+}
+
+void EnvCore::set_reset_request_handler(ResetRequestHandler handler) {
+  {
+    std::lock_guard<std::mutex> lock(request_mutex_);
+    std::swap(reset_request_handler_, handler);
+  }
+  // The previous handler goes here, outside the lock (its release may take the GIL).
+}
+
+void EnvCore::honour_reset_request_locked() {
+  std::optional<std::string> keyframe;
+  ResetRequestHandler handler;
+  {
+    std::lock_guard<std::mutex> lock(request_mutex_);
+    keyframe = std::exchange(requested_keyframe_, std::nullopt);
+    reset_requested_.store(false, std::memory_order_release);
+    handler = reset_request_handler_;
+  }
+  if (!handler) return;
+  try {
+    handler(keyframe);
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+    record_error(std::current_exception());  // the handler reports its own; this is a backstop
+  }
 }
 
 }  // namespace mjfast

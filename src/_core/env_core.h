@@ -1,18 +1,48 @@
 // EnvCore: the compiled half of MujocoEnv. It steps the bound model and data (from the caller's
 // thread in step(), or from its own physics thread), routes the hooks' calls to the PluginHost,
-// and pauses stepping at a step boundary for reset, reload and geometry edits. It does not
-// own the mjModel/mjData memory (the Python objects do; the façade keeps them alive) and knows
-// nothing of Python.
+// and pauses stepping at a step boundary for reset, reload and geometry edits. The mjModel/mjData
+// memory is the Python objects'; bind() hands the core an owner that keeps them alive for as long
+// as any thread can reach them. It knows nothing of Python.
 //
-// Threads and locks:
-//   step_mutex_   held by whoever is stepping, for one step (physics thread) or one step(n) call
-//                 (caller's thread); and by a pause() holder for the duration of the pause.
-//   thread_mutex_ guards the physics thread's lifecycle and its pacing wait (never held across a
-//                 step).
-//   The control bridge's mutex is taken after step_mutex_ (bind, arm_control, reset_plugins), the
-//   host's mutex after both (each dispatch, or one StepLock per step). Order: step_mutex_ ->
-//   control mutex -> host mutex -> GIL. Python callers release the GIL before calling anything
-//   that locks.
+// THE LOCK ORDER of the whole core (every other file points here). A thread may take a lock only
+// while it holds none that comes later in this list:
+//
+//   1. MujocoEnv._lifecycle_lock   (Python) one lifecycle operation at a time: construction's
+//                                  load, reset, reload, close, geometry edits, section 13 calls.
+//   2. EnvCore::step_mutex_        whoever steps, for one step (physics thread) or one step(n)
+//                                  stretch (caller's thread); a pause() holder for its pause.
+//   3. ControlBridge::control_mutex_   one control read()/write() at a time; bind/clear/arm.
+//   4. PluginHost::control_mutex_  update_read/update_write dispatch; generation changes.
+//   5. RenderCore::bound_mutex_    the cameras' binding; held by the capture (after_step).
+//   6. PluginHost::mutex_          physics-side dispatch (one StepLock per step); generation
+//                                  changes; acquire_plugin holds 4 and 6 for its block.
+//   7. leaves, held for a copy or a swap and never while taking another lock or calling out:
+//      RenderCore::queue_mutex_ (-> its stats_mutex_), CameraHandle::mutex_ (-> its
+//      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
+//      request_mutex_, the hooks' registry_writer_mutex.
+//   8. the GIL: no thread holding it waits for 1-7 (the bindings release it first, with
+//      without_gil(), which also takes it back outside destructors for exiting daemon threads).
+//
+// The one reverse edge: a plugin's load() runs under 4 and 6 and may open a camera (5). Loads run
+// with stepping paused (the loader holds 2), so no capture holds 5 meanwhile.
+//
+// Which thread calls what: user threads call everything public; the physics thread (start())
+// steps and dispatches the physics-side callbacks; a control thread calls read()/write(), which
+// take 3 and 4 but never 2 or 6, so a control loop never waits for a step; the render thread
+// takes only leaves (7) and the GL context, so a step may wait for it (render_sync) and it never
+// waits for a step.
+//
+// What would wait on the caller's own lock is refused with std::logic_error (mjfast.LogicError),
+// never waited for: stepping, pausing, reset/reload/close or a blocking control call from inside
+// this env's plugin callback (hooks::in_dispatch_of), from a plugin's load/reset/unload (the
+// thread holds 2: pause_owner_), or inside an acquire_plugin block (holds 4 and 6); RenderCore's
+// binding calls from a render_callback or an acquire_plugin block; step() of another env that is
+// busy, from inside a plugin callback (try_lock: two envs stepping each other would deadlock).
+//
+// EnvCore's own mutexes: step_mutex_ (2) above; thread_mutex_ guards the physics thread's
+// lifecycle, pause requests and pacing waits (never held across a step); stats_mutex_ the
+// figures; pending_mutex_ a plugin error or fault waiting to be raised; request_mutex_ a plugin's
+// reset request and its handler.
 #pragma once
 
 #include <atomic>
@@ -33,6 +63,7 @@
 #include "generation.h"
 #include "hooks.h"
 #include "plugin_host.h"
+#include "sim_requests.h"
 #include "step_observer.h"
 
 namespace mjfast {
@@ -47,7 +78,9 @@ struct EnvStatistics {
   bool running = false;
 };
 
-class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<EnvCore> {
+class EnvCore : public hooks::HookTarget,
+                public SimulationRequests,
+                public std::enable_shared_from_this<EnvCore> {
  public:
   // Called on the physics thread when it starts and ends (the bindings attach it to Python), and
   // with a plugin error the physics thread cannot raise to anyone.
@@ -132,6 +165,33 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   void on_control(const mjModel* m, mjData* d) override;
   void on_passive(const mjModel* m, mjData* d) override;
 
+  // ---- Simulation control (SPEC §13) --------------------------------------------------------
+  // The user's pause, distinct from the re-entrant pause()/resume() holds above: while set, the
+  // physics thread steps nothing (running() stays true) and step(n) is allowed while it runs.
+  // pause_stepping() returns once the step in progress (if any) has ended; the next start()
+  // begins paused if it is set; stop() clears it. resume_stepping() re-anchors the pacing.
+  void pause_stepping();
+  void resume_stepping();
+  bool stepping_paused() const { return user_paused_.load(std::memory_order_acquire); }
+  // Steps since the last reset or reload (the env calls reset_step_count() in both, paused).
+  std::uint64_t step_count() const { return step_count_.load(std::memory_order_acquire); }
+  void reset_step_count() { step_count_.store(0, std::memory_order_release); }
+  // The physics thread's target pace (nullopt: unbounded); a running thread re-anchors its
+  // pacing on the change, at once (a pacing wait in progress ends).
+  void set_realtime_factor(std::optional<double> realtime_factor);
+  std::optional<double> realtime_factor() const;
+  // Simulated over wall time of recent stepping: the current window of running time once it
+  // spans a fifth of kMeasureWindow, else the last full window, else the whole history; 0
+  // before any step. A new real-time factor starts a new window.
+  double measured_realtime_factor() const;
+  // SimulationRequests. A reset is carried out by `handler(keyframe)`, called on the stepping
+  // thread at a step boundary with step_mutex_ held (so it must not pause the env itself) and
+  // outside any dispatch; it should report its own errors. Without a handler it is dropped.
+  void request_pause() override;
+  void request_reset(std::optional<std::string> keyframe) override;
+  using ResetRequestHandler = std::function<void(const std::optional<std::string>& keyframe)>;
+  void set_reset_request_handler(ResetRequestHandler handler);
+
  private:
   void check_can_step(const char* what) const;
   // Takes step_mutex_ for a step() call; from inside another env's plugin callback only if it is
@@ -154,7 +214,7 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
   void rethrow_pending_error();
   bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
   void step_once_locked(bool& simulation_failed, std::string& simulation_error);
-  void run_physics(std::optional<double> realtime_factor);
+  void run_physics();
   // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
   // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
@@ -195,6 +255,24 @@ class EnvCore : public hooks::HookTarget, public std::enable_shared_from_this<En
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;
+
+  // Simulation control (see the block of public methods above).
+  void honour_reset_request_locked();
+  void restart_measure();
+  bool reset_requested() const { return reset_requested_.load(std::memory_order_acquire); }
+  std::atomic<bool> user_paused_{false};
+  std::atomic<std::uint64_t> step_count_{0};  // written only by the holder of step_mutex_
+  std::atomic<double> realtime_factor_{0.0};   // <= 0: unbounded
+  std::mutex request_mutex_;                   // guards the two below
+  std::optional<std::string> requested_keyframe_;
+  ResetRequestHandler reset_request_handler_;
+  std::atomic<bool> reset_requested_{false};
+  struct MeasureWindow {  // under stats_mutex_
+    double simulated_s = 0.0;
+    double elapsed_s = 0.0;
+    double measured = 0.0;  // the last full window's factor
+    bool full = false;
+  } measure_;
   std::atomic<bool> closed_{false};
 };
 

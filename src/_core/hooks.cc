@@ -113,6 +113,8 @@ inline bool reentered(const HookTarget* target) {
   const HookTarget* owner = tls_dispatch_owner;
   return owner != nullptr && (owner == target || owner == kAllEnvs);
 }
+// Off the hot path (read by API calls, not by trampolines): the default TLS model will do.
+thread_local int tls_lifecycle_depth = 0;
 
 thread_local ReaderSlot* tls_reader_slot MJFAST_FAST_TLS = nullptr;
 
@@ -267,5 +269,9 @@ DispatchScope::~DispatchScope() {
 bool in_dispatch() { return tls_dispatch_depth > 0; }
 int dispatch_depth() { return tls_dispatch_depth; }
 bool in_dispatch_of(const HookTarget* env) { return reentered(env); }
+
+LifecycleScope::LifecycleScope() { ++tls_lifecycle_depth; }
+LifecycleScope::~LifecycleScope() { --tls_lifecycle_depth; }
+bool in_plugin_callback() { return tls_dispatch_depth > 0 || tls_lifecycle_depth > 0; }
 
 }  // namespace mjfast::hooks

@@ -67,4 +67,18 @@ int dispatch_depth();
 // Whether `env`'s dispatch (or a callback-free section) is in progress on this thread.
 bool in_dispatch_of(const HookTarget* env);
 
+// Marks the calling thread as running a plugin's lifecycle code (factory, load/init, activate,
+// unload/cleanup). Unlike DispatchScope it leaves the trampolines and camera opening alone; it
+// only lets the simulation-control calls (SPEC section 13) refuse to run from there.
+class LifecycleScope {
+ public:
+  LifecycleScope();
+  ~LifecycleScope();
+  LifecycleScope(const LifecycleScope&) = delete;
+  LifecycleScope& operator=(const LifecycleScope&) = delete;
+};
+// Inside any plugin callback: a dispatch (step callbacks, reset/on_reset, update_read/write,
+// geometry notices) or a lifecycle call.
+bool in_plugin_callback();
+
 }  // namespace mjfast::hooks

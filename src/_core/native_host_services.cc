@@ -124,13 +124,23 @@ int camera_take_latest(mjfast_camera* camera, int plane, mjfast_frame_lease** ou
 
 void lease_release(mjfast_frame_lease* lease) { delete lease; }
 
+int request_pause(void* context, mjfast_error* error) {
+  return translated(error, [&] { static_cast<NativeHostServices*>(context)->request_pause(); });
+}
+
+int request_reset(void* context, const char* keyframe, mjfast_error* error) {
+  return translated(error,
+                    [&] { static_cast<NativeHostServices*>(context)->request_reset(keyframe); });
+}
+
 const mjfast_host_api kTable = {
     sizeof(mjfast_host_api),    &open_camera,
     &camera_close,              &camera_set_geom_group,
     &camera_set_visual_flag,    &camera_enable_frames,
     &camera_geom_group_enabled, &camera_visual_flag_enabled,
     &camera_plane_configured,   &camera_take_latest,
-    &lease_release,
+    &lease_release,             &request_pause,
+    &request_reset,
 };
 
 }  // namespace
@@ -164,6 +174,18 @@ void NativeHostServices::close_camera(mjfast_camera* camera) {
     if (cameras_.erase(camera) == 0) return;  // not one of ours, or closed already
   }
   delete camera;
+}
+
+void NativeHostServices::request_pause() {
+  const auto env = requests_.lock();
+  if (!env) throw std::logic_error("request_pause(): no env to ask (it was closed)");
+  env->request_pause();
+}
+
+void NativeHostServices::request_reset(const char* keyframe) {
+  const auto env = requests_.lock();
+  if (!env) throw std::logic_error("request_reset(): no env to ask (it was closed)");
+  env->request_reset(keyframe ? std::optional<std::string>(keyframe) : std::nullopt);
 }
 
 }  // namespace mjfast

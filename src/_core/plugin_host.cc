@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "errors.h"
+#include "hooks.h"
 
 namespace mjfast {
 namespace {
@@ -146,6 +147,7 @@ PluginGeneration PluginHost::plugin_generation() const {
 
 void PluginHost::quiesce_and_destroy() {
   const auto locks = lock_for_change("quiesce_and_destroy()");
+  const hooks::LifecycleScope lifecycle;  // unload()/cleanup() run below
   // An unload() asking the env for its plugins reads, not waits.
   const HeldMark held(step_locked_host, this);
   const HeldMark control_held(control_held_host, this);
@@ -173,6 +175,7 @@ void PluginHost::quiesce_and_destroy_locked() {
 void PluginHost::load_generation(ModelGeneration model_generation,
                                  PluginGeneration plugin_generation) {
   const auto locks = lock_for_change("load_generation()");
+  const hooks::LifecycleScope lifecycle;  // the factory, load()/init(), activate() and unload()
   // A load() asking the env for its plugins reads, not waits.
   const HeldMark held(step_locked_host, this);
   const HeldMark control_held(control_held_host, this);

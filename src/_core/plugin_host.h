@@ -14,9 +14,9 @@
 // control_mutex_ first. A plugin's failure during dispatch is recorded under the lock of its side
 // (a control-side failure also takes mutex_, in the same order); `dispatchable` tells the other
 // side's tables that it is out. The factory and each plugin's load() run under both and take the
-// GIL; callers holding the GIL release it before waiting on either mutex, so the order is
-// control_mutex_ -> mutex_ -> GIL. A thread that already holds a mutex (in a dispatch or a load)
-// may query the host; a change from there raises std::logic_error instead of deadlocking.
+// GIL; callers holding the GIL release it before waiting on either mutex (their place in the
+// core's one lock order: env_core.h). A thread that already holds a mutex (in a dispatch or a
+// load) may query the host; a change from there raises std::logic_error instead of deadlocking.
 #pragma once
 
 #include <array>

@@ -26,6 +26,24 @@ constexpr double kDueTolerance = 1e-9;
 // Niceness of the render thread (and of the GL driver threads it starts), relative to 0.
 constexpr int kRenderThreadNice = 10;
 
+// The core whose capture this thread is running (bound_mutex_ held, render callbacks being
+// dispatched), if any: a call from a render_callback that would take bound_mutex_ again is
+// refused instead of deadlocking.
+thread_local const RenderCore* capturing_core = nullptr;
+
+class CaptureMark {
+ public:
+  explicit CaptureMark(const RenderCore* core) : previous_(capturing_core) {
+    capturing_core = core;
+  }
+  ~CaptureMark() { capturing_core = previous_; }
+  CaptureMark(const CaptureMark&) = delete;
+  CaptureMark& operator=(const CaptureMark&) = delete;
+
+ private:
+  const RenderCore* previous_;
+};
+
 class NativeSceneProvider final : public SceneProvider {
  public:
   mjvScene* make(const mjModel* model, int max_geom) override {
@@ -59,8 +77,11 @@ RenderCore::RenderCore(PluginHost* host, bool render_sync)
 }
 
 RenderCore::~RenderCore() {
+  // Without check_can_wait(): the host may be gone by now (EnvCore destroys its observer before
+  // its host, but a Python reference can outlive both), and no capture or acquire_plugin scope
+  // can outlast the env that runs it.
   try {
-    close();
+    close_unchecked();
   } catch (...) {
   }
 }
@@ -71,13 +92,24 @@ void RenderCore::set_scene_provider(std::unique_ptr<SceneProvider> provider) {
 
 // -- binding ------------------------------------------------------------------------------
 
+void RenderCore::check_can_wait(const char* what) const {
+  if (capturing_core == this) {
+    throw std::logic_error(std::string(what) + " called from a render_callback would deadlock: "
+                           "the capture it runs in holds the cameras");
+  }
+  if (host_ && host_->scope_held_by_this_thread()) {
+    throw std::logic_error(std::string(what) + " inside an acquire_plugin() block would "
+                           "deadlock: leave the block first");
+  }
+}
+
 void RenderCore::begin_load(const mjModel* model, ModelGeneration generation) {
+  check_can_wait("loading the cameras");
   std::lock_guard<std::mutex> lock(bound_mutex_);
   if (closed_) throw std::logic_error("the render core is closed");
   model_ = model;
   model_generation_ = generation;
-  loading_ = true;
-  last_step_time_ = -kInfinity;
+  loading_.store(true, std::memory_order_release);
   prune_unreferenced_locked();
   for (auto& handle : handles_) {
     if (handle->state() == CameraHandle::State::kRetiring) {
@@ -86,12 +118,9 @@ void RenderCore::begin_load(const mjModel* model, ModelGeneration generation) {
   }
 }
 
-bool RenderCore::loading() const {
-  std::lock_guard<std::mutex> lock(bound_mutex_);
-  return loading_;
-}
-
-std::vector<std::string> RenderCore::names_in_state(CameraHandle::State state) const {
+std::vector<std::string> RenderCore::names_in_state(CameraHandle::State state,
+                                                    const char* what) const {
+  check_can_wait(what);
   std::lock_guard<std::mutex> lock(bound_mutex_);
   std::vector<std::string> names;
   for (const auto& handle : handles_) {
@@ -104,11 +133,11 @@ std::vector<std::string> RenderCore::names_in_state(CameraHandle::State state) c
 }
 
 std::vector<std::string> RenderCore::pending_names() const {
-  return names_in_state(CameraHandle::State::kPending);
+  return names_in_state(CameraHandle::State::kPending, "loading the cameras");
 }
 
 std::vector<std::string> RenderCore::live_names() const {
-  return names_in_state(CameraHandle::State::kLive);
+  return names_in_state(CameraHandle::State::kLive, "reloading the cameras");
 }
 
 std::array<mjvScene*, 2> RenderCore::make_scenes(const CameraConfig& config) {
@@ -125,6 +154,7 @@ void RenderCore::release_scenes(const std::vector<std::array<mjvScene*, 2>>& sce
 }
 
 std::vector<std::string> RenderCore::bind(const std::map<std::string, CameraConfig>& configs) {
+  check_can_wait("loading the cameras");
   // Scenes are made before the lock: the provider may need the GIL.
   std::vector<std::shared_ptr<CameraHandle>> pending;
   {
@@ -159,7 +189,7 @@ std::vector<std::string> RenderCore::bind(const std::map<std::string, CameraConf
       bind_locked(handle, camera_id, config->second, scenes[i]);
       scenes[i] = {nullptr, nullptr};
     }
-    loading_ = false;
+    loading_.store(false, std::memory_order_release);
     recompute_due_locked();
   }
   release_scenes(scenes);  // of handles that turned out missing
@@ -182,12 +212,13 @@ void RenderCore::check_can_open() {
 std::shared_ptr<CameraHandle> RenderCore::open(const std::string& name,
                                                const CameraConfig& config) {
   check_can_open();
+  check_can_wait("open_offscreen_camera()");
   auto handle = std::make_shared<CameraHandle>(name);
   bool bind_now = false;
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
     if (closed_) throw CameraUnavailableError(kCameraUnavailableMessage);
-    bind_now = !loading_;
+    bind_now = !loading_.load(std::memory_order_relaxed);
     handles_.push_back(handle);
     if (!bind_now) return handle;  // pending until bind()
   }
@@ -241,11 +272,13 @@ void RenderCore::retire_handles(CameraHandle::State next) {
     }
     if (next == CameraHandle::State::kClosed) handles_.clear();
     next_due_time_.store(kInfinity);
+    last_observed_time_.store(-kInfinity);
   }
   release_scenes(scenes);
 }
 
 void RenderCore::retire() {
+  check_can_wait("reloading the cameras");
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
     if (closed_) return;
@@ -254,6 +287,11 @@ void RenderCore::retire() {
 }
 
 void RenderCore::close() {
+  check_can_wait("closing the cameras");
+  close_unchecked();
+}
+
+void RenderCore::close_unchecked() {
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
     if (closed_) return;
@@ -274,8 +312,8 @@ void RenderCore::close() {
 }
 
 void RenderCore::notify_time_reset() {
+  check_can_wait("reset()");
   std::lock_guard<std::mutex> lock(bound_mutex_);
-  last_step_time_ = -kInfinity;
   for (CameraHandle* handle : bound_) handle->next_due_.store(-kInfinity);
   recompute_due_locked();
 }
@@ -296,6 +334,8 @@ void RenderCore::recompute_due_locked() {
     }
   }
   next_due_time_.store(due);
+  // With nothing scheduled, a jump back in time has nothing to restart: keep due() false.
+  if (due == kInfinity) last_observed_time_.store(-kInfinity);
   if (wake_requested_.exchange(false)) next_due_time_.store(-kInfinity);
 }
 
@@ -311,14 +351,17 @@ std::exception_ptr RenderCore::after_step(const mjModel* model, mjData* data,
   };
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
-    if (loading_ || bound_.empty()) {
+    const CaptureMark capturing(this);
+    if (loading_.load(std::memory_order_relaxed) || bound_.empty()) {
       recompute_due_locked();
       return nullptr;
     }
-    if (now < last_step_time_) {
+    // Time went back (a reset, or user code setting data.time, mj_resetData, a keyframe): the
+    // schedule restarts, every camera is due now.
+    if (now < last_observed_time_.load()) {
       for (CameraHandle* handle : bound_) handle->next_due_.store(-kInfinity);
     }
-    last_step_time_ = now;
+    last_observed_time_.store(now);
     bool any_due = false;
     for (CameraHandle* handle : bound_) {
       if (handle->frames_enabled_.load(std::memory_order_acquire) &&
@@ -517,6 +560,7 @@ void RenderCore::render_job(const Slot& slot, const Job& job) {
   const std::size_t pixels = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
   mjvScene* scene = job.scene;
   std::uint64_t rendered = 0;
+  std::uint64_t dropped = 0;  // planes whose store had no free slot (the store counts it too)
   auto stamp = [&](Frame& frame) {
     frame.simulation_time_ns = job.simulation_time_ns;
     frame.capture_id = job.capture_id;
@@ -533,6 +577,8 @@ void RenderCore::render_job(const Slot& slot, const Job& job) {
       stamp(*frame);
       rgb_store->commit(frame);
       ++rendered;
+    } else {
+      ++dropped;
     }
   }
 
@@ -544,6 +590,13 @@ void RenderCore::render_job(const Slot& slot, const Job& job) {
   std::shared_ptr<Frame> segment_frame =
       config.planes[static_cast<std::size_t>(Plane::kSegmentation)] && segment_store
           ? segment_store->begin_write() : nullptr;
+  if (config.planes[static_cast<std::size_t>(Plane::kDepth)] && depth_store && !depth_frame) {
+    ++dropped;
+  }
+  if (config.planes[static_cast<std::size_t>(Plane::kSegmentation)] && segment_store &&
+      !segment_frame) {
+    ++dropped;
+  }
   if (depth_frame || segment_frame) {
     // As mujoco.Renderer: depth and segmentation come from one pass with segment colours, which
     // also keeps depth exact at far distances.
@@ -621,6 +674,7 @@ void RenderCore::render_job(const Slot& slot, const Job& job) {
   camera.frames_rendered_.fetch_add(rendered, std::memory_order_relaxed);
   std::lock_guard<std::mutex> stats_lock(stats_mutex_);
   stats_.frames_rendered += rendered;
+  stats_.frames_dropped += dropped;
 }
 
 // -- statistics ----------------------------------------------------------------------------
@@ -633,8 +687,6 @@ RenderStatistics RenderCore::statistics() const {
   }
   stats.captures = captures_.load();
   stats.capture_drops = capture_drops_.load();
-  std::lock_guard<std::mutex> lock(bound_mutex_);
-  for (const auto& handle : handles_) stats.frames_dropped += handle->statistics().frames_dropped;
   return stats;
 }
 

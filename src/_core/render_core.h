@@ -6,12 +6,40 @@
 // finishes before the next step starts. It owns the cameras' binding to a model generation and
 // their retirement at reload and close; it does not own the model, the data or the plugins.
 //
-// Threads and locks:
-//   bound_mutex_  the list of bound cameras; held by the physics thread while it captures (that
-//                 may call Python render callbacks: Python callers release the GIL before any
-//                 entry point that takes it) and by open/bind/retire.
-//   queue_mutex_  snapshot slot states and the render thread's state; never held while rendering.
-//   A handle's own mutex is taken under bound_mutex_, never the other way round.
+// Threads and locks: the order of every mutex named here is in env_core.h (THE LOCK ORDER); this
+// says what each of RenderCore's guards and who takes it.
+//
+// bound_mutex_  the binding: handles_, bound_, model_, closed_, and writes of loading_.
+//   - The stepping thread holds it in after_step (so under EnvCore's step_mutex_, and after
+//     EnvCore has dropped its per-step host lock) for the whole capture, including each render
+//     dispatch, which takes the host's physics-side mutex_ (PluginHost::dispatch_render; never
+//     control_mutex_) and, for a Python plugin, the GIL. An acquire_plugin scope holds
+//     control_mutex_ -> mutex_, so a capture may wait for a scope, never the other way round.
+//   - open, begin_load, bind, pending_names, live_names, retire, close and notify_time_reset take
+//     it on the caller's thread, with the GIL released (the bindings release it: a capture may
+//     be waiting for the GIL) and no other RenderCore lock held. Each refuses (std::logic_error)
+//     where the wait could never end: on a thread inside this core's capture (a render_callback),
+//     and on a thread holding this env's acquire_plugin scope (the host mutexes a capture may be
+//     waiting for). open() also refuses inside any plugin callback (hooks::in_dispatch(), §10).
+//   - The one reverse edge: a plugin's load() runs under both host mutexes and may call open()
+//     (host -> bound_mutex_). Loads run before stepping can start or with stepping paused (the
+//     loader holds step_mutex_), so no capture holds bound_mutex_ meanwhile.
+// queue_mutex_  the snapshot slots, the queue and the render thread's state. after_step takes
+//   it inside bound_mutex_ to claim a slot, and alone to queue the turn (and, with render_sync, to
+//   wait for it); retire() alone, to wait for the turn in flight; the render thread, never while
+//   rendering. Nothing but stats_mutex_ is taken under it.
+// stats_mutex_  leaf: the render thread's figures.
+// CameraHandle::mutex_  per handle: its methods (user code and plugins, GIL held) and, for a
+//   moment under bound_mutex_, after_step (copies the options), bind and unbind. Never held while
+//   calling out or waiting, so a handle method is callable from anywhere.
+// FrameStore::mutex_  leaf per store: the render thread and handle methods.
+//
+// The render thread takes only queue_mutex_, stats_mutex_ and frame store mutexes (never the GIL,
+// step_mutex_, bound_mutex_ or a host mutex), so after_step and retire may wait for it.
+//
+// Queries callable from anywhere (any thread, a render_callback, an acquire_plugin block) take no
+// lock the capture holds while calling into plugins: statistics() (stats_mutex_ and atomics),
+// loading(), render_sync(), wake() and every handle method.
 #pragma once
 
 #include <array>
@@ -73,7 +101,7 @@ class RenderCore final : public StepObserver {
   // A load (construction) or reload of `model` begins: retired handles and handles opened from
   // now on are pending, their settings queued, until bind().
   void begin_load(const mjModel* model, ModelGeneration generation);
-  bool loading() const;
+  bool loading() const { return loading_.load(std::memory_order_acquire); }
   // The names of the pending handles (each handle once), for the caller to resolve configs.
   std::vector<std::string> pending_names() const;
   // The names of the live handles (each once): those a reload will rebind, whose configs the
@@ -84,10 +112,15 @@ class RenderCore final : public StepObserver {
   std::vector<std::string> bind(const std::map<std::string, CameraConfig>& configs);
 
   // Opens a handle on camera `name` (which the caller checked exists): pending while loading,
-  // bound at once otherwise. Refuses (std::logic_error) from inside a plugin callback.
+  // bound at once otherwise. Refuses (std::logic_error) as check_can_open() and check_can_wait()
+  // do.
   std::shared_ptr<CameraHandle> open(const std::string& name, const CameraConfig& config);
   // Throws std::logic_error on a thread inside a plugin callback (opening would re-enter the step).
   static void check_can_open();
+  // Throws std::logic_error where taking bound_mutex_ could wait forever: on a thread inside this
+  // core's capture (a render_callback), or holding this env's acquire_plugin scope. `what` names
+  // the call in the message.
+  void check_can_wait(const char* what) const;
 
   // Start of a reload: every handle becomes unavailable, in-flight rendering finishes, queued
   // turns become stale, scenes are released.
@@ -97,6 +130,7 @@ class RenderCore final : public StepObserver {
   // The simulated time moved back (reset): every camera is due at the next step.
   void notify_time_reset();
 
+  // Takes only stats_mutex_: callable from anywhere (see above).
   RenderStatistics statistics() const;
   // Test support: while held, the render thread picks up no turn.
   void set_render_hold(bool held);
@@ -109,7 +143,7 @@ class RenderCore final : public StepObserver {
   void wake();
 
  private:
-  std::vector<std::string> names_in_state(CameraHandle::State state) const;
+  std::vector<std::string> names_in_state(CameraHandle::State state, const char* what) const;
   enum class SlotState : std::uint8_t { kFree, kQueued, kRendering };
   struct Job {
     CameraHandle* camera;
@@ -136,6 +170,7 @@ class RenderCore final : public StepObserver {
   void render_turn(Slot& slot);
   void render_job(const Slot& slot, const Job& job);
   void retire_handles(CameraHandle::State next);
+  void close_unchecked();
 
   PluginHost* host_;
   const bool render_sync_;
@@ -144,11 +179,10 @@ class RenderCore final : public StepObserver {
   mutable std::mutex bound_mutex_;
   const mjModel* model_ = nullptr;
   ModelGeneration model_generation_;
-  bool loading_ = false;
+  std::atomic<bool> loading_{false};
   bool closed_ = false;
   std::vector<std::shared_ptr<CameraHandle>> handles_;  // every handle not yet closed
   std::vector<CameraHandle*> bound_;                     // the live ones
-  double last_step_time_ = 0.0;
   std::uint64_t next_capture_id_ = 1;
   std::atomic<bool> wake_requested_{false};
 

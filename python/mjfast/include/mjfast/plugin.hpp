@@ -22,6 +22,9 @@
 // mjfast::FrameLease (RAII: the frame is never overwritten or freed while the lease lives).
 // Errors are rethrown with SPEC section 10's messages: std::runtime_error
 // ("camera is unavailable during reload") or std::logic_error.
+//
+// Simulation requests (SPEC section 13): `request_pause()` / `request_reset("home")` from any
+// callback ask the env to pause its physics thread or reset the world at its next step boundary.
 #pragma once
 
 #include <algorithm>
@@ -621,6 +624,20 @@ class Plugin {
     return Camera(host_, camera);
   }
 
+  // Simulation requests (SPEC section 13), from any callback: the env pauses its physics thread,
+  // or resets the world (`keyframe` nullptr: the initial state), at its next step boundary; these
+  // return at once. std::logic_error when this mjfast has no such service or no env to ask.
+  void request_pause() {
+    mjfast_error error{};
+    detail::check_host(requests_host("request_pause()")->request_pause(host_context_, &error),
+                       error);
+  }
+  void request_reset(const char* keyframe = nullptr) {
+    mjfast_error error{};
+    detail::check_host(
+        requests_host("request_reset()")->request_reset(host_context_, keyframe, &error), error);
+  }
+
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.
   virtual std::string call(const std::string& command, const std::string& /*argument*/) {
@@ -631,6 +648,14 @@ class Plugin {
  private:
   template <class T>
   friend struct detail::Shim;
+
+  const mjfast_host_api* requests_host(const char* what) const {
+    if (host_ == nullptr || !MJFAST_HOST_API_HAS_REQUESTS(host_)) {
+      throw std::logic_error(std::string(what) + ": this mjfast provides no simulation requests "
+                             "to native plugins");
+    }
+    return host_;
+  }
 
   std::string name_;
   std::string type_;
@@ -752,8 +777,9 @@ struct Shim {
   }
 
   static void set_host(void* i, const mjfast_host_api* host, void* context) noexcept {
-    // Older host tables lack later fields; this header needs the whole of its own.
-    if (host == nullptr || host->struct_size < sizeof(mjfast_host_api)) return;
+    // Older host tables lack later fields: the camera services are the least this header uses;
+    // the simulation requests check for themselves.
+    if (host == nullptr || host->struct_size < MJFAST_HOST_API_CAMERAS_SIZE) return;
     self(i).host_ = host;
     self(i).host_context_ = context;
   }

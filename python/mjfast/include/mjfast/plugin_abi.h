@@ -21,6 +21,11 @@
  * field is optional within ABI version 1: mjfast reads it only when struct_size covers it, so
  * libraries built against the earlier version 1 header still load (and get no host services).
  * The host table grows only at its end; check its struct_size before using a later field.
+ *
+ * Simulation requests (SPEC section 13), added at the end of the host table: request_pause and
+ * request_reset ask the env to pause its physics thread or reset the world at its next step
+ * boundary. They are requests, not calls: they return at once, from any callback (load included)
+ * on any thread; MJFAST_HOST_API_HAS_REQUESTS(host) says whether the host table has them.
  */
 #ifndef MJFAST_PLUGIN_ABI_H_
 #define MJFAST_PLUGIN_ABI_H_
@@ -105,7 +110,27 @@ typedef struct mjfast_host_api {
   int (*camera_take_latest)(mjfast_camera* camera, int plane, mjfast_frame_lease** out_lease,
                             mjfast_frame_view* out_view, mjfast_error* error);
   void (*lease_release)(mjfast_frame_lease* lease); /* NULL is ignored */
+
+  /* Simulation requests (later than the camera services: check MJFAST_HOST_API_HAS_REQUESTS).
+   * request_pause: the env's physics thread (env.start) steps no more from its next step
+   * boundary, as after env.pause(); env.resume() undoes it. A user's own env.step(n) calls still
+   * run their n steps.
+   * request_reset: before the next step (whoever steps: the physics thread, even a paused one, or
+   * env.step), the env runs env.reset(keyframe) (NULL: the initial state), with every plugin's
+   * reset/on_reset; a later request before then replaces an earlier one. An unknown keyframe is
+   * logged by the env (logger mjfast.env) when it is honoured.
+   * Both return MJFAST_OK, or MJFAST_LOGIC_ERROR when the instance has no env to ask (e.g. the
+   * env was closed). */
+  int (*request_pause)(void* host_context, mjfast_error* error);
+  int (*request_reset)(void* host_context, const char* keyframe, mjfast_error* error);
 } mjfast_host_api;
+
+/* The host table as first released (camera services only): the smallest struct_size a plugin
+ * built with this header accepts in set_host. */
+#define MJFAST_HOST_API_CAMERAS_SIZE offsetof(mjfast_host_api, request_pause)
+#define MJFAST_HOST_API_HAS_REQUESTS(host)                                          \
+  ((host)->struct_size >= offsetof(mjfast_host_api, request_reset) +                \
+                              sizeof(((mjfast_host_api*)0)->request_reset))
 
 /* Receives the reply of mjfast_plugin_api.call; may be called several times (appends). */
 typedef void (*mjfast_string_sink)(void* context, const char* data, size_t size);

@@ -1,0 +1,188 @@
+"""The simulation-control bus services (SPEC §13): one service per call, under the env's namespace,
+taking and returning JSON-able dicts, so that a remote client or the CLI can drive an env.
+
+Each handler parses its request, calls the env's own method (which raises what it raises) and
+converts the result; it holds the env weakly. It owns no simulation logic (`mjfast.sim_control`
+and `MujocoEnv` do).
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mjfast.errors import LogicError
+from mjfast.sim_control import check_outside_callbacks, close_matches_hint
+
+if TYPE_CHECKING:
+    from mjfast.env import MujocoEnv
+    from mjfast.node import ServiceRegistration
+
+__all__ = ["SERVICE_NAMES", "advertise_simulation_services", "jsonable"]
+
+Handler = Callable[["MujocoEnv", Mapping[str, Any]], dict[str, Any]]
+
+
+def jsonable(value: Any) -> Any:
+    """`value` with numpy arrays and scalars, tuples, enums and named tuples made JSON types."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, enum.Enum):
+        return value.name
+    if hasattr(value, "_asdict"):  # a named tuple (PluginLoadFailure, BodyState, ...)
+        return {key: jsonable(item) for key, item in value._asdict().items()}
+    if isinstance(value, Mapping):
+        return {str(key): jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(item) for item in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"{type(value).__name__} is not JSON-able: {value!r}")
+
+
+def _request(request: Any, service: str, allowed: tuple[str, ...],
+             required: tuple[str, ...] = ()) -> Mapping[str, Any]:
+    """The request as a mapping with only `allowed` keys and every `required` one (ValueError)."""
+    if request is None:
+        request = {}
+    if not isinstance(request, Mapping):
+        raise ValueError(f"{service}: the request must be a dict (or None), got {request!r}")
+    for key in request:
+        if key not in allowed:
+            raise ValueError(f"{service}: unknown request field {key!r}"
+                             f"{close_matches_hint(key, allowed)} (fields: "
+                             f"{', '.join(allowed) or 'none'})")
+    for key in required:
+        if key not in request:
+            raise ValueError(f"{service}: the request needs {key!r}")
+    return request
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{what} must be a bool, got {value!r}")
+    return bool(value)
+
+
+def _pause(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    if _bool(request.get("paused", True), "paused"):
+        env.pause()
+    else:
+        env.resume()
+    return {"paused": env.paused}
+
+
+def _step(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    steps = request.get("steps", 1)
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+    env.step(int(steps))
+    return {"step_count": env.step_count, "time": float(env.data.time)}
+
+
+def _reset(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.reset(request.get("keyframe"), joint_positions=request.get("joint_positions"),
+              joint_velocities=request.get("joint_velocities"),
+              keep_time=request.get("keep_time", False))
+    return {"time": float(env.data.time)}
+
+
+def _reload(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    check_outside_callbacks("reload()")
+    model = request.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ValueError(f"model must be a path (a string), got {model!r}")
+    env.reload(model)
+    return {"model_generation": env.model_generation}
+
+
+def _get_joint_state(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    states = env.get_joint_state(request.get("names"))
+    return {name: {"position": state.position.tolist(), "velocity": state.velocity.tolist()}
+            for name, state in states.items()}
+
+
+def _set_joint_state(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.set_joint_state(request.get("positions"), request.get("velocities"))
+    return {}
+
+
+def _get_body_state(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    return jsonable(env.get_body_state(request["body"], frame=request.get("frame")))
+
+
+def _set_body_state(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.set_body_state(request["states"], frame=request.get("frame"))
+    return {}
+
+
+def _apply_options(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.apply_options(request["patch"])
+    return {}
+
+
+def _set_equality_active(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.set_equality_active(request["name"], request["active"])
+    return {}
+
+
+def _set_realtime_factor(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.set_realtime_factor(request["realtime_factor"])
+    return {"realtime_factor": env.realtime_factor}
+
+
+def _info(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    return jsonable(env.info())
+
+
+def _statistics(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    statistics = env.statistics()
+    # Plugins by name, as a remote client looks them up; states by name ("ACTIVE").
+    plugins = {plugin["name"]: {key: value for key, value in plugin.items() if key != "name"}
+               for plugin in statistics["plugins"]}
+    return jsonable({**statistics, "plugins": plugins})
+
+
+# service name -> (handler, allowed request fields, required ones)
+_SERVICES: dict[str, tuple[Handler, tuple[str, ...], tuple[str, ...]]] = {
+    "pause": (_pause, ("paused",), ()),
+    "step": (_step, ("steps",), ()),
+    "reset": (_reset, ("keyframe", "joint_positions", "joint_velocities", "keep_time"), ()),
+    "reload": (_reload, ("model",), ()),
+    "get_joint_state": (_get_joint_state, ("names",), ()),
+    "set_joint_state": (_set_joint_state, ("positions", "velocities"), ()),
+    "get_body_state": (_get_body_state, ("body", "frame"), ("body",)),
+    "set_body_state": (_set_body_state, ("states", "frame"), ("states",)),
+    "apply_options": (_apply_options, ("patch",), ("patch",)),
+    "set_equality_active": (_set_equality_active, ("name", "active"), ("name", "active")),
+    "set_realtime_factor": (_set_realtime_factor, ("realtime_factor",), ("realtime_factor",)),
+    "info": (_info, (), ()),
+    "statistics": (_statistics, (), ()),
+}
+SERVICE_NAMES = tuple(_SERVICES)
+
+
+def advertise_simulation_services(env: MujocoEnv) -> list[ServiceRegistration]:
+    """Advertises every service as `<env namespace>/<name>` on env.bus (kept across reloads)."""
+    reference = weakref.ref(env)  # the bus belongs to the env: no cycle through the handlers
+    prefix = env.namespace.rstrip("/")
+    registrations = []
+    for name, (handler, allowed, required) in _SERVICES.items():
+        service = f"{prefix}/{name}"
+
+        def serve(request: Any, handler: Handler = handler, service: str = service,
+                  allowed: tuple[str, ...] = allowed,
+                  required: tuple[str, ...] = required) -> dict[str, Any]:
+            target = reference()
+            if target is None:
+                raise LogicError(f"{service}: the env is gone")
+            return handler(target, _request(request, service, allowed, required))
+
+        registrations.append(env.bus.advertise_service(service, serve))
+    return registrations

@@ -1,0 +1,509 @@
+"""Simulation control (SPEC §13): the runtime-options transaction, joint and body state, the
+world reset's joint overrides and equality switches, checked whole before anything is written.
+
+These functions work on a model and data that the caller holds still (MujocoEnv runs them inside
+its step-boundary pause and delegates to them); they own no simulation state, only per-thread
+scratch data for kinematics. Pausing, stepping and the plugins are the env's business.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import math
+import os
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import mujoco
+import numpy as np
+
+from mjfast._native import _core
+from mjfast.errors import ConfigError, LogicError
+
+__all__ = [
+    "BodyState",
+    "JointState",
+    "apply_options",
+    "check_outside_callbacks",
+    "checked_joint_values",
+    "option_fields",
+]
+
+
+class JointState(NamedTuple):
+    """One joint's slice of `qpos` and `qvel` (copies; a hinge or slide joint gives shape (1,))."""
+
+    position: np.ndarray
+    velocity: np.ndarray
+
+
+class BodyState(NamedTuple):
+    """The pose of a body's frame and the twist of its origin, in world or `frame` axes."""
+
+    pos: np.ndarray
+    quat: np.ndarray
+    linvel: np.ndarray
+    angvel: np.ndarray
+
+
+def check_outside_callbacks(what: str) -> None:
+    """LogicError when called from inside any plugin callback (load/init and reset included)."""
+    if _core.in_plugin_callback():
+        raise LogicError(f"{what} called from inside a plugin callback: a plugin has the model "
+                         f"and data in its callbacks, and a native one may request a pause or a "
+                         f"reset through its host services")
+
+
+# -- names --------------------------------------------------------------------------------------
+
+def close_matches_hint(name: object, known: Sequence[str]) -> str:
+    """`; did you mean 'a', 'b'?` for the names in `known` close to `name`, or nothing."""
+    close = difflib.get_close_matches(str(name), list(known), n=3, cutoff=0.6)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _listing(noun: str, known: Sequence[str]) -> str:
+    shown = ", ".join(known[:20]) or "none"
+    more = f" and {len(known) - 20} more" if len(known) > 20 else ""
+    return f"(the model's {noun}s: {shown}{more})"
+
+
+def _names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[str]:
+    return [name for i in range(count) if (name := mujoco.mj_id2name(model, obj_type, i))]
+
+
+def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: int,
+              key: object) -> int:
+    """The id of the model's `noun` named (or indexed) by `key`; KeyError with close matches."""
+    if isinstance(key, str):
+        object_id_ = mujoco.mj_name2id(model, obj_type, key)
+        if object_id_ >= 0:
+            return int(object_id_)
+        known = _names(model, obj_type, count)
+        raise KeyError(f"no {noun} named {key!r}{close_matches_hint(key, known)} "
+                       f"{_listing(noun, known)}")
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        if 0 <= key < count:
+            return int(key)
+        raise KeyError(f"no {noun} with index {key} (the model has {count})")
+    raise ValueError(f"a {noun} is named by a string (or an index), got {key!r}")
+
+
+def _mapping(value: object, what: str) -> Mapping[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{what} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _finite_vector(value: object, size: int, what: str) -> np.ndarray:
+    """`value` as a float64 vector of `size` finite numbers, or ValueError naming `what`."""
+    if isinstance(value, (str, bytes, bool, Mapping)):
+        array = None
+    else:
+        try:
+            array = np.atleast_1d(np.asarray(value, dtype=float)).astype(float, copy=True)
+        except (TypeError, ValueError):
+            array = None
+    if array is None or array.shape != (size,):
+        raise ValueError(f"{what}: expected {size} number{'s' if size > 1 else ''}, got {value!r}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{what}: expected finite numbers, got {array.tolist()}")
+    return array
+
+
+def _unit_quaternion(quat: np.ndarray, what: str) -> np.ndarray:
+    norm = float(np.linalg.norm(quat))
+    if norm == 0.0:
+        raise ValueError(f"{what}: a zero quaternion has no orientation")
+    return quat / norm
+
+
+# -- joints -------------------------------------------------------------------------------------
+
+# A joint's slice sizes in qpos and qvel, and where its quaternion starts in the qpos slice.
+_JOINT_LAYOUT = {
+    mujoco.mjtJoint.mjJNT_FREE: (7, 6, 3),
+    mujoco.mjtJoint.mjJNT_BALL: (4, 3, 0),
+    mujoco.mjtJoint.mjJNT_SLIDE: (1, 1, None),
+    mujoco.mjtJoint.mjJNT_HINGE: (1, 1, None),
+}
+
+
+def checked_joint_values(model: mujoco.MjModel, values: object, kind: str
+                         ) -> list[tuple[int, np.ndarray]]:
+    """`values` (joint name -> value) as (start index in qpos or qvel, array) pairs, all checked.
+
+    `kind` is "positions" or "velocities". Quaternions in positions are normalised. KeyError for
+    an unknown joint, ValueError for a wrong size, type or non-finite value; nothing is written.
+    """
+    if values is None:
+        return []
+    positions = kind == "positions"
+    writes = []
+    for joint, value in _mapping(values, f"joint {kind}").items():
+        joint_id = object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, joint)
+        qpos_size, qvel_size, quat_start = _JOINT_LAYOUT[mujoco.mjtJoint(model.jnt_type[joint_id])]
+        size = qpos_size if positions else qvel_size
+        array = _finite_vector(value, size, f"joint {joint!r} {kind[:-1]}")
+        if positions and quat_start is not None:
+            quat = array[quat_start:quat_start + 4]
+            array[quat_start:quat_start + 4] = _unit_quaternion(quat, f"joint {joint!r} position")
+        start = int(model.jnt_qposadr[joint_id] if positions else model.jnt_dofadr[joint_id])
+        writes.append((start, array))
+    return writes
+
+
+def write_joint_values(data: mujoco.MjData, positions: list[tuple[int, np.ndarray]],
+                       velocities: list[tuple[int, np.ndarray]]) -> None:
+    for target, writes in ((data.qpos, positions), (data.qvel, velocities)):
+        for start, array in writes:
+            target[start:start + array.size] = array
+
+
+def joint_state(model: mujoco.MjModel, data: mujoco.MjData, names: object = None
+                ) -> dict[str, JointState]:
+    """{name: JointState} for `names` (None: every named joint), copied from `data`."""
+    if names is None:
+        ids = [i for i in range(model.njnt)
+               if mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, i)]
+    else:
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, Iterable):
+            raise ValueError(f"names must be a list of joint names, got {names!r}")
+        ids = [object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, name)
+               for name in names]
+    states = {}
+    for joint_id in ids:
+        qpos_size, qvel_size, _ = _JOINT_LAYOUT[mujoco.mjtJoint(model.jnt_type[joint_id])]
+        qpos_start, dof_start = int(model.jnt_qposadr[joint_id]), int(model.jnt_dofadr[joint_id])
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joint_id)
+        states[name] = JointState(data.qpos[qpos_start:qpos_start + qpos_size].copy(),
+                                  data.qvel[dof_start:dof_start + qvel_size].copy())
+    return states
+
+
+# -- derived quantities -------------------------------------------------------------------------
+
+def forward(model: mujoco.MjModel, data: mujoco.MjData) -> None:
+    """mj_forward with no plugin dispatched: derived quantities (xpos, sensors) catch up."""
+    with _core.CallbackFree():
+        mujoco.mj_forward(model, data)
+
+
+class StateSnapshot(NamedTuple):
+    """The configuration and velocities of one step boundary, taken in a short pause; body
+    states are computed from it afterwards, without holding stepping."""
+
+    model: mujoco.MjModel
+    qpos: np.ndarray
+    qvel: np.ndarray
+    mocap_pos: np.ndarray
+    mocap_quat: np.ndarray
+
+    @classmethod
+    def take(cls, model: mujoco.MjModel, data: mujoco.MjData) -> StateSnapshot:
+        return cls(model, data.qpos.copy(), data.qvel.copy(), data.mocap_pos.copy(),
+                   data.mocap_quat.copy())
+
+
+_scratch = threading.local()
+
+
+def _kinematics(snapshot: StateSnapshot) -> mujoco.MjData:
+    """This thread's scratch data for the snapshot's model, with the poses and velocities of
+    its state. (After mj_step, the live data's xpos is that of the state before the step.)"""
+    model = snapshot.model
+    if getattr(_scratch, "model", None) is not model:
+        _scratch.model, _scratch.data = model, mujoco.MjData(model)
+    scratch = _scratch.data
+    scratch.qpos[:] = snapshot.qpos
+    scratch.qvel[:] = snapshot.qvel
+    scratch.mocap_pos[:] = snapshot.mocap_pos
+    scratch.mocap_quat[:] = snapshot.mocap_quat
+    # The scratch pair belongs to no env: the hooks' trampolines pass it by.
+    mujoco.mj_kinematics(model, scratch)
+    mujoco.mj_comPos(model, scratch)
+    mujoco.mj_comVel(model, scratch)
+    return scratch
+
+
+def _rotation(quat: np.ndarray) -> np.ndarray:
+    matrix = np.empty(9)
+    mujoco.mju_quat2Mat(matrix, quat)
+    return matrix.reshape(3, 3)
+
+
+def _quat_product(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    result = np.empty(4)
+    mujoco.mju_mulQuat(result, left, right)
+    return result
+
+
+def _conjugate(quat: np.ndarray) -> np.ndarray:
+    return np.array([quat[0], -quat[1], -quat[2], -quat[3]])
+
+
+def _frame_pose(model: mujoco.MjModel, scratch: mujoco.MjData, frame: object
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(position, quaternion, rotation matrix) of body `frame` in `scratch`, None for world."""
+    if frame is None:
+        return None
+    frame_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, frame)
+    quat = scratch.xquat[frame_id].copy()
+    return scratch.xpos[frame_id].copy(), quat, _rotation(quat)
+
+
+def body_state(snapshot: StateSnapshot, body: object, frame: object = None) -> BodyState:
+    """The state of `body` at the snapshot, in world axes or relative to body `frame`."""
+    model = snapshot.model
+    body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body)
+    scratch = _kinematics(snapshot)
+    reference = _frame_pose(model, scratch, frame)
+    twist = np.empty(6)  # [angular, linear] of the body's origin, world axes
+    mujoco.mj_objectVelocity(model, scratch, mujoco.mjtObj.mjOBJ_BODY, body_id, twist, 0)
+    pos, quat = scratch.xpos[body_id].copy(), scratch.xquat[body_id].copy()
+    angvel, linvel = twist[:3].copy(), twist[3:].copy()
+    if reference is not None:
+        frame_pos, frame_quat, frame_rotation = reference
+        pos = frame_rotation.T @ (pos - frame_pos)
+        quat = _quat_product(_conjugate(frame_quat), quat)
+        linvel, angvel = frame_rotation.T @ linvel, frame_rotation.T @ angvel
+    return BodyState(pos, quat / np.linalg.norm(quat), linvel, angvel)
+
+
+_BODY_FIELDS = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
+
+
+def set_body_states(model: mujoco.MjModel, data: mujoco.MjData, states: object,
+                    frame: object = None) -> None:
+    """Writes the free-joint bodies' states of `states` (all checked first), then mj_forward.
+
+    Values are in world axes or body `frame`'s (its pose before this call); a free joint's
+    angular velocity is stored in body axes, so it is converted. In an entry that sets `pos` or
+    `quat`, omitted velocities become zero; otherwise omitted fields keep their values.
+    """
+    entries = []
+    for body, entry in _mapping(states, "states").items():
+        body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body)
+        joint = int(model.body_jntadr[body_id])
+        if (model.body_jntnum[body_id] != 1
+                or model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_FREE):
+            raise ValueError(f"body {body!r} has no free joint: only a free body's state can be "
+                             f"set (use set_joint_state for the others)")
+        fields = {}
+        for field, value in _mapping(entry, f"the state of body {body!r}").items():
+            if field not in _BODY_FIELDS:
+                raise ValueError(f"body {body!r}: unknown field {field!r}"
+                                 f"{close_matches_hint(field, list(_BODY_FIELDS))} (fields: "
+                                 f"{', '.join(_BODY_FIELDS)})")
+            fields[field] = _finite_vector(value, _BODY_FIELDS[field], f"body {body!r} {field}")
+        if "quat" in fields:
+            fields["quat"] = _unit_quaternion(fields["quat"], f"body {body!r} quat")
+        entries.append((joint, fields))
+
+    reference = _frame_pose(model, _kinematics(StateSnapshot.take(model, data)), frame)
+    for joint, fields in entries:
+        if reference is not None:
+            frame_pos, frame_quat, frame_rotation = reference
+            if "pos" in fields:
+                fields["pos"] = frame_pos + frame_rotation @ fields["pos"]
+            if "quat" in fields:
+                fields["quat"] = _quat_product(frame_quat, fields["quat"])
+            for field in ("linvel", "angvel"):
+                if field in fields:
+                    fields[field] = frame_rotation @ fields[field]
+        qpos_start, dof_start = int(model.jnt_qposadr[joint]), int(model.jnt_dofadr[joint])
+        qpos = data.qpos[qpos_start:qpos_start + 7]
+        qvel = data.qvel[dof_start:dof_start + 6]
+        if "pos" in fields or "quat" in fields:
+            qvel[:] = 0.0
+        if "pos" in fields:
+            qpos[:3] = fields["pos"]
+        if "quat" in fields:
+            qpos[3:] = fields["quat"]
+        if "linvel" in fields:
+            qvel[:3] = fields["linvel"]
+        if "angvel" in fields:
+            orientation = qpos[3:] / np.linalg.norm(qpos[3:])
+            qvel[3:] = _rotation(orientation).T @ fields["angvel"]  # world -> body axes
+    forward(model, data)
+
+
+def set_equality_active(model: mujoco.MjModel, data: mujoco.MjData, name: object,
+                        active: object) -> None:
+    equality = object_id(model, mujoco.mjtObj.mjOBJ_EQUALITY, "equality constraint", model.neq,
+                         name)
+    if not isinstance(active, (bool, np.bool_)):
+        raise ValueError(f"active must be a bool, got {active!r}")
+    data.eq_active[equality] = bool(active)
+    forward(model, data)
+
+
+# -- runtime options ----------------------------------------------------------------------------
+
+class _Kind(enum.Enum):
+    FLOAT = "a finite number"
+    INT = "a non-negative integer"
+    ENUM = "a name or value"
+    ARRAY = "finite numbers"
+
+
+class _Field(NamedTuple):
+    kind: _Kind
+    shape: tuple[int, ...] = ()
+    enum_type: type | None = None
+
+
+_fields_cache: dict[str, _Field] = {}
+
+
+def option_fields() -> dict[str, _Field]:
+    """mujoco.MjOption's fields as the installed mujoco names them, with their kind (read off
+    a default instance); an int field whose mujoco enum is `mjt<Field>` takes that enum."""
+    if not _fields_cache:
+        defaults = mujoco.MjModel.from_xml_string("<mujoco/>").opt
+        for name in dir(mujoco.MjOption):
+            if name.startswith("_") or not isinstance(getattr(mujoco.MjOption, name), property):
+                continue
+            value = getattr(defaults, name)
+            if isinstance(value, np.ndarray):
+                _fields_cache[name] = _Field(_Kind.ARRAY, value.shape)
+            elif isinstance(value, float):
+                _fields_cache[name] = _Field(_Kind.FLOAT)
+            elif isinstance(value, int):
+                enum_type = getattr(mujoco, f"mjt{name.capitalize()}", None)
+                if isinstance(enum_type, type) and hasattr(enum_type, "__members__"):
+                    _fields_cache[name] = _Field(_Kind.ENUM, enum_type=enum_type)
+                else:
+                    _fields_cache[name] = _Field(_Kind.INT)
+    return _fields_cache
+
+
+def _enum_names(enum_type: Any) -> dict[str, int]:
+    """An mjt enum's members by lower-case name without their prefix (mjINT_RK4 -> rk4)."""
+    return {member.split("_", 1)[1].lower(): int(value)
+            for member, value in enum_type.__members__.items() if "_" in member}
+
+
+def option_flags(kind: str) -> dict[str, int]:
+    """The bits of `disable` (mjtDisableBit) or `enable` (mjtEnableBit) by flag name."""
+    bits = mujoco.mjtDisableBit if kind == "disable" else mujoco.mjtEnableBit
+    return _enum_names(bits)
+
+
+def _option_value(key: str, field: _Field, value: object) -> Any:
+    problem = f"options/{key}: expected {field.kind.value}"
+    if field.kind is _Kind.ENUM:
+        assert field.enum_type is not None
+        members = _enum_names(field.enum_type)
+        if isinstance(value, str) and value.lower() in members:
+            return members[value.lower()]
+        if (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                and int(value) in members.values()):
+            return int(value)
+        raise ConfigError(f"{problem} of {field.enum_type.__name__} "
+                          f"({', '.join(members)}){close_matches_hint(value, list(members))}, "
+                          f"got {value!r}")
+    if field.kind is _Kind.INT:
+        if (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                and 0 <= value <= np.iinfo(np.int32).max):
+            return int(value)
+        raise ConfigError(f"{problem}, got {value!r}")
+    if field.kind is _Kind.FLOAT:
+        if (isinstance(value, (int, float, np.integer, np.floating))
+                and not isinstance(value, bool) and math.isfinite(value)):
+            if key == "timestep" and not value > 0:
+                raise ConfigError(f"options/timestep: expected a positive number, got {value!r}")
+            return float(value)
+        raise ConfigError(f"{problem}, got {value!r}")
+    try:
+        array = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        array = None
+    if (array is None or isinstance(value, (str, bool)) or array.shape != field.shape
+            or not np.all(np.isfinite(array))):
+        raise ConfigError(f"{problem} of shape {field.shape}, got {value!r}")
+    return array
+
+
+def _flag_changes(kind: str, value: object) -> tuple[int, int]:
+    """(bits to set, bits to clear) of a `disable`/`enable` patch entry."""
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"options/{kind}: expected a mapping from flag name to bool, "
+                          f"got {value!r}")
+    flags = option_flags(kind)
+    set_bits = clear_bits = 0
+    for flag, on in value.items():
+        bit = flags.get(flag.lower()) if isinstance(flag, str) else None
+        if bit is None:
+            raise ConfigError(f"options/{kind}: unknown flag {flag!r}"
+                              f"{close_matches_hint(flag, list(flags))} (flags: "
+                              f"{', '.join(flags)})")
+        if not isinstance(on, (bool, np.bool_)):
+            raise ConfigError(f"options/{kind}/{flag}: expected a bool, got {on!r}")
+        if on:
+            set_bits |= bit
+        else:
+            clear_bits |= bit
+    return set_bits, clear_bits
+
+
+def checked_options(patch: object) -> tuple[dict[str, Any], dict[str, tuple[int, int]]]:
+    """The field values and flag changes of an options patch, all checked (ConfigError naming
+    the key or flag); nothing is written."""
+    if patch is None:
+        return {}, {}
+    if not isinstance(patch, Mapping):
+        raise ConfigError(f"options: expected a mapping of MjOption fields, got {patch!r}")
+    fields = option_fields()
+    values: dict[str, Any] = {}
+    flags: dict[str, tuple[int, int]] = {}
+    for key, value in patch.items():
+        if key in ("disable", "enable"):
+            flags[key] = _flag_changes(key, value)
+        elif isinstance(key, str) and key in fields:
+            values[key] = _option_value(key, fields[key], value)
+        else:
+            keys = [*sorted(fields), "disable", "enable"]
+            raise ConfigError(f"options: unknown key {key!r}{close_matches_hint(key, keys)} "
+                              f"(mujoco.MjOption's fields, and disable/enable)")
+    return values, flags
+
+
+def apply_options(model: mujoco.MjModel, patch: object) -> None:
+    """One transaction on `model.opt`: the whole patch is checked, then written."""
+    values, flags = checked_options(patch)
+    for key, value in values.items():
+        if isinstance(value, np.ndarray):
+            getattr(model.opt, key)[:] = value
+        else:
+            setattr(model.opt, key, value)
+    for kind, (set_bits, clear_bits) in flags.items():
+        attribute = f"{kind}flags"
+        setattr(model.opt, attribute, (getattr(model.opt, attribute) & ~clear_bits) | set_bits)
+
+
+def model_name(model: mujoco.MjModel) -> str:
+    """The model's name (MJCF `<mujoco model=...>`): the first string of its names buffer."""
+    return bytes(model.names).split(b"\0", 1)[0].decode()
+
+
+def source_label(model: object) -> str:
+    """How env.info() names where a model came from: the path as given, or what it was."""
+    if isinstance(model, mujoco.MjModel):
+        return "<MjModel>"
+    text = os.fspath(model)  # type: ignore[arg-type]
+    return "<string>" if text.lstrip().startswith("<") else text
+
+
+def checked_realtime_factor(factor: object) -> float | None:
+    """A positive finite number or None; ValueError for anything else."""
+    if factor is None:
+        return None
+    if (isinstance(factor, (int, float, np.integer, np.floating)) and not isinstance(factor, bool)
+            and math.isfinite(factor) and factor > 0):
+        return float(factor)
+    raise ValueError(f"realtime_factor must be a positive finite number or None, got {factor!r}")

@@ -1,0 +1,673 @@
+"""Simulation control (SPEC §13): pause and step, the world reset's overrides, joint and body
+state, runtime options, equality constraints, the real-time factor and info, checked with physics;
+all-or-nothing validation; refusal from inside plugin callbacks; the calls under concurrency."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import mujoco
+import numpy as np
+import pytest
+
+import mjfast
+from mjfast.sim_control import BodyState, JointState, option_fields
+from support import wait_for
+
+DT = 0.002
+# qpos: ball (free, 7), held (free, 7), hinge (1), tip (ball joint, 4) = 19; qvel 6+6+1+3 = 16.
+XML = f"""
+<mujoco model="simctl">
+  <option timestep="{DT}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="ball" pos="0 0 0.1">
+      <freejoint name="ball_free"/>
+      <geom name="ball" type="sphere" size="0.1" mass="1"/>
+    </body>
+    <body name="held" pos="2 0 1">
+      <freejoint name="held_free"/>
+      <geom type="box" size=".05 .05 .05" mass="1" contype="0" conaffinity="0"/>
+    </body>
+    <body name="pendulum" pos="0 2 1">
+      <joint name="hinge" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -.3" size=".02" contype="0" conaffinity="0"/>
+      <body name="tip" pos="0 0 -0.3">
+        <joint name="tip_ball" type="ball"/>
+        <geom type="sphere" size=".03" contype="0" conaffinity="0"/>
+      </body>
+    </body>
+    <body name="rotated" pos="1 1 1" euler="0 0 90">
+      <geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality><connect name="hold" body1="held" anchor="0 0 0"/></equality>
+  <sensor><jointpos name="hinge_pos" joint="hinge"/></sensor>
+  <keyframe>
+    <key name="lifted" qpos="0 0 1 1 0 0 0  2 0 1 1 0 0 0  0.5  1 0 0 0"/>
+  </keyframe>
+</mujoco>
+"""
+
+
+@pytest.fixture
+def sim(make_env: Callable[..., mjfast.MujocoEnv]) -> mjfast.MujocoEnv:
+    return make_env(XML)
+
+
+def snapshot(env: mjfast.MujocoEnv) -> dict[str, Any]:
+    """Everything an all-or-nothing call must leave alone."""
+    return {"qpos": env.data.qpos.copy(), "qvel": env.data.qvel.copy(), "time": env.data.time,
+            "eq_active": env.data.eq_active.copy(), "steps": env.step_count,
+            "opt": {key: np.array(getattr(env.model.opt, key), copy=True)
+                    for key in option_fields()}}
+
+
+def assert_unchanged(env: mjfast.MujocoEnv, before: dict[str, Any]) -> None:
+    after = snapshot(env)
+    for key in ("qpos", "qvel", "eq_active"):
+        np.testing.assert_array_equal(after[key], before[key], err_msg=key)
+    assert (after["time"], after["steps"]) == (before["time"], before["steps"])
+    for key, value in before["opt"].items():
+        np.testing.assert_array_equal(after["opt"][key], value, err_msg=f"opt.{key}")
+
+
+# -- pause and step -------------------------------------------------------------------------------
+
+def test_pause_freezes_simulated_time_while_running(sim: mjfast.MujocoEnv) -> None:
+    sim.start(None)
+    assert wait_for(lambda: sim.step_count > 100)
+    sim.pause()
+    assert sim.paused and sim.running
+    frozen = (sim.step_count, sim.data.time)
+    time.sleep(0.05)  # an observation window: nothing may step in it
+    assert (sim.step_count, sim.data.time) == frozen
+    sim.resume()
+    assert not sim.paused
+    assert wait_for(lambda: sim.step_count > frozen[0] + 100)
+
+
+def test_stepping_while_paused_runs_exactly_n_steps_and_stays_paused(sim: mjfast.MujocoEnv
+                                                                     ) -> None:
+    sim.start(None)
+    assert wait_for(lambda: sim.step_count > 10)
+    sim.pause()
+    steps, sim_time = sim.step_count, sim.data.time
+    sim.step(7)
+    assert sim.step_count == steps + 7
+    assert sim.data.time == pytest.approx(sim_time + 7 * DT, abs=1e-12)
+    time.sleep(0.02)
+    assert sim.paused and sim.step_count == steps + 7
+
+
+def test_step_zero_returns_at_once_and_negative_is_a_value_error(sim: mjfast.MujocoEnv) -> None:
+    sim.step(0)
+    assert sim.step_count == 0
+    with pytest.raises(ValueError, match="n >= 0"):
+        sim.step(-1)
+
+
+def test_step_while_running_and_not_paused_is_a_logic_error(sim: mjfast.MujocoEnv) -> None:
+    sim.start(None)
+    with pytest.raises(mjfast.LogicError, match="pause"):
+        sim.step(1)
+
+
+def test_pause_before_start_starts_paused_and_stop_clears_it(sim: mjfast.MujocoEnv) -> None:
+    sim.pause()
+    sim.start(None)
+    time.sleep(0.03)
+    assert sim.running and sim.paused and sim.step_count == 0
+    sim.stop()
+    assert not sim.paused
+    sim.start(None)
+    assert wait_for(lambda: sim.step_count > 0)
+
+
+def test_resume_re_anchors_the_pacing_without_a_catch_up_burst(sim: mjfast.MujocoEnv) -> None:
+    sim.start(1.0)
+    assert wait_for(lambda: sim.data.time > 0.05)
+    sim.pause()
+    time.sleep(0.3)  # a catch-up would replay these 0.3 s at once after resume
+    resumed_at, sim_start = time.perf_counter(), sim.data.time
+    sim.resume()
+    assert wait_for(lambda: sim.data.time > sim_start + 0.05)
+    wall = time.perf_counter() - resumed_at
+    assert sim.data.time - sim_start <= wall + 0.02
+
+
+def test_step_count_is_exact_and_reset_by_reset_and_reload(sim: mjfast.MujocoEnv) -> None:
+    sim.step(13)
+    assert sim.step_count == 13
+    sim.reset()
+    assert sim.step_count == 0
+    sim.step(3)
+    sim.reload()
+    assert sim.step_count == 0
+    sim.start(None)
+    assert wait_for(lambda: sim.step_count > 50)
+    sim.stop()
+    assert sim.step_count == sim.statistics()["env"]["steps"] - 13 - 3
+
+
+def test_a_users_pause_stays_in_force_through_reset_reload_and_other_calls(
+        sim: mjfast.MujocoEnv) -> None:
+    sim.start(None)
+    assert wait_for(lambda: sim.step_count > 10)
+    sim.pause()
+    sim.reset("lifted")
+    sim.set_joint_state({"hinge": 0.2})
+    sim.apply_options({"timestep": 0.001})
+    sim.reload()
+    time.sleep(0.03)
+    assert sim.paused and sim.running and sim.step_count == 0 and sim.data.time == 0.0
+
+
+def test_statistics_and_info_show_paused_and_step_count(sim: mjfast.MujocoEnv) -> None:
+    sim.step(4)
+    sim.pause()
+    assert {"paused": True, "step_count": 4}.items() <= sim.statistics()["env"].items()
+    assert {"paused": True, "step_count": 4}.items() <= sim.info().items()
+
+
+# -- reset ----------------------------------------------------------------------------------------
+
+class ResetWitness(mjfast.MujocoPlugin):
+    """Keeps the qpos and time its reset() saw."""
+
+    seen: ClassVar[list[tuple[np.ndarray, float]]] = []
+
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        self.data = data
+        return True
+
+    def reset(self) -> None:
+        ResetWitness.seen.append((self.data.qpos.copy(), float(self.data.time)))
+
+
+def test_reset_overrides_are_resolved_after_the_keyframe_and_plugins_see_them(
+        make_env: Callable[..., mjfast.MujocoEnv], register: Callable[..., str]) -> None:
+    ResetWitness.seen = []
+    env = make_env(XML, params={"MujocoPlugins": [{"type": register(ResetWitness)}]})
+    env.step(10)
+    env.reset("lifted", joint_positions={"hinge": -0.25, "tip_ball": [0, 0, 0, 2]},
+              joint_velocities={"ball_free": [1, 0, 0, 0, 0, 0]})
+    key = env.model.key("lifted").qpos
+    np.testing.assert_array_equal(env.data.qpos[:14], key[:14])  # from the keyframe
+    assert env.data.qpos[14] == -0.25                             # overridden after it
+    np.testing.assert_array_equal(env.data.qpos[15:], [0, 0, 0, 1])  # normalised
+    np.testing.assert_array_equal(env.data.qvel[:6], [1, 0, 0, 0, 0, 0])
+    assert env.data.sensordata[0] == -0.25  # mj_forward ran
+    assert env.data.time == 0.0 and env.step_count == 0
+    ((qpos, reset_time),) = ResetWitness.seen
+    np.testing.assert_array_equal(qpos, env.data.qpos)
+    assert reset_time == 0.0
+
+
+def test_reset_keep_time_keeps_the_clock(sim: mjfast.MujocoEnv) -> None:
+    sim.step(25)
+    sim.reset("lifted", keep_time=True)
+    assert sim.data.time == pytest.approx(25 * DT)
+    assert sim.data.qpos[2] == 1.0
+    sim.reset()
+    assert sim.data.time == 0.0
+
+
+@pytest.mark.parametrize(("kwargs", "error", "match"), [
+    ({"joint_positions": {"hinj": 0.1}}, KeyError, "did you mean 'hinge'"),
+    ({"joint_positions": {"ball_free": [0, 0, 1]}}, ValueError, "expected 7 numbers"),
+    ({"joint_velocities": {"tip_ball": [0, 0, 0, 0]}}, ValueError, "expected 3 numbers"),
+    ({"joint_positions": {"hinge": math.nan}}, ValueError, "finite"),
+    ({"joint_positions": {"tip_ball": [0, 0, 0, 0]}}, ValueError, "zero quaternion"),
+    ({"joint_positions": {"hinge": "high"}}, ValueError, "expected 1 number"),
+    ({"joint_positions": [0.1]}, ValueError, "mapping"),
+    ({"keep_time": 1}, ValueError, "keep_time"),
+])
+def test_invalid_reset_overrides_are_rejected_whole(sim: mjfast.MujocoEnv, kwargs: dict[str, Any],
+                                                    error: type[Exception], match: str) -> None:
+    sim.step(5)
+    before = snapshot(sim)
+    with pytest.raises(error, match=match):
+        sim.reset("lifted", **{"joint_positions": {"hinge": 0.3}, **kwargs})
+    assert_unchanged(sim, before)
+
+
+def test_reset_clears_staged_commands_and_applied_forces(sim: mjfast.MujocoEnv) -> None:
+    sim.control.write(qfrc_applied=np.full(sim.model.nv, 5.0),
+                      xfrc_applied=np.full((sim.model.nbody, 6), 1.0))
+    sim.step(1)
+    assert sim.data.qfrc_applied[0] == 5.0
+    sim.reset()
+    sim.step(1)
+    assert not sim.data.qfrc_applied.any() and not sim.data.xfrc_applied.any()
+
+
+# -- joint state ----------------------------------------------------------------------------------
+
+def test_joint_state_round_trip_and_forward(sim: mjfast.MujocoEnv) -> None:
+    sim.set_joint_state(positions={"hinge": 0.4, "tip_ball": [2, 0, 0, 0]},
+                        velocities={"hinge": -1.0})
+    states = sim.get_joint_state()
+    assert set(states) == {"ball_free", "held_free", "hinge", "tip_ball"}
+    assert isinstance(states["hinge"], JointState)
+    assert states["hinge"].position.shape == (1,) and states["hinge"].position[0] == 0.4
+    assert states["hinge"].velocity[0] == -1.0
+    np.testing.assert_array_equal(states["tip_ball"].position, [1, 0, 0, 0])
+    assert states["ball_free"].position.shape == (7,)
+    assert states["ball_free"].velocity.shape == (6,)
+    assert sim.data.sensordata[0] == 0.4  # derived quantities follow at once
+    only = sim.get_joint_state(["hinge"])
+    assert list(only) == ["hinge"]
+    only["hinge"].position[0] = 9.0  # a copy
+    assert sim.data.qpos[14] == 0.4
+
+
+def test_set_joint_state_is_all_or_nothing(sim: mjfast.MujocoEnv) -> None:
+    before = snapshot(sim)
+    with pytest.raises(KeyError, match=r"no joint named 'hing'.*did you mean 'hinge'"):
+        sim.set_joint_state(positions={"hinge": 0.2}, velocities={"hing": 1.0})
+    with pytest.raises(KeyError, match="'nope'"):
+        sim.get_joint_state(["hinge", "nope"])
+    assert_unchanged(sim, before)
+
+
+# -- body state -----------------------------------------------------------------------------------
+
+def test_free_ball_at_one_metre_per_second_without_gravity_moves_one_metre_per_second(
+        sim: mjfast.MujocoEnv) -> None:
+    sim.apply_options({"gravity": [0, 0, 0]})
+    sim.set_body_state({"ball": {"pos": [0, 0, 1], "linvel": [1, 0, 0]}})
+    sim.step(500)
+    state = sim.get_body_state("ball")
+    assert isinstance(state, BodyState)
+    np.testing.assert_allclose(state.pos, [500 * DT, 0, 1], atol=1e-9)
+    np.testing.assert_allclose(state.linvel, [1, 0, 0], atol=1e-9)
+
+
+def test_body_state_is_that_of_the_current_qpos(sim: mjfast.MujocoEnv) -> None:
+    sim.apply_options({"gravity": [0, 0, 0]})
+    sim.set_body_state({"ball": {"pos": [0, 0, 1], "linvel": [2, 0, 0]}})
+    sim.step(1)  # after mj_step, data.xpos is that of the state before the step
+    np.testing.assert_allclose(sim.get_body_state("ball").pos, sim.data.qpos[:3], atol=1e-12)
+
+
+def test_angular_velocity_is_spoken_in_world_axes(sim: mjfast.MujocoEnv) -> None:
+    sim.apply_options({"gravity": [0, 0, 0]})
+    # A quarter turn about x: the body's z axis is the world's -y.
+    half = math.sqrt(0.5)
+    sim.set_body_state({"ball": {"pos": [0, 0, 1], "quat": [half, half, 0, 0],
+                                 "angvel": [0, 0, 1]}})
+    # MuJoCo stores it in body axes: world z is body y.
+    np.testing.assert_allclose(sim.data.qvel[3:6], [0, 1, 0], atol=1e-12)
+    np.testing.assert_allclose(sim.get_body_state("ball").angvel, [0, 0, 1], atol=1e-12)
+    sim.step(round((math.pi / 2) / DT))  # a quarter turn about world z
+    rotation = np.empty(9)
+    mujoco.mju_quat2Mat(rotation, sim.get_body_state("ball").quat)
+    # The body x axis was world x; a quarter turn about world z takes it to world y.
+    np.testing.assert_allclose(rotation.reshape(3, 3)[:, 0], [0, 1, 0], atol=1e-3)
+
+
+def test_relative_frame_pose_and_twist(sim: mjfast.MujocoEnv) -> None:
+    sim.apply_options({"gravity": [0, 0, 0]})
+    # "rotated" sits at (1, 1, 1), turned 90 degrees about z: its x axis is world y.
+    sim.set_body_state({"ball": {"pos": [1, 0, 0], "quat": [1, 0, 0, 0], "linvel": [1, 0, 0],
+                                 "angvel": [0, 0, 2]}}, frame="rotated")
+    world = sim.get_body_state("ball")
+    np.testing.assert_allclose(world.pos, [1, 2, 1], atol=1e-12)
+    half = math.sqrt(0.5)
+    np.testing.assert_allclose(world.quat, [half, 0, 0, half], atol=1e-12)  # the frame's
+    np.testing.assert_allclose(world.linvel, [0, 1, 0], atol=1e-12)
+    np.testing.assert_allclose(world.angvel, [0, 0, 2], atol=1e-12)
+    relative = sim.get_body_state("ball", frame="rotated")
+    np.testing.assert_allclose(relative.pos, [1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(relative.linvel, [1, 0, 0], atol=1e-12)
+    np.testing.assert_allclose(relative.quat, [1, 0, 0, 0], atol=1e-12)
+
+
+def test_omitted_velocities_become_zero_only_when_the_pose_is_set(sim: mjfast.MujocoEnv) -> None:
+    sim.set_body_state({"ball": {"linvel": [1, 2, 3], "angvel": [0, 0, 1]}})
+    sim.set_body_state({"ball": {"angvel": [1, 0, 0]}})  # linvel kept
+    np.testing.assert_allclose(sim.get_body_state("ball").linvel, [1, 2, 3], atol=1e-12)
+    sim.set_body_state({"ball": {"quat": [0, 0, 0, 3]}})  # normalised; velocities zeroed
+    state = sim.get_body_state("ball")
+    np.testing.assert_allclose(state.quat, [0, 0, 0, 1], atol=1e-12)
+    assert not state.linvel.any() and not state.angvel.any()
+
+
+@pytest.mark.parametrize(("states", "frame", "error", "match"), [
+    ({"bal": {"pos": [0, 0, 2]}}, None, KeyError, "did you mean 'ball'"),
+    ({"pendulum": {"pos": [0, 0, 2]}}, None, ValueError, "no free joint"),
+    ({"held": {"position": [0, 0, 2]}}, None, ValueError, "unknown field 'position'"),
+    ({"held": {"quat": [0, 0, 0, 0]}}, None, ValueError, "zero quaternion"),
+    ({"held": {"pos": [0, 0, math.inf]}}, None, ValueError, "finite"),
+    ({"held": {"linvel": [0, 0]}}, None, ValueError, "expected 3 numbers"),
+    ({"held": {"pos": [0, 0, 2]}}, "nowhere", KeyError, "no body named 'nowhere'"),
+])
+def test_set_body_state_batches_are_atomic(sim: mjfast.MujocoEnv, states: dict[str, Any],
+                                           frame: str | None, error: type[Exception],
+                                           match: str) -> None:
+    before = snapshot(sim)
+    with pytest.raises(error, match=match):
+        sim.set_body_state({"ball": {"pos": [3, 3, 3]}, **states}, frame=frame)
+    assert_unchanged(sim, before)
+
+
+def test_get_body_state_of_an_unknown_body_lists_close_matches(sim: mjfast.MujocoEnv) -> None:
+    with pytest.raises(KeyError, match="did you mean 'held'"):
+        sim.get_body_state("hold")
+    with pytest.raises(KeyError, match="no body named 'x'"):
+        sim.get_body_state("ball", frame="x")
+
+
+# -- runtime options ------------------------------------------------------------------------------
+
+def test_option_fields_are_those_of_the_installed_mujoco() -> None:
+    properties = {name for name in dir(mujoco.MjOption)
+                  if isinstance(getattr(mujoco.MjOption, name), property)}
+    assert set(option_fields()) == properties
+
+
+def test_apply_options_sets_fields_enums_and_flags(sim: mjfast.MujocoEnv) -> None:
+    sim.apply_options({"timestep": 0.001, "integrator": "RK4", "cone": "Elliptic",
+                       "solver": int(mujoco.mjtSolver.mjSOL_CG), "iterations": 7,
+                       "wind": [1, 2, 3], "disable": {"contact": True, "gravity": True},
+                       "enable": {"energy": True}})
+    opt = sim.model.opt
+    assert (opt.timestep, opt.iterations) == (0.001, 7)
+    assert opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+    assert opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    assert opt.solver == mujoco.mjtSolver.mjSOL_CG
+    np.testing.assert_array_equal(opt.wind, [1, 2, 3])
+    assert opt.disableflags == (mujoco.mjtDisableBit.mjDSBL_CONTACT
+                                | mujoco.mjtDisableBit.mjDSBL_GRAVITY)
+    assert opt.enableflags == mujoco.mjtEnableBit.mjENBL_ENERGY
+    sim.apply_options({"disable": {"gravity": False}})
+    assert opt.disableflags == mujoco.mjtDisableBit.mjDSBL_CONTACT
+    sim.step(1)
+    assert sim.data.time == pytest.approx(0.001)
+
+
+@pytest.mark.parametrize(("patch", "match"), [
+    ({"timestpe": 0.001}, "unknown key 'timestpe'.*did you mean 'timestep'"),
+    ({"timestep": 0.0}, "options/timestep: expected a positive number"),
+    ({"timestep": -1}, "options/timestep"),
+    ({"integrator": "rk5"}, "options/integrator.*rk4"),
+    ({"integrator": 99}, "options/integrator"),
+    ({"gravity": [0, 0]}, r"options/gravity: expected finite numbers of shape \(3,\)"),
+    ({"gravity": [0, 0, math.nan]}, "options/gravity"),
+    ({"impratio": math.inf}, "options/impratio"),
+    ({"iterations": 2.5}, "options/iterations"),
+    ({"iterations": True}, "options/iterations"),
+    ({"disable": {"contacts": True}}, "options/disable: unknown flag 'contacts'.*'contact'"),
+    ({"disable": {"contact": 1}}, "options/disable/contact: expected a bool"),
+    ({"enable": ["energy"]}, "options/enable: expected a mapping"),
+])
+def test_invalid_options_are_rejected_whole_naming_the_key(sim: mjfast.MujocoEnv,
+                                                           patch: dict[str, Any],
+                                                           match: str) -> None:
+    before = snapshot(sim)
+    with pytest.raises(mjfast.ConfigError, match=match):
+        sim.apply_options({"gravity": [0, 0, 0], "timestep": 0.004, **patch})
+    assert_unchanged(sim, before)
+
+
+def test_disabling_contacts_lets_the_ball_fall_through_the_floor(sim: mjfast.MujocoEnv) -> None:
+    sim.step(250)
+    assert sim.get_body_state("ball").pos[2] == pytest.approx(0.1, abs=0.01)  # on the floor
+    sim.apply_options({"disable": {"contact": True}})
+    sim.step(250)
+    assert sim.get_body_state("ball").pos[2] < -0.2
+
+
+def test_options_parameter_applies_at_construction_and_reload_before_plugins_load(
+        make_env: Callable[..., mjfast.MujocoEnv], register: Callable[..., str]) -> None:
+    seen: list[float] = []
+
+    class Looker(mjfast.MujocoPlugin):
+        def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+            seen.append(float(model.opt.timestep))
+            return True
+
+    params = mjfast.ParameterServer({"MujocoPlugins": [{"type": register(Looker)}],
+                                     "mujoco_server": {"options": {"timestep": 0.005,
+                                                                   "integrator": "implicitfast"}}})
+    env = make_env(XML, params=params)
+    assert env.model.opt.integrator == mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    env.apply_options({"timestep": 0.001})  # runtime changes are the model's, not the parameter's
+    params.set("/mujoco_server/options/timestep", 0.004)
+    env.reload()
+    assert seen == [0.005, 0.004]
+    assert env.model.opt.timestep == 0.004
+
+
+def test_an_invalid_options_parameter_fails_construction_and_reload(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    with pytest.raises(mjfast.ConfigError, match="options/timestep"):
+        make_env(XML, params={"mujoco_server": {"options": {"timestep": "fast"}}})
+    env = make_env(XML)
+    env.params.set("/mujoco_server/options", {"gravty": [0, 0, 0]})
+    with pytest.raises(mjfast.ConfigError, match="did you mean 'gravity'"):
+        env.reload()
+    assert env.model_generation == 1
+
+
+# -- equality constraints -------------------------------------------------------------------------
+
+def test_turning_an_equality_off_lets_the_held_body_fall(sim: mjfast.MujocoEnv) -> None:
+    sim.step(250)
+    assert sim.get_body_state("held").pos[2] == pytest.approx(1.0, abs=0.01)
+    sim.set_equality_active("hold", False)
+    assert not sim.data.eq_active[0]
+    sim.step(250)
+    assert sim.get_body_state("held").pos[2] < 0.0  # it falls through: no contacts for it
+    sim.set_equality_active("hold", True)
+    assert sim.data.eq_active[0]
+
+
+def test_set_equality_active_validates(sim: mjfast.MujocoEnv) -> None:
+    before = snapshot(sim)
+    with pytest.raises(KeyError, match="did you mean 'hold'"):
+        sim.set_equality_active("hld", False)
+    with pytest.raises(ValueError, match="active must be a bool"):
+        sim.set_equality_active("hold", 0)
+    assert_unchanged(sim, before)
+
+
+# -- real-time factor and info --------------------------------------------------------------------
+
+@pytest.mark.parametrize("factor", [0, -1.0, math.nan, math.inf, True, "2"])
+def test_invalid_realtime_factors_are_value_errors(sim: mjfast.MujocoEnv, factor: Any) -> None:
+    with pytest.raises(ValueError, match="realtime_factor"):
+        sim.set_realtime_factor(factor)
+
+
+def test_set_realtime_factor_changes_a_running_pace_at_once(sim: mjfast.MujocoEnv) -> None:
+    sim.start(0.01)  # 5 steps per wall second
+    assert sim.realtime_factor == 0.01
+    time.sleep(0.05)
+    slow = sim.step_count
+    assert slow < 10
+    sim.set_realtime_factor(None)
+    assert sim.realtime_factor is None
+    assert wait_for(lambda: sim.step_count > slow + 2000, timeout=5.0)
+    sim.set_realtime_factor(1.0)
+    time.sleep(0.6)
+    assert 0.5 < sim.info()["measured_realtime_factor"] < 1.5
+
+
+def test_info(make_env: Callable[..., mjfast.MujocoEnv], tmp_path: Path) -> None:
+    path = tmp_path / "scene.xml"
+    path.write_text(XML)
+    env = make_env(str(path))
+    env.step(3)
+    info = env.info()
+    assert info == {"model_name": "simctl", "model_source": str(path), "model_generation": 1,
+                    "plugin_generation": 1, "loads": 1, "running": False, "paused": False,
+                    "step_count": 3, "time": pytest.approx(3 * DT), "realtime_factor": None,
+                    "measured_realtime_factor": pytest.approx(info["measured_realtime_factor"])}
+    env.reload(XML)
+    assert {"model_source": "<string>", "loads": 2, "step_count": 0}.items() <= env.info().items()
+    model_env = make_env(mujoco.MjModel.from_xml_string(XML))
+    assert model_env.info()["model_source"] == "<MjModel>"
+
+
+# -- refusal from inside plugin callbacks ---------------------------------------------------------
+
+CALLS: dict[str, Callable[[mjfast.MujocoEnv], Any]] = {
+    "pause": lambda env: env.pause(),
+    "resume": lambda env: env.resume(),
+    "reset": lambda env: env.reset(),
+    "get_joint_state": lambda env: env.get_joint_state(),
+    "set_joint_state": lambda env: env.set_joint_state({"hinge": 0.1}),
+    "get_body_state": lambda env: env.get_body_state("ball"),
+    "set_body_state": lambda env: env.set_body_state({"ball": {"pos": [0, 0, 1]}}),
+    "apply_options": lambda env: env.apply_options({"timestep": 0.001}),
+    "set_equality_active": lambda env: env.set_equality_active("hold", False),
+    "set_realtime_factor": lambda env: env.set_realtime_factor(2.0),
+    "info": lambda env: env.info(),
+    "service": lambda env: env.bus.call("/mujoco_server/info", None),
+}
+
+
+class Meddler(mjfast.MujocoPlugin):
+    """Tries CALLS[config["call"]] from the callback named config["callback"]."""
+
+    errors: ClassVar[list[BaseException]] = []
+
+    def attempt(self, callback: str) -> None:
+        if self.config["callback"] == callback:
+            try:
+                CALLS[self.config["call"]](self.env)
+            except mjfast.LogicError as error:
+                Meddler.errors.append(error)
+                raise
+
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        self.attempt("load")
+        return True
+
+    def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        self.attempt("control_callback")
+
+    def reset(self) -> None:
+        self.attempt("reset")
+
+
+class ControlMeddler(mjfast.ControlPlugin):
+    def init(self, node: mjfast.Node, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        self.env.get_body_state("ball")
+        return True
+
+    def on_reset(self, data: mujoco.MjData) -> None:
+        self.env.set_joint_state({"hinge": 0.1})
+
+    def cleanup(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("call", sorted(CALLS))
+@pytest.mark.parametrize("callback", ["load", "control_callback", "reset"])
+def test_section_13_calls_from_plugin_callbacks_are_logic_errors(
+        make_env: Callable[..., mjfast.MujocoEnv], register: Callable[..., str], call: str,
+        callback: str) -> None:
+    Meddler.errors = []
+    env = make_env(XML, params={"MujocoPlugins": [
+        {"name": "meddler", "type": register(Meddler), "call": call, "callback": callback}]})
+    if callback == "load":
+        (info,) = env.plugins
+        assert info.state is mjfast.PluginState.FAILED
+        assert "LogicError" in info.failure.message
+    else:
+        with pytest.raises(mjfast.PluginError) as raised:
+            env.step(1) if callback == "control_callback" else env.reset()
+        assert isinstance(raised.value.__cause__, mjfast.LogicError)
+    (error,) = Meddler.errors
+    assert "inside a plugin callback" in str(error)
+
+
+def test_control_plugin_init_and_on_reset_are_refused_too(
+        make_env: Callable[..., mjfast.MujocoEnv], register: Callable[..., str]) -> None:
+    env = make_env(XML, params={"MujocoPlugins": [{"type": register(ControlMeddler)}]})
+    (info,) = env.plugins
+    assert info.state is mjfast.PluginState.FAILED
+    assert "inside a plugin callback" in info.failure.message
+
+
+# -- concurrency ----------------------------------------------------------------------------------
+
+CONCURRENCY_SCRIPT = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    import mjfast
+    sys.path.insert(0, {tests!r})
+    from test_sim_control import XML
+
+    env = mjfast.MujocoEnv(XML)
+    env.start(None)
+    stop = threading.Event()
+    failures = []
+
+    def control_loop():
+        while not stop.is_set():
+            state = env.control.read()
+            quat = state.qpos[3:7]
+            if abs(np.linalg.norm(quat) - 1) > 1e-6:
+                failures.append(f"torn quaternion {{quat}}")
+            env.control.write(qfrc_applied=np.zeros(env.model.nv))
+
+    reader = threading.Thread(target=control_loop)
+    reader.start()
+    try:
+        for i in range(60):
+            env.pause()
+            assert env.paused
+            steps = env.step_count
+            env.step(3)
+            assert env.step_count == steps + 3, "paused stepping not exact"
+            env.resume()
+            env.set_body_state({{"ball": {{"pos": [0, 0, 1], "quat": [1, 1, 0, 0]}}}})
+            state = env.get_body_state("ball")
+            assert abs(np.linalg.norm(state.quat) - 1) < 1e-9
+            env.set_joint_state({{"hinge": 0.1 * (i % 5)}}, {{"hinge": 0.0}})
+            env.get_joint_state(["hinge", "tip_ball"])
+            gravity = [0, 0, -float(i % 10)]
+            env.apply_options({{"gravity": gravity}})
+            assert list(env.model.opt.gravity) == gravity, "option not visible"
+            env.set_equality_active("hold", bool(i % 2))
+            assert bool(env.data.eq_active[0]) == bool(i % 2), "equality not visible"
+            env.set_realtime_factor(None if i % 3 else 1000.0)
+            env.reset("lifted" if i % 2 else None, joint_positions={{"hinge": 0.2}},
+                      keep_time=bool(i % 4))
+            env.info()
+            env.bus.call("/mujoco_server/statistics", None)
+            if i % 20 == 19:
+                env.reload()
+        env.set_realtime_factor(None)
+        assert env.running and not env.paused
+        steps = env.step_count
+        for _ in range(1000):
+            if env.step_count > steps:
+                break
+            threading.Event().wait(0.005)
+        assert env.step_count > steps, "the physics thread stopped stepping"
+    finally:
+        stop.set()
+        reader.join()
+        env.close()
+    assert not failures, failures[:3]
+    print("ok")
+""")
+
+
+def test_every_call_in_a_loop_while_the_physics_thread_runs_unpaced() -> None:
+    script = CONCURRENCY_SCRIPT.format(tests=str(Path(__file__).parent))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
