@@ -4,6 +4,10 @@ for mj_forward on an env's pair, and detection of a replaced hook (SPEC §5)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 
 import mujoco
@@ -222,3 +226,133 @@ def test_install_hooks_is_idempotent(env):
     mjfast.install_hooks()
     assert mujoco.get_mjcb_control() is control
     assert mjfast.hooks_owned()
+
+
+# -- lifetime: the hooks go when the last env closes (issue 8 item 9) ----------------------------
+# In a child interpreter: the hooks are process-wide and the suite's own fixtures reinstall them.
+
+HOOKS_LIFETIME = textwrap.dedent("""
+    import gc
+    import mujoco
+    import mjfast
+    from mjfast.plugin import MujocoPlugin
+
+    ARM = '''ARM_XML'''
+
+    class Counter(MujocoPlugin):
+        calls = 0
+        def load(self, model, data):
+            return True
+        def control_callback(self, model, data):
+            Counter.calls += 1
+
+    mjfast.register_plugin("lifetime/Counter", Counter)
+    PARAMS = {"MujocoPlugins": [{"type": "lifetime/Counter"}]}
+
+    def uninstalled():
+        return mujoco.get_mjcb_control() is None and mujoco.get_mjcb_passive() is None
+
+    assert uninstalled()
+    first, second = mjfast.MujocoEnv(ARM), mjfast.MujocoEnv(ARM)
+    assert mjfast.hooks_owned()
+    first.close()
+    assert mjfast.hooks_owned(), "uninstalled while an env is still open"
+    second.close()
+    assert uninstalled(), "still installed after the last env closed"
+
+    # An env made later installs them again and its plugins are called.
+    third = mjfast.MujocoEnv(ARM, params=PARAMS)
+    assert mjfast.hooks_owned()
+    third.step(3)
+    assert Counter.calls == 3
+    third.close()
+    assert uninstalled()
+
+    # A user's own callback set while an env is open, then the env dropped without close():
+    # its __del__ closes it, clears mjfast's passive hook and leaves the user's control hook.
+    model = mujoco.MjModel.from_xml_string(ARM)
+    seen = []
+    mine = lambda m, d: seen.append(1)
+    dropped = mjfast.MujocoEnv(ARM)
+    mujoco.set_mjcb_control(mine)  # replaces mjfast's (the env would refuse to step)
+    del dropped
+    gc.collect()
+    assert mujoco.get_mjcb_control() is mine, "the user's callback was clobbered"
+    assert mujoco.get_mjcb_passive() is None
+    mujoco.mj_forward(model, mujoco.MjData(model))
+    assert seen == [1]
+    mujoco.set_mjcb_control(None)
+    mjfast.install_hooks()  # taking them back by hand, with no env: stays until an env closes
+    env = mjfast.MujocoEnv(ARM)
+    env.close()
+    assert uninstalled()
+    print("ok")
+""")
+
+
+def test_hooks_are_uninstalled_when_the_last_env_closes_and_reinstalled_by_the_next():
+    script = HOOKS_LIFETIME.replace("ARM_XML", arm_xml())
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+
+
+# -- the registry frees what it replaces (issue 8 item 7) ----------------------------------------
+
+REGISTRY_MEMORY = textwrap.dedent("""
+    import ctypes, gc, sys, threading
+    import mujoco
+    import mjfast
+
+    XML = "<mujoco><worldbody><body><joint/><geom size='.1'/></body></worldbody></mujoco>"
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in (
+            "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+        ).split()]
+
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = MallInfo2
+
+    def in_use():
+        gc.collect()
+        info = libc.mallinfo2()
+        return info.uordblks + info.hblkhd
+
+    model = mujoco.MjModel.from_xml_string(XML)
+    stop = threading.Event()
+
+    def forward_forever():  # a reader of the registry all along (a foreign pair)
+        foreign = mujoco.MjData(model)
+        while not stop.is_set():
+            mujoco.mj_forward(model, foreign)
+
+    readers = [threading.Thread(target=forward_forever) for _ in range(2)]
+    for thread in readers:
+        thread.start()
+    for _ in range(20):
+        mjfast.MujocoEnv(model).close()
+    before = in_use()
+    envs = [mjfast.MujocoEnv(model) for _ in range(int(sys.argv[1]))]
+    for env in envs:
+        env.close()
+    del envs, env
+    held = in_use() - before
+    stop.set()
+    for thread in readers:
+        thread.join()
+    print(held)
+""")
+
+
+@pytest.mark.parametrize("fence", ["membarrier", "reader_fence"])
+def test_closing_many_envs_that_were_alive_together_frees_the_hooks_registry(fence):
+    # Every register/unregister publishes a new registry version; if replaced versions were not
+    # freed, 300 envs alive together would leave ~45k entries (~2 MB) behind. Both fences: the
+    # writer's membarrier, and the readers' own where membarrier is unavailable.
+    env = dict(os.environ, MJFAST_HOOKS_NO_MEMBARRIER="1" if fence == "reader_fence" else "")
+    result = subprocess.run([sys.executable, "-c", REGISTRY_MEMORY, "300"], capture_output=True,
+                            text=True, timeout=120, check=False, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    held = int(result.stdout.strip())
+    assert held < 256 * 1024, f"{held} bytes still allocated after closing 300 envs"

@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -296,6 +296,10 @@ class RenderCore:
     @property
     def render_sync(self) -> bool:
         ...
+def control_hook_owned() -> bool:
+    """
+    Whether MuJoCo's mjcb_control holds mjfast's trampoline.
+    """
 def control_trampoline_address() -> int:
     ...
 def failed_adapter(name: str, type: str, message: str) -> AdapterEntry:
@@ -309,6 +313,10 @@ def in_plugin_callback() -> bool:
 def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None) -> AdapterEntry:
     """
     Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load().
+    """
+def passive_hook_owned() -> bool:
+    """
+    Whether MuJoCo's mjcb_passive holds mjfast's trampoline.
     """
 def passive_trampoline_address() -> int:
     ...

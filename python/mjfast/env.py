@@ -33,7 +33,7 @@ from mjfast.config_schema import check_config
 from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
-from mjfast.hooks import install_hooks
+from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
@@ -317,7 +317,7 @@ class MujocoEnv:
         # The compiled step itself, bound once: a Python loop of env.step(1) pays no extra frame
         # (MujocoEnv.step below documents it and behaves the same).
         self.step = self._core.step  # type: ignore[method-assign]
-        install_hooks()
+        hold_hooks(self)
         self._core.bind(new_model, new_data, self._control_data)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
@@ -782,6 +782,7 @@ class MujocoEnv:
             self._closed = True
             self._cameras.close()  # the physics thread has stopped: retire, stop rendering
         _open_envs.discard(self)
+        release_hooks(self)
 
     def __enter__(self) -> MujocoEnv:
         return self

@@ -23,6 +23,10 @@ void bind_hooks(py::module_& module) {
     return reinterpret_cast<std::uintptr_t>(&hooks::passive_trampoline);
   });
   module.def("hooks_owned", [] { return hooks::control_owned() && hooks::passive_owned(); });
+  module.def("control_hook_owned", &hooks::control_owned,
+             "Whether MuJoCo's mjcb_control holds mjfast's trampoline.");
+  module.def("passive_hook_owned", &hooks::passive_owned,
+             "Whether MuJoCo's mjcb_passive holds mjfast's trampoline.");
 
   module.def("in_plugin_callback", &hooks::in_plugin_callback,
              "True on a thread that is inside a plugin callback (step callbacks, reset/on_reset, "
