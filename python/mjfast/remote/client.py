@@ -7,6 +7,7 @@ encoder keeps one buffer per thread. It does not run an env and imports nothing 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -38,10 +39,8 @@ class RemoteSubscription:
         with self._lock:
             subscriber, self._subscriber = self._subscriber, None
         if subscriber is not None:
-            try:
+            with contextlib.suppress(zenoh.ZError):  # the session is closed already
                 subscriber.undeclare()
-            except zenoh.ZError:
-                pass  # the session is closed already
 
     @property
     def active(self) -> bool:

@@ -8,6 +8,7 @@ wire format only through `codec` and the key layout only through `keys`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -168,15 +169,11 @@ class BusServer:
             reply = encode(handler(str(query.key_expr), request))
         except Exception as error:
             self._counters.add("failed_calls")
-            try:
+            with contextlib.suppress(zenoh.ZError):  # the client has gone
                 query.reply_err(encode(error_reply(error)))
-            except zenoh.ZError:
-                pass  # the client has gone
             return
-        try:
+        with contextlib.suppress(zenoh.ZError):
             query.reply(query.key_expr, reply)
-        except zenoh.ZError:
-            pass
 
     def _call_service(self, key_expr: str, request: Any) -> Any:
         self._counters.add("calls")
