@@ -118,43 +118,64 @@ class Viewer:
             next_turn = time.monotonic()
             while not self._stop.is_set():
                 handle = self._handle
-                if handle is None or not handle.is_running():
+                if handle is None or not handle.is_running() or not self._window_alive():
                     break
                 self._handle_keys()
-                if not self._sync_turn(handle):
+                with handle.lock():
+                    outcome = self._sync_turn(handle)
+                if outcome == "closed":
                     break
+                if outcome == "reloaded":
+                    # A reload swapped the model: a new window on the new model.
+                    self._close_window()
+                    self._open_window()
+                    continue
+                # The window's turn: MuJoCo hands the texts over in its render loop, under the
+                # mutex, so this returns once the loop has picked up the synced frame.
+                handle.set_texts(self._overlay())
                 next_turn += self._period
                 now = time.monotonic()
                 if next_turn < now:  # late (a long reload): no burst of turns to catch up
                     next_turn = now
-                self._stop.wait(next_turn - now)
+                self._hold_window(handle, next_turn)
         except Exception:
             _log.exception("the viewer stopped on an error")
         finally:
             self._close_window()
             self._ended.set()
 
-    def _sync_turn(self, handle: Any) -> bool:
-        """One frame: copy the state and the plugins' geometry in; False when the env is gone."""
+    def _hold_window(self, handle: Any, until: float) -> None:
+        """Holds the viewer's mutex until `until`, so the window renders once per turn.
+
+        MuJoCo's window renders in a loop that only vsync slows down; without vsync (Xvfb, some
+        remote displays) it would render as fast as the CPU allows and take the cores from the
+        physics thread. Each pass of that loop takes the mutex; held here between turns, the
+        loop renders the frame it has just picked up and then waits for the next turn.
+        """
+        mutex = handle.lock()
+        mutex.__enter__()
+        try:
+            self._stop.wait(max(0.0, until - time.monotonic()))
+        finally:
+            mutex.__exit__(None, None, None)
+
+    def _window_alive(self) -> bool:
+        return self._ui_thread is None or self._ui_thread.is_alive()
+
+    def _sync_turn(self, handle: Any) -> str:
+        """One frame, with the viewer's mutex held: copy the state and the plugins' geometry in.
+        Returns "synced", "reloaded" (the env has a new model) or "closed" (the env is)."""
         env = self._env
         try:
             with env._paused("viewer", defer_interrupts=False):
                 if env.model_generation != self._generation:
-                    reloaded = True
-                else:
-                    reloaded = False
-                    self._copy_state(handle)
+                    return "reloaded"
+                self._copy_state(handle)
         except LogicError:
-            return False  # the env was closed
-        if reloaded:
-            # A reload swapped the model: a new window on the new model.
-            self._close_window()
-            self._open_window()
-            return True
+            return "closed"
         handle.sync()
-        handle.set_texts(self._overlay())
         self.frames += 1
-        return True
+        return "synced"
 
     def _copy_state(self, handle: Any) -> None:
         """With stepping held: the env's state, its geoms' size and colour (set_geom_properties
@@ -163,14 +184,14 @@ class Viewer:
         mujoco.mj_copyData(self._data, model, env.data)
         model.geom_rgba[:] = env.model.geom_rgba
         model.geom_size[:] = env.model.geom_size
-        with handle.lock():  # the window reads the user scene when it renders
-            scene = handle.user_scn
-            scene.ngeom = 0
-            try:
-                env.host.dispatch_render(scene=scene)
-            except MjfastError as error:
-                # The host has marked the plugin failed; the others keep drawing.
-                _log.warning("render_callback failed in the viewer: %s", error)
+        # The caller holds the viewer's mutex: the window reads the user scene when it renders.
+        scene = handle.user_scn
+        scene.ngeom = 0
+        try:
+            env.host.dispatch_render(scene=scene)
+        except MjfastError as error:
+            # The host has marked the plugin failed; the others keep drawing.
+            _log.warning("render_callback failed in the viewer: %s", error)
 
     def _overlay(self) -> tuple[int, int, str, str]:
         info = self._env.info()
