@@ -119,14 +119,15 @@ class Client:
     def call(self, service: str, request: Any = None, timeout: float = 5.0) -> Any:
         """The service's reply; RemoteError for a failure on the server (an unknown service is
         one, with type_name "KeyError"); TimeoutError when no reply comes within `timeout`."""
-        return self._query(keys.key(keys.SERVICE, service), request, timeout,
-                           what=f"service {resolve_name(service)!r}")
+        return self._query(keys.key(keys.SERVICE, service), request, timeout, service=service)
 
     def services(self, *, timeout: float = 5.0) -> list[str]:
         """Services advertised on the server, sorted."""
         return list(self._query(keys.SERVICES, None, timeout, what="services"))
 
-    def _query(self, key: str, request: Any, timeout: float, *, what: str) -> Any:
+    def _query(self, key: str, request: Any, timeout: float, *, what: str = "",
+               service: str | None = None) -> Any:
+        """The reply to a query on `key`; errors name `what`, or the `service` called."""
         self._check_open()
         if not timeout > 0:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -138,7 +139,8 @@ class Client:
                 return decode(reply.ok.payload.to_bytes())
             error = reply.err
             assert error is not None
-            raise _remote_error(error.payload.to_bytes(), what)
+            raise _remote_error(error.payload.to_bytes(), _described(what, service))
+        what = _described(what, service)
         waited = time.monotonic() - started
         if waited >= timeout * 0.9:
             raise TimeoutError(f"{what}: no reply from {self.endpoint} within {timeout:g} s")
@@ -169,6 +171,10 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<mjfast.remote.Client {self.endpoint} {'closed' if self._closed else 'open'}>"
+
+
+def _described(what: str, service: str | None) -> str:
+    return what if service is None else f"service {resolve_name(service)!r}"
 
 
 def _remote_error(payload: bytes, what: str) -> Exception:

@@ -6,6 +6,7 @@ the server's own queries live under the `mjfast` prefix. It knows nothing of the
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import quote, unquote
 
 from mjfast.params import resolve_name
@@ -39,6 +40,9 @@ LATEST = f"{SERVER}/latest"  # LATEST/<topic>: the topic's latest message, or No
 _SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "%*$?#@/")
 
 
+# Both directions are cached: every remote call and message maps a name, and the names in use
+# are few.
+@functools.lru_cache(maxsize=4096)
 def key(area: str, name: str) -> str:
     """The Zenoh key of bus name `name` (absolute, or global when relative) in `area`."""
     absolute = resolve_name(name)
@@ -47,6 +51,7 @@ def key(area: str, name: str) -> str:
     return "/".join([area, *(quote(segment, safe=_SAFE) for segment in absolute[1:].split("/"))])
 
 
+@functools.lru_cache(maxsize=4096)
 def bus_name(area: str, key_expr: str) -> str:
     """The bus name that `key_expr` (a key under `area`) stands for."""
     text = str(key_expr)

@@ -13,7 +13,6 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import zenoh
@@ -25,9 +24,12 @@ from mjfast.remote.codec import decode, encode
 __all__ = ["DEFAULT_ENDPOINT", "BusServer", "zenoh_config"]
 
 DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
-# Service calls run on their own threads: a call such as `step` waits for the physics thread,
-# and must hold neither Zenoh's callback threads nor the other calls.
+# Threads answering service calls (each call holds one until its handler returns) and the
+# server's own queries, and how many queries may wait for them.
 _SERVICE_WORKERS = 8
+_SERVER_WORKERS = 2
+_QUERY_QUEUE = 256
+_WORKER_EXIT_TIMEOUT_S = 10.0
 
 _log = logging.getLogger("mjfast.remote")
 
@@ -88,17 +90,29 @@ class BusServer:
         self._publishers_lock = threading.Lock()
         self._closed = False
         self._session = zenoh.open(zenoh_config("router", endpoint))
-        self._workers = ThreadPoolExecutor(_SERVICE_WORKERS, thread_name_prefix="mjfast-remote")
         try:
-            self._declared = [
-                self._session.declare_subscriber(f"{keys.PUBLISH}/**", self._on_remote_publish),
-                self._session.declare_queryable(f"{keys.SERVICE}/**", self._on_service_query),
-                self._session.declare_queryable(f"{keys.SERVER}/**", self._on_server_query),
-            ]
+            subscriber = self._session.declare_subscriber(f"{keys.PUBLISH}/**",
+                                                          self._on_remote_publish)
+            # Queries wait in Zenoh's channels for worker threads blocked on them: a call that
+            # takes long (a `step`, a plugin's slow service) holds one worker, never Zenoh's
+            # own threads, and no Python callback runs on those threads to hand a query over.
+            services = self._session.declare_queryable(
+                f"{keys.SERVICE}/**", zenoh.handlers.FifoChannel(_QUERY_QUEUE))
+            server = self._session.declare_queryable(
+                f"{keys.SERVER}/**", zenoh.handlers.FifoChannel(_QUERY_QUEUE))
         except BaseException:
             self._session.close()
-            self._workers.shutdown()
             raise
+        self._declared = [subscriber, services, server]
+        self._workers = [
+            threading.Thread(target=self._serve_queries, args=(queryable.handler, handler),
+                             name=f"mjfast-remote-{kind}-{index}", daemon=True)
+            for kind, queryable, handler, count in (
+                ("service", services, self._call_service, _SERVICE_WORKERS),
+                ("server", server, self._server_request, _SERVER_WORKERS))
+            for index in range(count)]
+        for worker in self._workers:
+            worker.start()
         # Every publish on the env's bus, by plugins or user code, is forwarded: the bus has no
         # catch-all subscription, so this instance's publish is wrapped (and put back on close).
         self._bus_publish = self._bus.publish
@@ -155,12 +169,16 @@ class BusServer:
 
     # -- services -------------------------------------------------------------------------------
 
-    def _on_service_query(self, query: zenoh.Query) -> None:
-        # The query object stays alive in the task: its reply is sent when the call ends.
-        self._workers.submit(self._answer, query, self._call_service)
-
-    def _on_server_query(self, query: zenoh.Query) -> None:
-        self._workers.submit(self._answer, query, self._server_request)
+    def _serve_queries(self, channel: Any, handler: Callable[[str, Any], Any]) -> None:
+        # Workers receive from the channel, not the queryable, which close() undeclares.
+        while True:
+            try:
+                query = channel.recv()
+            except Exception:  # the queryable was undeclared: its channel is closed
+                return
+            self._answer(query, handler)
+            # Dropping the query tells the caller that no more replies come: before waiting.
+            del query
 
     def _answer(self, query: zenoh.Query, handler: Callable[[str, Any], Any]) -> None:
         try:
@@ -206,9 +224,10 @@ class BusServer:
         # Only if still ours: someone may have wrapped the bus after us.
         if self._bus.publish == self._publish_and_forward:
             del self._bus.publish
-        self._workers.shutdown(wait=True, cancel_futures=True)
         for entity in self._declared:
             entity.undeclare()
+        for worker in self._workers:
+            worker.join(_WORKER_EXIT_TIMEOUT_S)  # a worker in a long call finishes it first
         with self._publishers_lock:
             publishers, self._publishers = list(self._publishers.values()), {}
         for publisher in publishers:
