@@ -309,6 +309,10 @@ def xvfb_display() -> Iterator[str]:
         assert number, "Xvfb did not start"
         yield f":{number}"
     finally:
+        if "glfw" in sys.modules:
+            # The viewer left GLFW connected to this server: disconnect before it goes, or
+            # Xlib's I/O error handler ends the process at exit with status 1.
+            sys.modules["glfw"].terminate()
         server.terminate()
         server.wait(10)
 
