@@ -6,6 +6,8 @@ The public names live here; the compiled core is `mjfast._core` (imported throug
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from mjfast.camera import FrameLease, OffscreenCamera
 from mjfast.discovery import available_plugins, register_plugin, unregister_plugin
 from mjfast.env import MujocoEnv
@@ -17,6 +19,7 @@ from mjfast.errors import (
     MjfastError,
     PluginError,
     PluginNotFoundError,
+    RemoteError,
     SimulationError,
     StaleGenerationError,
 )
@@ -34,7 +37,23 @@ from mjfast.plugin import (
 from mjfast.plugin_config import PluginSpec
 from mjfast.stats_table import format_statistics
 
+if TYPE_CHECKING:
+    from mjfast.remote.client import Client
+
 __version__ = "0.1.0"
+
+
+def connect(endpoint: str | None = None, *, timeout: float = 5.0) -> Client:
+    """A client of the `mjfast serve` at `endpoint` (default `tcp/127.0.0.1:7447`; SPEC §15).
+
+    Needs the extra `mjfast[server]` (Zenoh); `import mjfast` itself does not.
+    """
+    try:
+        from mjfast.remote.client import connect as remote_connect
+    except ImportError as error:
+        raise ImportError(f"mjfast.connect needs Zenoh and msgpack: pip install 'mjfast[server]' "
+                          f"({error})") from error
+    return remote_connect(endpoint, timeout=timeout)
 
 __all__ = [
     "Bus",
@@ -57,9 +76,11 @@ __all__ = [
     "PluginNotFoundError",
     "PluginSpec",
     "PluginState",
+    "RemoteError",
     "SimulationError",
     "StaleGenerationError",
     "available_plugins",
+    "connect",
     "format_statistics",
     "get_cmake_dir",
     "get_include",

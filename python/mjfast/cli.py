@@ -1,4 +1,5 @@
-"""The `mjfast` command line (SPEC §11): `demo`, `run MODEL` and `plugins`.
+"""The `mjfast` command line (SPEC §11, §15): `demo`, `run MODEL`, `plugins`, `view MODEL`,
+`serve MODEL`, and `topic` / `service` against a running server.
 
 Owns argument parsing, the progress display and the statistics table; everything it simulates
 goes through `mjfast.MujocoEnv`. Bad input becomes one `mjfast: error: ...` line and a non-zero
@@ -9,11 +10,14 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import logging
 import math
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -32,6 +36,8 @@ DEFAULT_DURATION_S = 5.0
 # Wall time one chunk of env.step should take: short enough for a smooth progress bar, long
 # enough that the per-call cost of stepping from Python stays negligible.
 _CHUNK_WALL_S = 0.05
+# SPEC §15's default endpoint, written here so that `--help` needs no Zenoh.
+_DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
 
 
 class CliError(Exception):
@@ -160,7 +166,75 @@ def _parser() -> argparse.ArgumentParser:
     new.add_argument("--class", dest="class_name", metavar="CLASS",
                      help="the plugin class (default: NAME in CamelCase)")
     _add_verbosity(new, argparse.SUPPRESS)
+    _add_remote_commands(commands)
     return parser
+
+
+def _json_argument(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"expected a JSON document, got {text!r} ({error})"
+                                         ) from None
+
+
+def _add_remote_commands(commands: Any) -> None:
+    """`view`, `serve`, `topic` and `service` (SPEC §15)."""
+    view = commands.add_parser("view", help="open MuJoCo's viewer on a running model",
+                               description="Load MODEL with its plugins, run it and show it in "
+                                           "MuJoCo's viewer: Space pauses and resumes, Right "
+                                           "steps once while paused, Backspace resets. Closing "
+                                           "the window stops the run and prints the statistics.")
+    view.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
+    view.add_argument("--params", metavar="FILE", help="YAML parameter file")
+    view.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
+                      help="pace the physics thread to F x wall clock (default 1)")
+
+    serve = commands.add_parser("serve", help="run a model and serve its bus over Zenoh",
+                                description="Load MODEL with its plugins, run it, and make its "
+                                            "bus reachable from other processes (topics both "
+                                            "ways, services) until SIGINT or SIGTERM; then print "
+                                            "the statistics.")
+    serve.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
+    serve.add_argument("--params", metavar="FILE", help="YAML parameter file")
+    serve.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
+                       help="pace the physics thread to F x wall clock (default 1)")
+    serve.add_argument("--listen", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
+                       help=f"Zenoh endpoint to listen on (default {_DEFAULT_ENDPOINT}; "
+                            f"anything but loopback lets any client reload the model and move "
+                            f"bodies)")
+
+    def connect_option(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--connect", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
+                            help=f"the server's Zenoh endpoint (default {_DEFAULT_ENDPOINT})")
+
+    topic = commands.add_parser("topic", help="list, echo or publish topics of a server",
+                                description="Topics of a running 'mjfast serve'.")
+    topic_commands = topic.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
+    topic_commands.required = True
+    connect_option(topic_commands.add_parser("list", help="topics published or subscribed"))
+    echo = topic_commands.add_parser("echo", help="print each message as one JSON line")
+    echo.add_argument("topic", metavar="TOPIC")
+    echo.add_argument("--count", type=_positive_int, metavar="N",
+                      help="exit after N messages (default: until interrupted)")
+    connect_option(echo)
+    pub = topic_commands.add_parser("pub", help="publish one message on the server's bus")
+    pub.add_argument("topic", metavar="TOPIC")
+    pub.add_argument("message", metavar="JSON", type=_json_argument)
+    connect_option(pub)
+
+    service = commands.add_parser("service", help="list or call services of a server",
+                                  description="Services of a running 'mjfast serve'.")
+    service_commands = service.add_subparsers(dest="action", metavar="ACTION",
+                                              parser_class=_Parser)
+    service_commands.required = True
+    connect_option(service_commands.add_parser("list", help="advertised services"))
+    call = service_commands.add_parser("call", help="call a service, print the reply as JSON")
+    call.add_argument("service", metavar="NAME")
+    call.add_argument("request", metavar="JSON", type=_json_argument, nargs="?", default=None)
+    call.add_argument("--timeout", type=_positive_float, metavar="S", default=5.0,
+                      help="seconds to wait for the reply (default 5)")
+    connect_option(call)
 
 
 def _version() -> str:
@@ -556,6 +630,178 @@ def _new_plugin(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+# -- viewer and remote access (SPEC §15) ----------------------------------------------------------
+
+
+def _view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        from mjfast import viewer
+    except ImportError as error:
+        raise CliError(f"cannot import mjfast: {_one_line(str(error))}") from error
+    try:
+        viewer.check_display()
+    except viewer.NoDisplayError as error:
+        raise CliError(str(error)) from error
+    env = _make_env(Path(args.model), Path(args.params) if args.params else None)
+    try:
+        started = time.perf_counter()
+        with _bad_input_is_one_line():
+            env.start(args.realtime)
+        try:
+            window = env.launch_viewer()
+        except viewer.NoDisplayError as error:
+            raise CliError(str(error)) from error
+        interrupted = False
+        try:
+            while not window.wait(0.2):  # a timed wait, so that Ctrl-C gets through
+                pass
+        except KeyboardInterrupt:
+            interrupted = True
+            err.write("\nmjfast: interrupted\n")
+            window.close()
+        env.stop()
+        wall_s = time.perf_counter() - started
+        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+    finally:
+        env.close()
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+
+
+def _import_remote() -> Any:
+    try:
+        import mjfast.remote as remote
+    except ImportError as error:
+        raise CliError(f"remote access needs the extra mjfast[server] (pip install "
+                       f"'mjfast[server]'): {_one_line(str(error))}") from error
+    return remote
+
+
+def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    remote = _import_remote()
+    env = _make_env(Path(args.model), Path(args.params) if args.params else None)
+    stop = threading.Event()
+    previous = {signum: signal.signal(signum, lambda *_: stop.set())
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            server = remote.BusServer(env, args.listen)
+        except Exception as error:  # zenoh.ZError: a bad endpoint, or the port is taken
+            raise CliError(f"cannot listen on {args.listen}: {_one_line(str(error))}"
+                           ) from error
+        started = time.perf_counter()
+        try:
+            with _bad_input_is_one_line():
+                env.start(args.realtime)
+            err.write(f"mjfast: serving {args.model} on {args.listen} (SIGINT or SIGTERM "
+                      f"stops it)\n")
+            err.flush()
+            stop.wait()
+            env.stop()
+        finally:
+            server.close()
+        wall_s = time.perf_counter() - started
+        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+        figures = server.statistics()
+        out.write("\nremote bus\n" + "".join(
+            f"  {name.replace('_', ' '):<22}{value:,}\n" for name, value in figures.items()))
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        env.close()
+    return EXIT_OK
+
+
+def _as_json(value: Any) -> Any:
+    """`json.dumps` default: arrays as (nested) lists, numpy scalars as numbers."""
+    import numpy as np
+
+    if isinstance(value, (np.ndarray, np.generic)):
+        return value.tolist()
+    if isinstance(value, (bytes, bytearray)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_as_json, allow_nan=True)
+
+
+def _connected(endpoint: str) -> Any:
+    remote = _import_remote()
+    try:
+        return remote.connect(endpoint)
+    except ConnectionError as error:
+        raise CliError(str(error)) from error
+
+
+def _remote_call(action: Any) -> Any:
+    """Runs `action()`, a remote call: a failure on the server, no server or no reply in time
+    is one line."""
+    mjfast = _import_mjfast()
+    try:
+        return action()
+    except mjfast.RemoteError as error:
+        raise CliError(_one_line(str(error))) from error
+    except (ConnectionError, TimeoutError) as error:
+        raise CliError(_one_line(str(error))) from error
+
+
+def _topic(args: argparse.Namespace, out: TextIO) -> int:
+    client = _connected(args.connect)
+    try:
+        if args.action == "list":
+            for name in _remote_call(client.topics):
+                out.write(f"{name}\n")
+            return EXIT_OK
+        if args.action == "pub":
+            _remote_call(lambda: client.publish(args.topic, args.message))
+            # A round trip after the put: the server has the message before the session closes.
+            _remote_call(client.topics)
+            return EXIT_OK
+        return _echo(client, args.topic, args.count, out)
+    finally:
+        client.close()
+
+
+def _echo(client: Any, topic: str, count: int | None, out: TextIO) -> int:
+    received = threading.Semaphore(0)
+    lock = threading.Lock()
+    printed = [0]
+
+    def show(message: Any) -> None:
+        with lock:
+            if count is not None and printed[0] >= count:
+                return
+            out.write(_dumps(message) + "\n")
+            out.flush()
+            printed[0] += 1
+        received.release()
+
+    subscription = client.subscribe(topic, show)
+    try:
+        seen = 0
+        while count is None or seen < count:
+            if received.acquire(timeout=0.2):  # a timed wait, so that Ctrl-C gets through
+                seen += 1
+    finally:
+        subscription.close()
+    return EXIT_OK
+
+
+def _service(args: argparse.Namespace, out: TextIO) -> int:
+    client = _connected(args.connect)
+    try:
+        if args.action == "list":
+            for name in _remote_call(client.services):
+                out.write(f"{name}\n")
+            return EXIT_OK
+        reply = _remote_call(lambda: client.call(args.service, args.request, args.timeout))
+        out.write(_dumps(reply) + "\n")
+        return EXIT_OK
+    finally:
+        client.close()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Runs the command line `argv` (default: sys.argv[1:]); returns the exit status."""
     out, err = sys.stdout, sys.stderr
@@ -569,6 +815,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _plugins(out, err)
             if args.command == "new-plugin":
                 return _new_plugin(args, out)
+            if args.command == "view":
+                return _view(args, out, err)
+            if args.command == "serve":
+                return _serve(args, out, err)
+            if args.command == "topic":
+                return _topic(args, out)
+            if args.command == "service":
+                return _service(args, out)
             if args.command == "demo":
                 if args.export is not None:
                     return _export_demo(Path(args.export), out)

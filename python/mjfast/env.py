@@ -699,6 +699,14 @@ class MujocoEnv:
             "measured_realtime_factor": float(self._core.measured_realtime_factor()),
         }
 
+    def launch_viewer(self, **options: Any) -> Any:
+        """MuJoCo's viewer on this env (SPEC §15): a handle with `is_running()` and `close()`;
+        `mjfast.viewer.NoDisplayError` without a display. Options: see `mjfast.viewer.Viewer`."""
+        from mjfast.viewer import launch_viewer  # GLFW is loaded only by those who view
+
+        self._check_open()
+        return launch_viewer(self, **options)
+
     # -- cameras ------------------------------------------------------------------------------
 
     def open_offscreen_camera(self, name: str) -> OffscreenCamera:

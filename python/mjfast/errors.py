@@ -18,6 +18,7 @@ __all__ = [
     "MjfastError",
     "PluginError",
     "PluginNotFoundError",
+    "RemoteError",
     "SimulationError",
     "StaleGenerationError",
 ]
@@ -70,3 +71,16 @@ class LogicError(MjfastError):
 class SimulationError(MjfastError, mujoco.FatalError, RuntimeError):
     """MuJoCo raised a fatal error (``mju_error``) inside a step; the data is undefined until
     ``env.reset()`` (or a reload)."""
+
+
+class RemoteError(MjfastError, RuntimeError):
+    """A remote service call failed on the server (SPEC §15): `type_name` and `message` are the
+    server-side exception's."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return (type(self), (self.type_name, self.message))

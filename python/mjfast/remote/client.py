@@ -1,0 +1,194 @@
+"""The client side of the remote bus: `mjfast.connect()` and its `Client` (SPEC §15).
+
+Owns a Zenoh client session connected to one `mjfast serve` and the calls of SPEC §15 on it
+(publish, subscribe, latest, call, services, topics). Thread-safe: the session is, and the
+encoder keeps one buffer per thread. It does not run an env and imports nothing that does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zenoh
+
+from mjfast.errors import RemoteError
+from mjfast.params import resolve_name
+from mjfast.remote import keys
+from mjfast.remote.codec import decode, encode
+from mjfast.remote.server import DEFAULT_ENDPOINT, zenoh_config
+
+__all__ = ["Client", "RemoteSubscription", "connect"]
+
+_log = logging.getLogger("mjfast.remote")
+
+
+class RemoteSubscription:
+    """What `Client.subscribe` returns; `close()` stops the callbacks (idempotent)."""
+
+    def __init__(self, topic: str, subscriber: zenoh.Subscriber) -> None:
+        self.topic = topic
+        self._subscriber: zenoh.Subscriber | None = subscriber
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            subscriber, self._subscriber = self._subscriber, None
+        if subscriber is not None:
+            with contextlib.suppress(zenoh.ZError):  # the session is closed already
+                subscriber.undeclare()
+
+    @property
+    def active(self) -> bool:
+        return self._subscriber is not None
+
+    def __repr__(self) -> str:
+        return f"<RemoteSubscription {self.topic} {'active' if self.active else 'closed'}>"
+
+
+class Client:
+    """A connection to a running `mjfast serve` (use `mjfast.connect()`)."""
+
+    def __init__(self, endpoint: str | None = None, *, timeout: float = 5.0) -> None:
+        self.endpoint = endpoint or DEFAULT_ENDPOINT
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self._subscriptions: list[RemoteSubscription] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        started = time.monotonic()
+        try:
+            self._session = zenoh.open(zenoh_config("client", self.endpoint, timeout=timeout))
+        except zenoh.ZError as error:
+            raise ConnectionError(f"no mjfast server at {self.endpoint} (nothing answered "
+                                  f"within {timeout:g} s)") from error
+        try:
+            # Something listens there; it must also be an mjfast server.
+            self.server = self._query(keys.ALIVE, None,
+                                      max(0.1, timeout - (time.monotonic() - started)),
+                                      what="the server")
+        except (TimeoutError, ConnectionError, RemoteError) as error:
+            self._session.close()
+            raise ConnectionError(f"no mjfast server at {self.endpoint}: {error}") from error
+
+    # -- topics ---------------------------------------------------------------------------------
+
+    def publish(self, topic: str, message: Any) -> None:
+        """Publishes `message` on the server's bus (its plugins' subscribers receive it)."""
+        self._check_open()
+        self._session.put(keys.key(keys.PUBLISH, topic), encode(message))
+
+    def subscribe(self, topic: str, callback: Callable[[Any], Any]) -> RemoteSubscription:
+        """Calls `callback(message)`, on a Zenoh thread, for every later message on `topic`."""
+        if not callable(callback):
+            raise TypeError(f"subscriber of {topic!r} must be callable, got {callback!r}")
+        self._check_open()
+        key = keys.key(keys.TOPIC, topic)
+
+        def deliver(sample: zenoh.Sample) -> None:
+            try:
+                message = decode(sample.payload.to_bytes())
+            except Exception:
+                _log.exception("undecodable message on %s", sample.key_expr)
+                return
+            try:
+                callback(message)
+            except Exception:
+                _log.exception("subscriber %r of remote topic %s raised", callback, topic)
+
+        subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key),
+                                          self._session.declare_subscriber(key, deliver))
+        with self._lock:
+            self._subscriptions.append(subscription)
+        return subscription
+
+    def latest(self, topic: str, *, timeout: float = 5.0) -> Any:
+        """The server's latest message on `topic`, or None."""
+        return self._query(keys.key(keys.LATEST, topic), None, timeout, what="latest")
+
+    def topics(self, *, timeout: float = 5.0) -> list[str]:
+        """Topics published or subscribed on the server, sorted."""
+        return list(self._query(keys.TOPICS, None, timeout, what="topics"))
+
+    # -- services -------------------------------------------------------------------------------
+
+    def call(self, service: str, request: Any = None, timeout: float = 5.0) -> Any:
+        """The service's reply; RemoteError for a failure on the server (an unknown service is
+        one, with type_name "KeyError"); TimeoutError when no reply comes within `timeout`."""
+        return self._query(keys.key(keys.SERVICE, service), request, timeout, service=service)
+
+    def services(self, *, timeout: float = 5.0) -> list[str]:
+        """Services advertised on the server, sorted."""
+        return list(self._query(keys.SERVICES, None, timeout, what="services"))
+
+    def _query(self, key: str, request: Any, timeout: float, *, what: str = "",
+               service: str | None = None) -> Any:
+        """The reply to a query on `key`; errors name `what`, or the `service` called."""
+        self._check_open()
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        payload = encode(request) if request is not None else None
+        started = time.monotonic()
+        replies = self._session.get(key, payload=payload, timeout=timeout)
+        for reply in replies:
+            if reply.ok is not None:
+                return decode(reply.ok.payload.to_bytes())
+            error = reply.err
+            assert error is not None
+            raise _remote_error(error.payload.to_bytes(), _described(what, service))
+        what = _described(what, service)
+        waited = time.monotonic() - started
+        if waited >= timeout * 0.9:
+            raise TimeoutError(f"{what}: no reply from {self.endpoint} within {timeout:g} s")
+        raise ConnectionError(f"{what}: the mjfast server at {self.endpoint} is gone")
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConnectionError("the client is closed")
+
+    def close(self) -> None:
+        """Closes every subscription and the session; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            subscriptions, self._subscriptions = self._subscriptions, []
+        for subscription in subscriptions:
+            subscription.close()
+        self._session.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<mjfast.remote.Client {self.endpoint} {'closed' if self._closed else 'open'}>"
+
+
+def _described(what: str, service: str | None) -> str:
+    return what if service is None else f"service {resolve_name(service)!r}"
+
+
+def _remote_error(payload: bytes, what: str) -> Exception:
+    try:
+        detail = decode(payload)
+        return RemoteError(str(detail["type"]), str(detail["message"]))
+    except Exception:
+        # Zenoh's own errors (a query timeout reported as an error reply) are plain text.
+        text = payload.decode("utf-8", "replace")
+        if "timeout" in text.lower():
+            return TimeoutError(f"{what}: {text}")
+        return RemoteError("ZError", text)
+
+
+def connect(endpoint: str | None = None, *, timeout: float = 5.0) -> Client:
+    """A `Client` of the mjfast server at `endpoint` (default `tcp/127.0.0.1:7447`)."""
+    return Client(endpoint, timeout=timeout)

@@ -1,0 +1,442 @@
+"""Tests of the remote bus (mjfast.remote, SPEC §15): the codec and key mapping, `mjfast serve`
+in a subprocess on a free loopback port with `mjfast.connect()` clients, and the `topic` /
+`service` commands against it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("zenoh", reason="the remote bus needs the extra mjfast[server] (Zenoh)")
+pytest.importorskip("msgpack", reason="the remote bus needs the extra mjfast[server] (msgpack)")
+
+import mjfast
+from mjfast import cli
+from mjfast.remote import codec, keys
+from support import arm_xml, finish_python, run_python, start_python, wait_for
+
+# -- the codec and the key mapping ---------------------------------------------------------------
+
+DTYPES = ["?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16",
+          ">i4", ">f8", "<u2"]
+
+
+def sample_arrays() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    arrays = []
+    for dtype in DTYPES:
+        raw = rng.integers(0, 256, size=5 * 3 * np.dtype(dtype).itemsize, dtype=np.uint8)
+        # Any bit pattern, NaNs and infinities included: bit-exact means the bytes.
+        arrays.append(raw.view(np.dtype(dtype)).reshape(5, 3))
+    arrays += [
+        np.array(3.5),  # 0-d
+        np.array(True),
+        np.zeros((0, 4), dtype=np.float32),  # empty
+        np.zeros(0, dtype=np.int16),
+        np.asfortranarray(np.arange(24, dtype=np.float64).reshape(2, 3, 4)),  # Fortran order
+        np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2],  # a non-contiguous view
+        np.array([np.nan, -np.inf, -0.0]),
+    ]
+    return arrays
+
+
+def assert_same_array(got: Any, expected: np.ndarray) -> None:
+    assert isinstance(got, np.ndarray)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
+    if expected.ndim > 1 and expected.flags.f_contiguous and not expected.flags.c_contiguous:
+        assert got.flags.f_contiguous
+
+
+@pytest.mark.parametrize("index", range(len(sample_arrays())))
+def test_arrays_round_trip_bit_exact(index: int) -> None:
+    array = sample_arrays()[index]
+    assert_same_array(codec.decode(codec.encode({"a": array}))["a"], array)
+
+
+def test_messages_keep_their_structure_and_numpy_scalars_their_dtype() -> None:
+    message = {"time": 1.25, "name": ["j0", "j1"], "ok": True, "none": None, 3: "int key",
+               "nested": {"list": [1, [2.5, "x"]], "f32": np.float32(0.1), "i8": np.int8(-3),
+                          "flag": np.bool_(True)}}
+    decoded = codec.decode(codec.encode(message))
+    assert decoded["nested"]["f32"].dtype == np.float32 and decoded["nested"]["f32"] == \
+        np.float32(0.1)
+    assert type(decoded["nested"]["i8"]) is np.int8 and decoded["nested"]["i8"] == -3
+    assert type(decoded["nested"]["flag"]) is np.bool_
+    assert decoded == message
+
+
+@pytest.mark.parametrize("value", [{1, 2}, object(), np.array(["a"]), np.array([None]),
+                                   np.zeros(2, dtype=[("x", "f4")])])
+def test_what_cannot_travel_is_a_type_error_naming_it(value: Any) -> None:
+    with pytest.raises(TypeError, match="cannot encode"):
+        codec.encode({"v": value})
+
+
+@pytest.mark.parametrize("name", ["/mujoco_server/pause", "/a b/c*d/e%f/@g/h$i?j#k", "/ü"])
+def test_bus_names_map_to_keys_and_back(name: str) -> None:
+    key = keys.key(keys.TOPIC, name)
+    assert key.startswith("mjfast/topic/")
+    assert not any(c in key[len("mjfast/topic/"):] for c in "*$?#@")
+    assert keys.bus_name(keys.TOPIC, key) == name
+    assert keys.key(keys.SERVICE, name.lstrip("/")) == keys.key(keys.SERVICE, name)
+
+
+def test_import_mjfast_does_not_import_zenoh() -> None:
+    result = run_python("""
+        import sys
+        import mjfast
+        assert "zenoh" not in sys.modules and "msgpack" not in sys.modules, "imported"
+        assert "mjfast.remote" not in sys.modules
+        print("clean")
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "clean"
+
+
+def test_remote_error_is_a_runtime_error_with_both_parts() -> None:
+    error = mjfast.RemoteError("KeyError", "service '/x' is not advertised")
+    assert isinstance(error, RuntimeError) and isinstance(error, mjfast.MjfastError)
+    assert error.type_name == "KeyError" and error.message == "service '/x' is not advertised"
+    assert "KeyError" in str(error) and "service '/x'" in str(error)
+
+
+def test_connect_without_a_server_is_a_connection_error() -> None:
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match="no mjfast server"):
+        mjfast.connect(f"tcp/127.0.0.1:{free_port()}", timeout=0.5)
+    assert time.monotonic() - started < 5
+
+
+# -- a served env --------------------------------------------------------------------------------
+
+# The served model's plugin: a topic with arrays, a command topic answered on another, services
+# that echo, fail and sleep.
+PLUGIN_MODULE = '''
+import time
+import numpy as np
+import mjfast
+
+class RemoteProbe(mjfast.MujocoPlugin):
+    def load(self, model, data):
+        self.node.advertise_service("/probe/echo", lambda request: request)
+        self.node.advertise_service("/probe/fail", self.fail)
+        self.node.advertise_service("/probe/sleep", self.sleep)
+        self.node.subscribe("/probe/cmd", self.on_command)
+        self.steps = 0
+        return True
+
+    def fail(self, request):
+        raise ValueError("the probe refuses " + repr(request))
+
+    def sleep(self, request):
+        time.sleep(float(request["seconds"]))
+        return {"slept": request["seconds"]}
+
+    def on_command(self, message):
+        self.node.publish("/probe/ack", {"got": message, "seen_by": "plugin"})
+
+    def last_stage_callback(self, model, data):
+        self.steps += 1
+        if self.steps % 5 == 0:  # 100 Hz at the 2 ms step
+            self.node.publish("/probe/state", {
+                "step": self.steps, "qpos": data.qpos.copy(),
+                "flags": np.array([True, False]), "f32": np.float32(self.steps)})
+
+mjfast.register_plugin("test/RemoteProbe", RemoteProbe)
+'''
+
+SERVE_SCRIPT = '''
+import sys
+{plugin}
+from mjfast import cli
+sys.exit(cli.main(["serve", {model!r}, "--params", {params!r}, "--listen", {endpoint!r},
+                   "--realtime", "1"]))
+'''
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Served:
+    """A `mjfast serve` child on a free loopback port."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        model = tmp_path / "arm.xml"
+        model.write_text(arm_xml())
+        params = tmp_path / "params.yaml"
+        params.write_text("MujocoPlugins:\n  - type: test/RemoteProbe\n")
+        self.endpoint = f"tcp/127.0.0.1:{free_port()}"
+        self.child = start_python(SERVE_SCRIPT.format(
+            plugin=PLUGIN_MODULE, model=str(model), params=str(params), endpoint=self.endpoint))
+        assert self.child.stderr is not None
+        line = self.child.stderr.readline()  # "mjfast: serving ..." once it listens
+        assert "serving" in line, line + self.child.stderr.read()
+
+    def stop(self, signum: int = signal.SIGTERM) -> tuple[int, str, str]:
+        self.child.send_signal(signum)
+        out, err = finish_python(self.child, timeout=30)
+        return self.child.returncode, out, err
+
+    def kill(self) -> None:
+        if self.child.poll() is None:
+            self.child.kill()
+            finish_python(self.child)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    server = Served(tmp_path_factory.mktemp("served"))
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def client(served: Served) -> Iterator[Any]:
+    client = mjfast.connect(served.endpoint, timeout=10)
+    yield client
+    client.close()
+
+
+def test_section_13_services_answer_remote_calls(client: Any) -> None:
+    services = client.services()
+    assert {"/mujoco_server/info", "/mujoco_server/pause", "/probe/echo"} <= set(services)
+    info = client.call("/mujoco_server/info")
+    assert info["running"] is True and info["model_name"] == "arm7"
+    assert wait_for(lambda: client.call("mujoco_server/info")["step_count"] > info["step_count"])
+    state = client.call("/mujoco_server/get_joint_state", {"names": ["j0"]})
+    assert isinstance(state["j0"]["position"], list)  # section 13's services reply with lists
+
+
+def test_arrays_in_service_replies_are_bit_exact(client: Any) -> None:
+    arrays = sample_arrays()
+    reply = client.call("/probe/echo", {"arrays": arrays, "scalar": np.uint16(7)})
+    for got, expected in zip(reply["arrays"], arrays, strict=True):
+        assert_same_array(got, expected)
+    assert type(reply["scalar"]) is np.uint16 and reply["scalar"] == 7
+
+
+def test_failures_arrive_as_remote_errors(client: Any) -> None:
+    with pytest.raises(mjfast.RemoteError) as failed:
+        client.call("/probe/fail", {"x": 1})
+    assert failed.value.type_name == "ValueError"
+    assert failed.value.message == "the probe refuses {'x': 1}"
+    with pytest.raises(mjfast.RemoteError) as unknown:
+        client.call("/no/such/service")
+    assert unknown.value.type_name == "KeyError" and "/no/such/service" in unknown.value.message
+    with pytest.raises(mjfast.RemoteError) as bad:
+        client.call("/mujoco_server/step", {"steps": 0})
+    assert bad.value.type_name == "ValueError"
+
+
+def test_a_reply_past_the_timeout_is_a_timeout_error(client: Any) -> None:
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        client.call("/probe/sleep", {"seconds": 2.0}, timeout=0.3)
+    assert time.monotonic() - started < 1.5
+    assert client.call("/probe/sleep", {"seconds": 0.0}, timeout=5) == {"slept": 0.0}
+
+
+def test_subscribe_receives_the_plugins_topic_with_arrays(client: Any) -> None:
+    messages: list[Any] = []
+    subscription = client.subscribe("/probe/state", messages.append)
+    assert wait_for(lambda: len(messages) >= 3, timeout=10)
+    subscription.close()
+    first = messages[0]
+    assert first["qpos"].dtype == np.float64 and first["qpos"].shape == (7,)
+    assert first["flags"].tolist() == [True, False]
+    assert type(first["f32"]) is np.float32
+    steps = [m["step"] for m in messages[:3]]
+    assert steps == sorted(steps) and len(set(steps)) == 3
+    # After close(), nothing more arrives while the plugin publishes on.
+    count, last = len(messages), messages[-1]["step"]
+    assert wait_for(lambda: client.latest("/probe/state")["step"] >= last + 25, timeout=10)
+    assert len(messages) == count
+
+
+def test_a_remote_publish_reaches_the_plugins_subscriber(client: Any) -> None:
+    acks: list[Any] = []
+    client.subscribe("/probe/ack", acks.append)
+    command = {"target": np.arange(3, dtype=np.int16)}
+    # The subscription may take a moment to reach the server: publish until acknowledged.
+    assert wait_for(lambda: acks or client.publish("/probe/cmd", command) or False, timeout=10)
+    got = acks[0]["got"]["target"]
+    assert acks[0]["seen_by"] == "plugin"
+    assert_same_array(got, command["target"])
+    assert_same_array(client.latest("/probe/cmd")["target"], command["target"])
+    assert client.latest("/never/published") is None
+    assert {"/probe/cmd", "/probe/ack", "/probe/state"} <= set(client.topics())
+
+
+def test_two_clients_at_once(served: Served) -> None:
+    first = mjfast.connect(served.endpoint, timeout=10)
+    second = mjfast.connect(served.endpoint, timeout=10)
+    try:
+        seen: dict[str, list[int]] = {"first": [], "second": []}
+        first.subscribe("/probe/state", lambda m: seen["first"].append(m["step"]))
+        second.subscribe("/probe/state", lambda m: seen["second"].append(m["step"]))
+        replies: dict[str, list[Any]] = {"first": [], "second": []}
+
+        def calls(name: str, client: Any) -> None:
+            for i in range(20):
+                replies[name].append(client.call("/probe/echo", {"who": name, "i": i}))
+
+        threads = [threading.Thread(target=calls, args=(n, c))
+                   for n, c in (("first", first), ("second", second))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert replies["first"] == [{"who": "first", "i": i} for i in range(20)]
+        assert replies["second"] == [{"who": "second", "i": i} for i in range(20)]
+        assert wait_for(lambda: len(seen["first"]) >= 5 and len(seen["second"]) >= 5, 10)
+        common = set(seen["first"]) & set(seen["second"])
+        assert len(common) >= 3  # the same messages, delivered to both
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_client_that_disconnects_mid_stream_leaves_the_server_serving(served: Served) -> None:
+    streaming = start_python(f"""
+        import mjfast, time
+        client = mjfast.connect({served.endpoint!r}, timeout=10)
+        client.subscribe("/probe/state", lambda m: print("got", m["step"], flush=True))
+        time.sleep(60)
+    """)
+    assert streaming.stdout is not None
+    assert streaming.stdout.readline().startswith("got")  # it is receiving the stream
+    streaming.kill()  # gone mid-stream, without closing anything
+    finish_python(streaming)
+    with mjfast.connect(served.endpoint, timeout=10) as client:
+        messages: list[Any] = []
+        client.subscribe("/probe/state", messages.append)
+        assert wait_for(lambda: len(messages) >= 3, timeout=10)
+        assert client.call("/probe/echo", 1) == 1
+    assert served.child.poll() is None
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+def run_cli(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mjfast", *argv], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_service_list_and_call(served: Served) -> None:
+    listed = run_cli("service", "list", "--connect", served.endpoint)
+    assert listed.returncode == 0, listed.stderr
+    assert "/mujoco_server/info" in listed.stdout.splitlines()
+    called = run_cli("service", "call", "/probe/echo", '{"a": [1, 2.5], "b": null}',
+                     "--connect", served.endpoint)
+    assert called.returncode == 0, called.stderr
+    assert json.loads(called.stdout) == {"a": [1, 2.5], "b": None}
+    info = run_cli("service", "call", "/mujoco_server/info", "--connect", served.endpoint)
+    assert json.loads(info.stdout)["model_name"] == "arm7"
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["service", "call", "/probe/fail", "{}"], "ValueError: the probe refuses {}"),
+    (["service", "call", "/nope"], "KeyError: service '/nope' is not advertised"),
+])
+def test_a_remote_error_is_one_line_exit_1(served: Served, argv: list[str],
+                                           expected: str) -> None:
+    result = run_cli(*argv, "--connect", served.endpoint)
+    assert result.returncode == 1
+    assert result.stderr == f"mjfast: error: {expected}\n"
+    assert result.stdout == ""
+
+
+def test_no_server_is_one_line_exit_1() -> None:
+    result = run_cli("topic", "list", "--connect", f"tcp/127.0.0.1:{free_port()}")
+    assert result.returncode == 1
+    assert result.stderr.startswith("mjfast: error: no mjfast server at tcp/127.0.0.1:")
+    assert result.stderr.count("\n") == 1
+
+
+def test_bad_json_is_a_usage_error(served: Served,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["topic", "pub", "/x", "{not json", "--connect", served.endpoint]) == 2
+    assert "expected a JSON document" in capsys.readouterr().err
+
+
+def test_topic_echo_prints_json_lines_and_pub_reaches_plugins(served: Served) -> None:
+    echo = subprocess.Popen([sys.executable, "-m", "mjfast", "topic", "echo", "/probe/state",
+                             "--count", "3", "--connect", served.endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = echo.communicate(timeout=60)
+    assert echo.returncode == 0, err
+    lines = out.splitlines()
+    assert len(lines) == 3
+    first = json.loads(lines[0])
+    assert len(first["qpos"]) == 7 and first["flags"] == [True, False]
+    assert isinstance(first["f32"], float)
+
+    acks = subprocess.Popen([sys.executable, "-m", "mjfast", "topic", "echo", "/probe/ack",
+                             "--count", "1", "--connect", served.endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with mjfast.connect(served.endpoint, timeout=10) as watcher:
+            # The echo child subscribes once it is connected: publish until its line comes.
+            deadline = time.monotonic() + 30
+            while acks.poll() is None and time.monotonic() < deadline:
+                published = run_cli("topic", "pub", "/probe/cmd", '{"go": [1, 2]}',
+                                    "--connect", served.endpoint)
+                assert published.returncode == 0, published.stderr
+                wait_for(lambda: acks.poll() is not None, timeout=1.0)
+            assert watcher.latest("/probe/cmd") == {"go": [1, 2]}
+        out, err = acks.communicate(timeout=10)
+    finally:
+        if acks.poll() is None:
+            acks.kill()
+    assert json.loads(out.splitlines()[0]) == {"got": {"go": [1, 2]}, "seen_by": "plugin"}
+    listed = run_cli("topic", "list", "--connect", served.endpoint)
+    assert {"/probe/cmd", "/probe/state"} <= set(listed.stdout.split())
+
+
+# -- serve's own lifetime --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_serve_stops_cleanly_on_a_signal_and_prints_the_statistics(
+        tmp_path: Path, signum: int) -> None:
+    server = Served(tmp_path)
+    try:
+        with mjfast.connect(server.endpoint, timeout=10) as client:
+            assert client.call("/probe/echo", "hi") == "hi"
+        code, out, err = server.stop(signum)
+    finally:
+        server.kill()
+    assert code == 0, err
+    assert "environment" in out and "steps" in out and "RemoteProbe" in out
+    assert "remote bus" in out and "calls" in out
+    assert "Traceback" not in err
+
+
+def test_serve_on_a_taken_port_is_one_line_exit_1(tmp_path: Path) -> None:
+    model = tmp_path / "arm.xml"
+    model.write_text(arm_xml())
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", str(model), "--listen", f"tcp/127.0.0.1:{port}")
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"mjfast: error: cannot listen on tcp/127.0.0.1:{port}")
+    assert result.stderr.count("\n") == 1
+
