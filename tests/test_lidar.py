@@ -5,9 +5,10 @@ lateness, noise, visualisation and misconfiguration are each checked on their ow
 
 from __future__ import annotations
 
+import contextlib
 import math
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -264,10 +265,8 @@ def lidar_threads() -> int:
     """The process's native lidar workers (threads the plugin names "mjfast-lidar")."""
     count = 0
     for comm in Path("/proc/self/task").glob("*/comm"):
-        try:
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended while listed
             count += comm.read_text().strip() == "mjfast-lidar"
-        except FileNotFoundError:  # a thread that ended while listed
-            pass
     return count
 
 
