@@ -742,6 +742,11 @@ class Plugin {
   // Whether publish() can work here (a host with the publish service).
   bool can_publish() const { return host_ != nullptr && MJFAST_HOST_API_HAS_PUBLISH(host_); }
 
+  // The raw host table and this instance's context for it (nullptr before set_host, or from an
+  // mjfast without host services): for a host service the C++ layer does not wrap.
+  const mjfast_host_api* host_api() const { return host_; }
+  void* host_context() const { return host_context_; }
+
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.
   virtual std::string call(const std::string& command, const std::string& /*argument*/) {
