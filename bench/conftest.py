@@ -69,6 +69,8 @@ TARGETS = {
     # longer than its 20-step period, and a thread wake-up costs tens of microseconds of CPU (see
     # test_bench_lidar.py).
     "lidar_async": Target(0.95, gated=False),  # steps/s, async lidar (waits left out) / none
+    # test_bench_ray.py: mjfast.ray on a local 2-CPU Ray cluster (SPEC §17)
+    "ray_parallel": Target(1.7, gated=GATE_PARALLEL),  # jobs/s: run_many 2 workers / 1 worker
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -199,6 +201,8 @@ GROUP_PAUSE_PAIR = "pause()+resume() pair"
 GROUP_LIDAR_SYNC = "16x1024 lidar at 10 Hz"
 GROUP_LIDAR_NOT_DUE = "lidar not due"
 GROUP_LIDAR_ASYNC = "async 16x1024 lidar at 10 Hz"
+GROUP_RAY_THROUGHPUT = "run_many on 2 CPUs"
+GROUP_RAY_OVERHEAD = "run_many empty job"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -252,6 +256,11 @@ RATIOS = [
           "stepping_thread", "no_lidar", "lidar_async", throughput=True, models=HUMANOID),
     Ratio(GROUP_LIDAR_ASYNC, "steps/s: async lidar, waits included / none (wall)",
           "raw", "no_lidar_wall", None, throughput=True, models=HUMANOID),
+    # test_bench_ray.py
+    Ratio(GROUP_RAY_THROUGHPUT, "jobs/s: run_many 2 workers / 1 worker (>= 0.5 s jobs)",
+          "two_workers", "one_worker", "ray_parallel", throughput=True, models=HUMANOID),
+    Ratio(GROUP_RAY_OVERHEAD, "empty job: run_many, one at a time / in-process",
+          "ray", "in_process", None, models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}
@@ -427,6 +436,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if with_camera is not None and without is not None:
         write(f"arm7: {1 / with_camera.min_s:.0f} steps/s with the 30 Hz camera, "
               f"{1 / without.min_s:.0f} without (best round)")
+    ray_job = results.get(("arm7", GROUP_RAY_OVERHEAD, "ray"))
+    local_job = results.get(("arm7", GROUP_RAY_OVERHEAD, "in_process"))
+    if ray_job is not None and local_job is not None:
+        write(f"run_many: Ray's per-job overhead {(ray_job.min_s - local_job.min_s) * 1e3:.1f} ms "
+              f"(an empty job {ray_job.min_s * 1e3:.1f} ms through Ray, "
+              f"{local_job.min_s * 1e3:.1f} ms in-process; best round)")
     if not GATE_PARALLEL:
         write("two-thread throughputs are reported, not gated (MJFAST_BENCH_GATE_PARALLEL=1 gates "
               "them)")

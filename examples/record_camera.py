@@ -5,8 +5,10 @@
 
 Without MODEL it records a bundled scene (a box falling onto a floor). Frames are rendered on
 mjfast's render thread with render_sync=True, so a run is reproducible. PNGs are written with
-zlib and struct only (no imaging dependency); depth is scaled to 8-bit grey, segmentation shows
-each object id in its own colour.
+zlib and struct only (no imaging dependency); depth is scaled to 8-bit grey over the scene's
+depth range as seen from the camera (from the model's centre and extent, the same for every
+frame: near is white, the far side of the scene dark, the background beyond it black), not over
+the camera's far plane; segmentation shows each object id in its own colour.
 """
 
 from __future__ import annotations
@@ -64,12 +66,23 @@ def write_png(path: Path, pixels: np.ndarray) -> None:
                      + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
 
 
-def to_rgb(plane: str, data: np.ndarray) -> np.ndarray:
+def scene_depth_range(model: mujoco.MjModel, data: mujoco.MjData, camera: int
+                      ) -> tuple[float, float]:
+    """(near, far) in metres: the depths at which the scene (the model's bounding sphere,
+    `stat.center` and `stat.extent`) can appear to `camera`."""
+    distance = float(np.linalg.norm(data.cam_xpos[camera] - model.stat.center))
+    extent = float(model.stat.extent)
+    return max(0.0, distance - extent), distance + extent
+
+
+def to_rgb(plane: str, data: np.ndarray,
+           depth_range: tuple[float, float] | None = None) -> np.ndarray:
     if plane == "rgb":
         return np.ascontiguousarray(data)
     if plane == "depth":
-        near, far = float(data.min()), float(np.percentile(data, 99))
-        grey = 255 * (1 - np.clip((data - near) / max(far - near, 1e-9), 0, 1))
+        near, far = depth_range or (float(data.min()), float(data.max()))
+        grey = 40 + 215 * (1 - np.clip((data - near) / max(far - near, 1e-9), 0, 1))
+        grey[data >= far] = 0  # the background, out to the far plane
         return np.repeat(grey.astype(np.uint8)[..., None], 3, axis=2)
     ids = data[..., 0].astype(np.int64) + 1  # background -1 -> 0 (black)
     palette = np.random.default_rng(0).integers(40, 256, size=(int(ids.max()) + 1, 3))
@@ -81,12 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("model", nargs="?", help="MJCF file (default: a bundled scene)")
     parser.add_argument("--camera", help="camera name (default: the model's first camera)")
-    parser.add_argument("--frames", type=int, default=10)
-    parser.add_argument("--out", type=Path, default=Path("camera_frames"))
-    parser.add_argument("--width", type=int)
-    parser.add_argument("--height", type=int)
-    parser.add_argument("--rate", type=float, default=30.0, help="frames per simulated second")
-    parser.add_argument("--plane", choices=("rgb", "depth", "segmentation"), default="rgb")
+    parser.add_argument("--frames", type=int, default=10, help="PNGs to write (default 10)")
+    parser.add_argument("--out", type=Path, default=Path("camera_frames"),
+                        help="directory for the PNGs (default camera_frames)")
+    parser.add_argument("--width", type=int,
+                        help="image width in pixels (default: the model's offscreen width)")
+    parser.add_argument("--height", type=int,
+                        help="image height in pixels (default: the model's offscreen height)")
+    parser.add_argument("--rate", type=float, default=30.0,
+                        help="frames per simulated second (default 30)")
+    parser.add_argument("--plane", choices=("rgb", "depth", "segmentation"), default="rgb",
+                        help="what to record (default rgb; depth is scaled to the scene)")
     args = parser.parse_args(argv)
 
     model_source = args.model or DEMO_XML
@@ -108,11 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         camera = env.open_offscreen_camera(camera_name)
         camera.enable_frames()
         steps_per_frame = max(1, round(1.0 / (args.rate * env.model.opt.timestep)))
+        camera_id = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_CAMERA, camera_name)
         for index in range(args.frames):
             env.step(steps_per_frame)
             with camera.take_latest(args.plane) as lease:
                 path = args.out / f"{camera_name}_{index:04d}.png"
-                write_png(path, to_rgb(args.plane, lease.data))
+                depth_range = scene_depth_range(env.model, env.data, camera_id)
+                write_png(path, to_rgb(args.plane, lease.data, depth_range))
                 print(f"{path}  t={lease.simulation_time_ns / 1e9:.3f}s  "
                       f"{lease.width}x{lease.height}")
     return 0

@@ -274,7 +274,7 @@ def test_base_velocity_rejects_malformed_commands(make_env, message):
 
 @pytest.mark.parametrize("config, message", [
     ({"joint": "nope"}, "no joint named 'nope'"),
-    ({"joint": None}, "no joint named None"),
+    ({"joint": None}, "configuration key 'joint' must be a string, got None"),
     ({"timeout": -1.0}, "timeout must be >= 0"),
 ])
 def test_base_velocity_bad_configuration_fails_its_load(make_env, config, message):

@@ -307,7 +307,7 @@ def test_load_failure_is_isolated(make_env, arm, register, journal, cls, phase, 
     assert [(e["name"], e["type"]) for e in entries] == [
         ("before", good), ("bad", bad), ("after", good)]
     assert entries[1]["state"] is PluginState.FAILED
-    assert entries[1]["failure"].phase == phase
+    assert entries[1]["failure"]["phase"] == phase
     assert entries[1]["callbacks"] == {} or all(
         c["calls"] == 0 for c in entries[1]["callbacks"].values())
     env.close()

@@ -32,6 +32,7 @@ from mjfast.plugin import (
     PluginState,
 )
 from mjfast.plugin_config import PluginSpec
+from mjfast.stats_table import format_statistics
 
 __version__ = "0.1.0"
 
@@ -59,6 +60,7 @@ __all__ = [
     "SimulationError",
     "StaleGenerationError",
     "available_plugins",
+    "format_statistics",
     "get_cmake_dir",
     "get_include",
     "hooks_owned",

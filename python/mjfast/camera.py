@@ -112,7 +112,7 @@ class CameraRig:
         return list(self._core.bind(configs))
 
     def open(self, name: str, model: mujoco.MjModel, params: ParameterServer,
-             namespace: str) -> Any:
+             namespace: str) -> OffscreenCamera:
         # LogicError before anything else: from a plugin callback, or inside an acquire_plugin
         # block (a capture may be waiting for that block's host lock while holding the cameras).
         self._core.check_can_open()

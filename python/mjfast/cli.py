@@ -8,8 +8,11 @@ exit status (2: usage, 1: runtime), never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
+import logging
 import math
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -29,7 +32,6 @@ DEFAULT_DURATION_S = 5.0
 # Wall time one chunk of env.step should take: short enough for a smooth progress bar, long
 # enough that the per-call cost of stepping from Python stays negligible.
 _CHUNK_WALL_S = 0.05
-_POSE_HOLD_TYPE = "mjfast/PoseHoldPD"
 
 
 class CliError(Exception):
@@ -42,11 +44,9 @@ class CliError(Exception):
 
 def _one_line(text: str) -> str:
     """`text` as a single line: MuJoCo's and pybind11's messages span several."""
-    lines = [line.strip() for line in str(text).strip().splitlines()]
-    # pybind11 appends the Python stack after an "At:" line; the message is what comes before.
-    if "At:" in lines:
-        lines = lines[: lines.index("At:")]
-    return " ".join(line for line in lines if line)
+    from mjfast.stats_table import one_line
+
+    return one_line(text)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,6 +54,13 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_USAGE, f"mjfast: error: {message} (see '{self.prog} --help')\n")
+
+
+def _duration(text: str) -> float:
+    """A positive number of simulated seconds, or `inf`: run until Ctrl-C."""
+    if text.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    return _positive_float(text)
 
 
 def _positive_float(text: str) -> float:
@@ -81,19 +88,32 @@ def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
     if steps:
         length.add_argument("--steps", type=_positive_int, metavar="N",
                             help="number of physics steps to run")
-    length.add_argument("--duration", type=_positive_float, metavar="S",
-                        help=f"simulated seconds to run (default {DEFAULT_DURATION_S:g})")
+    length.add_argument("--duration", type=_duration, metavar="S",
+                        help=f"simulated seconds to run (default {DEFAULT_DURATION_S:g}); "
+                             f"'inf' runs until Ctrl-C")
     parser.add_argument("--realtime", type=_positive_float, metavar="F",
                         help="pace the run to F x wall clock, ending at exactly the steps asked "
                              "for (default: step as fast as possible)")
     parser.add_argument("--no-progress", action="store_true",
                         help="show no progress display on stderr")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 if any plugin fails, to load or while stepping")
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
+    # On the main parser and each command's, so `mjfast -v run ...` and `mjfast run ... -v` work;
+    # the commands' default is SUPPRESS so that they do not reset a count given before them.
+    parser.add_argument("-v", "--verbose", action="count", default=default,
+                        help="log more: -v info, -vv debug (plugin loggers included)")
+    parser.add_argument("-q", "--quiet", action="count", default=default,
+                        help="log less: errors only, and no progress display")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mjfast", description="MuJoCo simulation server with native-speed "
                                                 "plugins.")
     parser.add_argument("--version", action="version", version=f"mjfast {_version()}")
+    _add_verbosity(parser, 0)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
@@ -101,6 +121,10 @@ def _parser() -> argparse.ArgumentParser:
                                description="Run the bundled demo: a 7-dof arm whose pose is held "
                                            "by the mjfast/PoseHoldPD plugin.")
     _add_run_options(demo, steps=False)
+    demo.add_argument("--export", metavar="DIR",
+                      help="write the demo's model (demo_arm.xml) and parameters (demo.yaml) "
+                           "into DIR to start from, and run nothing")
+    _add_verbosity(demo, argparse.SUPPRESS)
 
     run = commands.add_parser("run", help="run any MJCF/URDF model with its plugins",
                               description="Load MODEL, load the plugins configured under "
@@ -110,10 +134,32 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--params", metavar="FILE", help="YAML parameter file (MujocoPlugins, "
                                                       "initial_joint_positions, ...)")
     _add_run_options(run, steps=True)
+    _add_verbosity(run, argparse.SUPPRESS)
 
-    commands.add_parser("plugins", help="list the discovered plugin types",
-                        description="List the plugin types found through the mjfast.plugins "
-                                    "entry points and in-process registrations.")
+    plugins = commands.add_parser(
+        "plugins", help="list the discovered plugin types",
+        description="List the plugin types found through the mjfast.plugins entry points and "
+                    "in-process registrations: kind (Python or native) and the distribution "
+                    "that provides each; entry points that fail to import are flagged.")
+    _add_verbosity(plugins, argparse.SUPPRESS)
+
+    new = commands.add_parser(
+        "new-plugin", help="write a ready-to-install plugin package",
+        description="Write a plugin package NAME (a directory DIR/NAME) with one plugin class, "
+                    "its entry point and a README: a Python plugin, or a native (C++) one "
+                    "built with CMake against the installed mjfast.")
+    new.add_argument("name", metavar="NAME",
+                     help="the package name, a Python identifier such as my_robot")
+    kind = new.add_mutually_exclusive_group(required=True)
+    kind.add_argument("--python", dest="kind", action="store_const", const="python",
+                      help="a Python MujocoPlugin")
+    kind.add_argument("--native", dest="kind", action="store_const", const="native",
+                      help="a C++ plugin compiled to a shared library")
+    new.add_argument("--dir", metavar="DIR", default=".",
+                     help="where to create the package directory (default: here)")
+    new.add_argument("--class", dest="class_name", metavar="CLASS",
+                     help="the plugin class (default: NAME in CamelCase)")
+    _add_verbosity(new, argparse.SUPPRESS)
     return parser
 
 
@@ -127,7 +173,8 @@ def _version() -> str:
 
 
 class _Progress:
-    """A progress bar on a terminal; elsewhere one plain line per wall-clock second."""
+    """A progress bar on a terminal; elsewhere one plain line per wall-clock second. With no
+    end (`--duration inf`), the simulated time so far instead of a bar."""
 
     _WIDTH = 30
 
@@ -142,12 +189,22 @@ class _Progress:
         if self._stream is None:
             return
         now = time.perf_counter()
+        wall = now - self._started
+        if math.isinf(self._total):
+            if self._tty:
+                self._stream.write(f"\rsim {done_s:9.2f} s  wall {wall:7.2f} s  (Ctrl-C stops)")
+                self._stream.flush()
+            elif now - self._last_line >= 1.0:
+                self._last_line = now
+                self._stream.write(f"mjfast: sim {done_s:.2f} s, wall {wall:.2f} s\n")
+                self._stream.flush()
+            return
         fraction = min(1.0, done_s / self._total) if self._total > 0 else 1.0
         if self._tty:
             filled = round(fraction * self._WIDTH)
             bar = "#" * filled + "-" * (self._WIDTH - filled)
             self._stream.write(f"\r[{bar}] {fraction:4.0%}  sim {done_s:7.2f}/{self._total:.2f} s"
-                               f"  wall {now - self._started:6.2f} s")
+                               f"  wall {wall:6.2f} s")
             self._stream.flush()
         elif now - self._last_line >= 1.0:
             self._last_line = now
@@ -160,7 +217,48 @@ class _Progress:
             self._stream.flush()
 
 
+# -- logging ------------------------------------------------------------------------------------
+
+
+class _LogFormatter(logging.Formatter):
+    """`mjfast: warning: [pose_hold] message`: the CLI's line format, with the logger's name
+    (a plugin's logger is `mjfast.<plugin name>`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        name = record.name.removeprefix("mjfast.")
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            message += f" ({type(record.exc_info[1]).__name__}: "
+            message += f"{_one_line(str(record.exc_info[1]))})"
+        return f"mjfast: {record.levelname.lower()}: [{name}] {message}"
+
+
+@contextmanager
+def _logging_to(stream: TextIO, verbose: int, quiet: int) -> Iterator[None]:
+    """mjfast's loggers (plugins' included) to `stream` at the level -v/-q ask for, for the
+    duration of the command only (main() may be called again in the same process)."""
+    level = logging.WARNING - 10 * verbose + 10 * quiet
+    level = min(max(level, logging.DEBUG), logging.CRITICAL)
+    logger = logging.getLogger("mjfast")
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_LogFormatter())
+    saved = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
+
+
 # -- running ------------------------------------------------------------------------------------
+
+
+class _StrictFailure(Exception):
+    """--strict: a plugin failed; the run stops and exits 1 after its statistics."""
 
 
 def _import_mjfast() -> Any:
@@ -196,41 +294,71 @@ def _make_env(model: Path, params: Path | None) -> Any:
         return mjfast.MujocoEnv(model, params=params)
 
 
+class _FailureReporter:
+    """One `mjfast: warning:` line per failed plugin, the same wording whether it failed to load
+    or while stepping, each plugin reported once."""
+
+    def __init__(self, env: Any, warn: TextIO, strict: bool) -> None:
+        self._env = env
+        self._warn = warn
+        self._strict = strict
+        self._reported: set[tuple[str, str]] = set()
+        self.failed = 0
+
+    def report(self) -> None:
+        fresh = []
+        for info in self._env.plugins:
+            failure = info.failure
+            if failure is None or (info.name, failure.phase) in self._reported:
+                continue
+            self._reported.add((info.name, failure.phase))
+            fresh.append(info.name)
+            where = "to load" if failure.phase in _LOAD_PHASES else "while stepping"
+            self._warn.write(f"mjfast: warning: plugin '{info.name}' ({info.type}) failed "
+                             f"{where}, in {failure.phase}: {_one_line(failure.message)}\n")
+        self.failed += len(fresh)
+        if fresh and self._strict:
+            raise _StrictFailure(f"plugin {', '.join(repr(n) for n in fresh)} failed (--strict)")
+
+
+_LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
+
+
 def _steps_taken(env: Any) -> int:
     return int(env.statistics()["env"]["steps"])
 
 
-def _step_chunk(env: Any, n: int, warn: TextIO) -> None:
+def _step_chunk(env: Any, n: int, failures: _FailureReporter) -> None:
     """env.step(n), where a plugin's failure is a warning: the host has marked the plugin FAILED
     and dispatches it no more, so the run goes on and the table shows the failure, as for a
     plugin that failed to load. The step that failed ends that call early."""
     mjfast = _import_mjfast()
     try:
         env.step(n)
-    except mjfast.PluginError as error:
-        warn.write(f"mjfast: warning: {_one_line(str(error))}\n")
+    except mjfast.PluginError:
+        failures.report()
 
 
-def _step_as_fast_as_possible(env: Any, steps: int, progress: _Progress,
-                              warn: TextIO) -> None:
+def _step_as_fast_as_possible(env: Any, steps: float, progress: _Progress,
+                              failures: _FailureReporter) -> None:
     timestep = float(env.model.opt.timestep)
     first = _steps_taken(env)
     done = 0
     chunk = 1
     while done < steps:
-        n = min(chunk, steps - done)
+        n = int(min(chunk, steps - done))
         started = time.perf_counter()
-        _step_chunk(env, n, warn)
+        _step_chunk(env, n, failures)
         elapsed = time.perf_counter() - started
         done = _steps_taken(env) - first  # what ran, not what was asked for
         progress.update(done * timestep)
         # Aim each chunk at _CHUNK_WALL_S of wall time, growing at most 4x at a time.
         rate = n / elapsed if elapsed > 0 else float("inf")
-        chunk = max(1, min(chunk * 4, int(rate * _CHUNK_WALL_S) or 1))
+        chunk = max(1, min(chunk * 4, int(min(rate * _CHUNK_WALL_S, 1e12)) or 1))
 
 
-def _step_paced(env: Any, steps: int, realtime_factor: float, progress: _Progress,
-                warn: TextIO) -> None:
+def _step_paced(env: Any, steps: float, realtime_factor: float, progress: _Progress,
+                failures: _FailureReporter) -> None:
     """Exactly `steps` steps, each run no earlier than its wall-clock time at `realtime_factor`:
     stepped from this thread in chunks of what is due, so the run ends at `steps`, not at
     whatever a physics thread reached when it was told to stop."""
@@ -239,9 +367,9 @@ def _step_paced(env: Any, steps: int, realtime_factor: float, progress: _Progres
     started = time.perf_counter()
     done = 0
     while done < steps:
-        due = min(steps, int((time.perf_counter() - started) * realtime_factor / timestep))
+        due = int(min(steps, (time.perf_counter() - started) * realtime_factor / timestep))
         if due > done:
-            _step_chunk(env, due - done, warn)
+            _step_chunk(env, due - done, failures)
             done = _steps_taken(env) - first
             progress.update(done * timestep)
             continue
@@ -250,136 +378,77 @@ def _step_paced(env: Any, steps: int, realtime_factor: float, progress: _Progres
         time.sleep(min(_CHUNK_WALL_S, max(next_due - time.perf_counter(), 0.0)))
 
 
-def _simulate(env: Any, steps: int, realtime: float | None, show_progress: bool,
-              err: TextIO) -> float:
-    """Steps `env` `steps` times; returns the wall time it took."""
+def _simulate(env: Any, steps: float, realtime: float | None, show_progress: bool,
+              err: TextIO, failures: _FailureReporter) -> float:
+    """Steps `env` `steps` times (inf: until Ctrl-C); returns the wall time it took."""
     timestep = float(env.model.opt.timestep)
     progress = _Progress(err if show_progress else None, steps * timestep)
     started = time.perf_counter()
     try:
         with _bad_input_is_one_line():
             if realtime is None:
-                _step_as_fast_as_possible(env, steps, progress, err)
+                _step_as_fast_as_possible(env, steps, progress, failures)
             else:
-                _step_paced(env, steps, realtime, progress, err)
+                _step_paced(env, steps, realtime, progress, failures)
     finally:
         progress.close()
     return time.perf_counter() - started
 
 
-def _steps_for(env: Any, steps: int | None, duration: float | None) -> int:
+def _steps_for(env: Any, steps: int | None, duration: float | None) -> float:
     if steps is not None:
         return steps
+    if duration is not None and math.isinf(duration):
+        return math.inf
     timestep = float(env.model.opt.timestep)
     return max(1, round((duration if duration is not None else DEFAULT_DURATION_S) / timestep))
+
+
+# -- parameter file hints -------------------------------------------------------------------------
+
+
+def _all_names(tree: Any, prefix: str = "") -> Iterator[str]:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            name = f"{prefix}/{key}"
+            yield name
+            yield from _all_names(value, name)
+
+
+def _missing_plugins_hint(env: Any, params: Path) -> str | None:
+    """When `params` configures no plugins: where MujocoPlugins was looked for, and the keys of
+    the file that are close to those names (`MujocoPlugin:`, `mujoco_sever:`)."""
+    if env.params.search(env.namespace, "MujocoPlugins") is not None:
+        return None
+    looked, namespace = [], env.namespace.rstrip("/")
+    while True:
+        looked.append(f"{namespace}/MujocoPlugins")
+        if not namespace:
+            break
+        namespace = namespace.rpartition("/")[0]
+    names = list(_all_names(env.params.to_dict("/")))
+    close: list[str] = []
+    for expected in looked:
+        close += difflib.get_close_matches(expected, names, n=3, cutoff=0.8)
+    close += [name for name in names
+              if difflib.SequenceMatcher(None, name.rpartition("/")[2], "MujocoPlugins").ratio()
+              >= 0.8 and name not in close]
+    message = (f"no MujocoPlugins in {params} (looked for {', '.join(looked)}): "
+               f"no plugins are loaded")
+    if close:
+        quoted = ", ".join(f"'{name.lstrip('/')}'" for name in close[:3])
+        message += f"; did you mean {quoted}?"
+    return message
 
 
 # -- the statistics table -----------------------------------------------------------------------
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int]) -> list[str]:
-    widths = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
+def format_statistics(stats: dict[str, Any], wall_s: float | None = None) -> str:
+    """`env.statistics()` as the table the CLI prints (mjfast.format_statistics)."""
+    from mjfast.stats_table import format_statistics as format_
 
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
-                         for i, cell in enumerate(cells)).rstrip()
-
-    return [line(header), line(["-" * w for w in widths]), *(line(row) for row in rows)]
-
-
-def _format_ns(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def format_statistics(stats: dict[str, Any], wall_s: float) -> str:
-    """`env.statistics()` as the table the CLI prints."""
-    env = stats["env"]
-    sampled = env.get("timing_sample_interval", 1)
-    lines = ["environment",
-             f"  steps                 {env['steps']:,}",
-             f"  simulated time        {env.get('simulated_s', float('nan')):.3f} s",
-             f"  wall time             {wall_s:.3f} s",
-             f"  mean step time        {_format_ns(env['mean_step_ns'])} ns",
-             f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / wall time)",
-             f"  model generation      {env['model_generation']}",
-             f"  plugin generation     {env['plugin_generation']}",
-             ""]
-    plugins = stats["plugins"]
-    if not plugins:
-        lines.append("plugins: none configured")
-        return "\n".join(lines)
-    rows = []
-    for plugin in plugins:
-        failure = plugin["failure"]
-        rows.append([plugin["name"], plugin["type"], plugin["state"].name,
-                     f"{plugin['load_time_s'] * 1e3:.2f}",
-                     "-" if failure is None
-                     else f"{failure.phase}: {_one_line(failure.message)}"])
-    lines.append("plugins")
-    lines += ["  " + line for line in _table(
-        ["name", "type", "state", "load ms", "failure"], rows, numeric={3})]
-    callback_rows = [
-        [plugin["name"], callback, f"{figures['calls']:,}",
-         _format_ns(figures["mean_ns"]) if figures.get("timed_calls", 1) else "-",
-         _format_ns(figures["last_ns"]) if figures.get("timed_calls", 1) else "-"]
-        for plugin in plugins for callback, figures in plugin["callbacks"].items()]
-    if callback_rows:
-        lines += ["", f"callbacks (wall time sampled on 1 dispatch in {sampled} per callback)"]
-        lines += ["  " + line for line in _table(
-            ["plugin", "callback", "calls", "mean ns", "last ns"], callback_rows,
-            numeric={2, 3, 4})]
-    return "\n".join(lines)
-
-
-def _pose_hold_report(env: Any) -> list[str]:
-    """Each active PoseHoldPD's final error: how far each held joint is from its target."""
-    import mujoco
-
-    mjfast = _import_mjfast()
-    lines = []
-    for info in env.plugins:
-        if info.type != _POSE_HOLD_TYPE or info.state is not mjfast.PluginState.ACTIVE:
-            continue
-        with env.acquire_plugin(info.name) as plugin:
-            targets = dict(plugin.config.get("target", {}))
-        errors = []
-        for joint, target in targets.items():
-            joint_id = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))
-            if joint_id >= 0:
-                position = float(env.data.qpos[env.model.jnt_qposadr[joint_id]])
-                errors.append((abs(float(target) - position), str(joint)))
-        if errors:
-            worst, joint = max(errors)
-            rms = math.sqrt(sum(e * e for e, _ in errors) / len(errors))
-            lines.append(f"{info.name}: final joint error over {len(errors)} held joints: "
-                         f"max {worst:.4f} rad ({joint}), rms {rms:.4f} rad")
-    return lines
-
-
-# -- commands -------------------------------------------------------------------------------------
-
-
-def _run(model: Path, params: Path | None, args: argparse.Namespace,
-         out: TextIO, err: TextIO) -> int:
-    env = _make_env(model, params)
-    try:
-        steps = _steps_for(env, getattr(args, "steps", None), args.duration)
-        started = time.perf_counter()
-        try:
-            wall_s = _simulate(env, steps, args.realtime, not args.no_progress, err)
-        except KeyboardInterrupt:
-            # Ctrl-C: the statistics of what ran, then exit 130 (SPEC §18).
-            err.write("\nmjfast: interrupted\n")
-            out.write(format_statistics(_run_statistics(env, time.perf_counter() - started),
-                                        time.perf_counter() - started) + "\n")
-            return EXIT_INTERRUPTED
-        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
-        report = _pose_hold_report(env)
-        if report:
-            out.write("\n" + "\n".join(report) + "\n")
-    finally:
-        env.close()
-    return EXIT_OK
+    return format_(stats, wall_s)
 
 
 def _run_statistics(env: Any, wall_s: float) -> dict[str, Any]:
@@ -391,6 +460,41 @@ def _run_statistics(env: Any, wall_s: float) -> dict[str, Any]:
     return stats
 
 
+# -- commands -------------------------------------------------------------------------------------
+
+
+def _run(model: Path, params: Path | None, args: argparse.Namespace,
+         out: TextIO, err: TextIO) -> int:
+    env = _make_env(model, params)
+    strict = getattr(args, "strict", False)
+    failures = _FailureReporter(env, err, strict)
+    try:
+        if params is not None:
+            hint = _missing_plugins_hint(env, params)
+            if hint:
+                err.write(f"mjfast: warning: {hint}\n")
+        steps = _steps_for(env, getattr(args, "steps", None), args.duration)
+        show_progress = not args.no_progress and not args.quiet
+        started = time.perf_counter()
+        try:
+            failures.report()  # load failures, before the first step
+            wall_s = _simulate(env, steps, args.realtime, show_progress, err, failures)
+        except KeyboardInterrupt:
+            # Ctrl-C: the statistics of what ran, then exit 130 (SPEC §18).
+            err.write("\nmjfast: interrupted\n")
+            wall_s = time.perf_counter() - started
+            out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+            return EXIT_INTERRUPTED
+        except _StrictFailure as failure:
+            wall_s = time.perf_counter() - started
+            out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+            raise CliError(str(failure)) from failure
+        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+    finally:
+        env.close()
+    return EXIT_OK
+
+
 def _demo_files() -> tuple[Path, Path]:
     data = resources.files("mjfast") / "data"
     model, params = Path(str(data / "demo_arm.xml")), Path(str(data / "demo.yaml"))
@@ -400,13 +504,55 @@ def _demo_files() -> tuple[Path, Path]:
     return model, params
 
 
-def _plugins(out: TextIO) -> int:
-    mjfast = _import_mjfast()
-    names = sorted(mjfast.available_plugins())
-    if not names:
+def _export_demo(directory: Path, out: TextIO) -> int:
+    model, params = _demo_files()
+    targets = [directory / model.name, directory / params.name]
+    existing = [str(target) for target in targets if target.exists()]
+    if existing:
+        raise CliError(f"not overwriting {', '.join(existing)}: remove it or choose another "
+                       f"--export directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for source, target in zip((model, params), targets, strict=True):
+            shutil.copyfile(source, target)
+    except OSError as error:
+        raise CliError(f"cannot write the demo into {directory}: {error.strerror or error}"
+                       ) from error
+    out.write(f"wrote {targets[0]} and {targets[1]}; run them with:\n"
+              f"  mjfast run {targets[0]} --params {targets[1]}\n")
+    return EXIT_OK
+
+
+def _plugins(out: TextIO, err: TextIO) -> int:
+    from mjfast.discovery import plugin_types
+
+    _import_mjfast()
+    types = plugin_types()
+    if not types:
         out.write("no plugin types found\n")
-    for name in names:
-        out.write(f"{name}\n")
+        return EXIT_OK
+    header = ["type", "kind", "distribution"]
+    rows = [[t.name, t.kind if t.error is None else "BROKEN", t.distribution] for t in types]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, ["-" * w for w in widths], *rows]:
+        out.write("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+    for t in types:
+        if t.error is not None:
+            err.write(f"mjfast: warning: plugin type '{t.name}' ({t.distribution}): entry point "
+                      f"'{t.value}' fails to import: {t.error}\n")
+    return EXIT_OK
+
+
+def _new_plugin(args: argparse.Namespace, out: TextIO) -> int:
+    from mjfast.templates import write_plugin_package
+
+    try:
+        written = write_plugin_package(args.name, args.kind, Path(args.dir), args.class_name)
+    except (ValueError, FileExistsError) as error:
+        raise CliError(str(error)) from error
+    except OSError as error:
+        raise CliError(f"cannot write the package: {error}") from error
+    out.write(written.summary() + "\n")
     return EXIT_OK
 
 
@@ -418,13 +564,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # --help, --version and usage errors
         return int(exit_.code) if isinstance(exit_.code, int) else EXIT_USAGE
     try:
-        if args.command == "plugins":
-            return _plugins(out)
-        if args.command == "demo":
-            model, params = _demo_files()
-            return _run(model, params, args, out, err)
-        return _run(Path(args.model), Path(args.params) if args.params else None, args,
-                    out, err)
+        with _logging_to(err, args.verbose, args.quiet):
+            if args.command == "plugins":
+                return _plugins(out, err)
+            if args.command == "new-plugin":
+                return _new_plugin(args, out)
+            if args.command == "demo":
+                if args.export is not None:
+                    return _export_demo(Path(args.export), out)
+                model, params = _demo_files()
+                return _run(model, params, args, out, err)
+            return _run(Path(args.model), Path(args.params) if args.params else None, args,
+                        out, err)
     except CliError as error:
         err.write(f"mjfast: error: {error}\n")
         return error.code

@@ -9,16 +9,19 @@ from __future__ import annotations
 import difflib
 import logging
 import threading
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from mjfast.errors import PluginNotFoundError
-from mjfast.plugin import ControlPlugin, MujocoPlugin
+from mjfast.plugin import ControlPlugin, MujocoPlugin, misnamed_callbacks
 from mjfast.plugin_config import check_plugin_type
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "PluginType",
     "available_plugins",
+    "plugin_types",
     "register_plugin",
     "resolve_plugin",
     "unregister_plugin",
@@ -40,6 +43,8 @@ _registry: dict[str, Any] = {}
 # Which duplicate entry points were already reported, so a warning is logged once per pair
 # instead of on every lookup (entry points are re-read on every call).
 _warned_duplicates: set[tuple[str, str, str]] = set()
+# Classes whose misnamed callbacks were already reported (once per class and process).
+_warned_classes: set[type] = set()
 
 
 def _is_plugin_object(obj: object) -> bool:
@@ -133,7 +138,27 @@ def resolve_plugin(type_name: str) -> Any:
     with _lock:
         registered = _registry.get(type_name)
     if registered is not None:
+        _warn_misnamed(type_name, registered)
         return registered
+    obj = _load_entry_point(type_name)
+    _warn_misnamed(type_name, obj)
+    return obj
+
+
+def _warn_misnamed(type_name: str, obj: object) -> None:
+    """A warning, once per class, for each method that looks like a misspelt callback."""
+    if not isinstance(obj, type):
+        return
+    with _lock:
+        if obj in _warned_classes:
+            return
+        _warned_classes.add(obj)
+    for method, hint in misnamed_callbacks(obj):
+        _log.warning("plugin type %r: %s.%s() is never called by mjfast (%s)", type_name,
+                     obj.__qualname__, method, hint)
+
+
+def _load_entry_point(type_name: str) -> Any:
     entry_point = _entry_points().get(type_name)
     if entry_point is None:
         raise PluginNotFoundError(_not_found_message(type_name))
@@ -165,3 +190,51 @@ def _not_found_message(type_name: str) -> str:
     listed = ", ".join(available[:_MAX_LISTED])
     more = len(available) - _MAX_LISTED
     return f"{message}; available: {listed}" + (f" (and {more} more)" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class PluginType:
+    """One discoverable plugin type, as `mjfast plugins` lists it."""
+
+    name: str
+    kind: str  # "Python MujocoPlugin", "Python ControlPlugin", "native", or "broken"
+    distribution: str  # "<name> <version>" of the providing package, or "in-process"
+    value: str  # the entry point's `module:attr`, or the registered object's qualified name
+    error: str | None = None  # why the entry point does not give a plugin (kind "broken")
+
+
+def _kind(obj: object) -> str:
+    if isinstance(obj, type) and issubclass(obj, MujocoPlugin):
+        return "Python MujocoPlugin"
+    if isinstance(obj, type) and issubclass(obj, ControlPlugin):
+        return "Python ControlPlugin"
+    return "native"
+
+
+def plugin_types() -> list[PluginType]:
+    """Every plugin type, sorted by name, its entry point imported to tell its kind; an entry
+    point that fails to import or names no plugin is listed with kind "broken" and the error.
+    """
+    with _lock:
+        registered = dict(_registry)
+    found = []
+    for name, entry_point in _entry_points().items():
+        if name in registered:
+            continue
+        dist = getattr(entry_point, "dist", None)
+        distribution = (f"{dist.name} {dist.version}" if dist is not None
+                        else "<unknown distribution>")
+        try:
+            obj = _load_entry_point(name)
+        except PluginNotFoundError as error:
+            cause = error.__cause__
+            reason = (f"{type(cause).__name__}: {cause}" if cause is not None
+                      else str(error).split("': entry point ", 1)[-1])
+            found.append(PluginType(name, "broken", distribution, entry_point.value,
+                                    " ".join(reason.split())))
+            continue
+        found.append(PluginType(name, _kind(obj), distribution, entry_point.value))
+    for name, obj in registered.items():
+        value = (f"{obj.__module__}.{obj.__qualname__}" if isinstance(obj, type) else repr(obj))
+        found.append(PluginType(name, _kind(obj), "in-process", value))
+    return sorted(found, key=lambda plugin: plugin.name)

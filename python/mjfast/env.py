@@ -21,14 +21,15 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 import mujoco
 import numpy as np
 
 from mjfast import sim_control
 from mjfast._native import _core
-from mjfast.camera import CameraRig
+from mjfast.camera import CameraRig, OffscreenCamera
+from mjfast.config_schema import check_config
 from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
@@ -50,7 +51,7 @@ from mjfast.sim_control import BodyState, JointState
 
 __all__ = ["MujocoEnv"]
 
-ModelLike = str | os.PathLike[str] | mujoco.MjModel
+ModelLike: TypeAlias = str | os.PathLike[str] | mujoco.MjModel
 
 
 @dataclass(frozen=True)
@@ -315,7 +316,7 @@ class MujocoEnv:
         self.control = ControlInterface(self._core)
         # The compiled step itself, bound once: a Python loop of env.step(1) pays no extra frame
         # (MujocoEnv.step below documents it and behaves the same).
-        self.step = self._core.step
+        self.step = self._core.step  # type: ignore[method-assign]
         install_hooks()
         self._core.bind(new_model, new_data, self._control_data)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
@@ -347,6 +348,8 @@ class MujocoEnv:
 
     def _make_adapter(self, spec: PluginSpec) -> Any:
         target = resolve_plugin(spec.type)
+        # A factory failure of this plugin, which the report already names.
+        check_config("", spec.config, getattr(target, "config_keys", None))
         if getattr(target, "__mjfast_native__", False):
             return _core.native_adapter(
                 name=spec.name, type=spec.type, library_path=target.library_path(),
@@ -700,7 +703,7 @@ class MujocoEnv:
 
     # -- cameras ------------------------------------------------------------------------------
 
-    def open_offscreen_camera(self, name: str) -> Any:
+    def open_offscreen_camera(self, name: str) -> OffscreenCamera:
         """A handle on the model's camera `name`, rendered off the physics thread (SPEC §10)."""
         self._check_open()
         return self._cameras.open(name, self._model, self._params, self._namespace)
@@ -757,8 +760,11 @@ class MujocoEnv:
         plugins = []
         for report in self._core.host.report():
             info = _plugin_info(report)
+            # JSON-able as it is: the state is a str enum, the failure a plain dict.
+            failure = None if info.failure is None else {"phase": info.failure.phase,
+                                                         "message": info.failure.message}
             plugins.append({"name": info.name, "type": info.type, "state": info.state,
-                            "failure": info.failure, **info.stats})
+                            "failure": failure, **info.stats})
         return {"env": env, "plugins": plugins, "render": self._cameras.statistics()}
 
     # -- lifecycle ----------------------------------------------------------------------------

@@ -41,7 +41,8 @@ class NativePlugin:
     (`package`, by default the caller's package; for an editable install every directory of the
     package's `__path__` is tried). `class_name` names the class exported with
     `MJFAST_PLUGIN(Class)`, whose entry symbol is `mjfast_plugin_<Class>`; `symbol` names the
-    entry function directly instead.
+    entry function directly instead. `config_keys` declares the configuration keys the plugin
+    reads (see `mjfast.config_schema`): others are then a load failure naming the key.
     """
 
     __mjfast_native__ = True
@@ -53,12 +54,15 @@ class NativePlugin:
         *,
         symbol: str | None = None,
         package: str | None = None,
+        config_keys: Mapping[str, Any] | None = None,
     ) -> None:
         if (class_name is None) == (symbol is None):
             raise TypeError("NativePlugin needs exactly one of class_name= and symbol=")
         self.library = os.fspath(library)
         self.class_name = class_name
         self.symbol = symbol if symbol is not None else f"mjfast_plugin_{class_name}"
+        # As a Python plugin's class attribute (mjfast.config_schema); None checks nothing.
+        self.config_keys = config_keys
         if package is None and not os.path.isabs(self.library):
             caller = sys._getframe(1).f_globals
             package = caller.get("__package__") or caller.get("__name__", "").rpartition(".")[0]

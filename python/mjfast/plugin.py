@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import enum
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     import mujoco
 
+    from mjfast.env import MujocoEnv
     from mjfast.node import Node
 
 __all__ = [
@@ -23,19 +25,27 @@ __all__ = [
     "PluginInfo",
     "PluginLoadFailure",
     "PluginState",
+    "misnamed_callbacks",
     "overridden_callbacks",
 ]
 
 
-class PluginState(enum.Enum):
-    """Where a configured plugin is in its lifecycle (SPEC §4)."""
+class PluginState(str, enum.Enum):
+    """Where a configured plugin is in its lifecycle (SPEC §4).
 
-    REGISTERED = "registered"
-    INSTANTIATED = "instantiated"
-    LOADED = "loaded"
-    ACTIVE = "active"
-    FAILED = "failed"
-    UNLOADED = "unloaded"
+    A str enum whose values are the names, so `env.statistics()` is JSON-able as it is and
+    `state == "ACTIVE"` holds as well as `state is PluginState.ACTIVE`.
+    """
+
+    REGISTERED = "REGISTERED"
+    INSTANTIATED = "INSTANTIATED"
+    LOADED = "LOADED"
+    ACTIVE = "ACTIVE"
+    FAILED = "FAILED"
+    UNLOADED = "UNLOADED"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,10 @@ class _PluginBase:
     type: str
     config: dict[str, Any]
     node: Node
-    env: Any
+    env: MujocoEnv  # a weak proxy: the env owns its plugins
+    # The configuration keys this type reads, and their types (mjfast.config_schema): an unknown
+    # key or a mistyped value is then a load failure naming it. None: nothing is checked.
+    config_keys: ClassVar[Mapping[str, Any] | None] = None
 
     # Optional hooks beyond SPEC's lists, one per remaining load phase, so a plugin can take part
     # in them: `statistics()` returns a dict reported under the plugin's statistics ("custom"),
@@ -175,3 +188,43 @@ def overridden_callbacks(cls: type) -> frozenset[str]:
     if base is ControlPlugin and cls.update is not ControlPlugin.update:
         found.add("update_write")
     return frozenset(found)
+
+
+# Every method name the host calls on a plugin of each base, for spotting misspelt overrides.
+_MUJOCO_METHODS = frozenset(
+    (*_MUJOCO_CALLBACKS, "load", "unload", "statistics", "activate"))
+_CONTROL_METHODS = frozenset(
+    (*_CONTROL_CALLBACKS, "init", "cleanup", "update", "statistics", "activate"))
+
+
+def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
+    """(method, what was probably meant) for each method of `cls` that mjfast never calls but
+    whose name is close to one it does (`control_callbak`), or that the other base class has
+    (`pre_step` on a MujocoPlugin). Private names and the bases' own names are not considered.
+    """
+    import difflib
+
+    # The other base's per-event callbacks (not its generic names: `update`, `reset`, `init`).
+    if issubclass(cls, MujocoPlugin):
+        own, base, other_base = _MUJOCO_METHODS, MujocoPlugin, "ControlPlugin"
+        other = frozenset(_CONTROL_CALLBACKS)
+    elif issubclass(cls, ControlPlugin):
+        own, base, other_base = _CONTROL_METHODS, ControlPlugin, "MujocoPlugin"
+        other = frozenset(_MUJOCO_CALLBACKS) - {"reset"}
+    else:
+        return []
+    found = []
+    for klass in cls.__mro__:
+        if klass is base or klass is object or issubclass(base, klass):
+            continue
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in own or not callable(value):
+                continue
+            if name in other:
+                found.append((name, f"a {other_base} callback, which a {base.__name__} never "
+                                    f"receives"))
+                continue
+            close = difflib.get_close_matches(name, sorted(own), n=1, cutoff=0.85)
+            if close:
+                found.append((name, f"did you mean {close[0]}()?"))
+    return sorted(set(found))

@@ -200,9 +200,7 @@ void bind_control(py::module_& module) {
           "The newest control state, passed through update_read plugins (SPEC §7).")
       .def("control_write", &control_write, py::arg("ctrl") = py::none(),
            py::arg("qfrc_applied") = py::none(), py::arg("xfrc_applied") = py::none(),
-           "Validate and stage commands, passed through update_write plugins (SPEC §7).")
-      .def_property_readonly("control_armed",
-                             [](EnvCore& self) { return self.control().armed(); });
+           "Validate and stage commands, passed through update_write plugins (SPEC §7).");
 }
 
 }  // namespace mjfast

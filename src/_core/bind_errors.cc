@@ -87,7 +87,6 @@ void bind_errors(py::module_& module) {
       PyErr_SetString(error_types->logic_error.ptr(), e.what());
     }
   });
-  module.attr("_error_types_bound") = true;
 }
 
 }  // namespace mjfast

@@ -23,8 +23,6 @@ void bind_hooks(py::module_& module) {
     return reinterpret_cast<std::uintptr_t>(&hooks::passive_trampoline);
   });
   module.def("hooks_owned", [] { return hooks::control_owned() && hooks::passive_owned(); });
-  module.def("check_hooks", &hooks::check_owned,
-             "Raise HookOwnershipError naming the hook if mjfast no longer owns it.");
 
   module.def("in_plugin_callback", &hooks::in_plugin_callback,
              "True on a thread that is inside a plugin callback (step callbacks, reset/on_reset, "

@@ -264,7 +264,6 @@ void bind_render(py::module_& module) {
                             ModelGeneration(model_generation));
           },
           py::arg("model"), py::arg("model_address"), py::arg("model_generation"))
-      .def_property_readonly("loading", &RenderCore::loading)  // an atomic: no lock
       .def("pending_names", &RenderCore::pending_names,
            py::call_guard<py::gil_scoped_release>())  // takes bound_mutex_
       .def("live_names", &RenderCore::live_names,

@@ -55,6 +55,25 @@ constexpr double kMeasureWindow = 0.5;
 
 }  // namespace
 
+template <class Dispatch>
+void EnvCore::record_guarded(Dispatch&& dispatch) {
+  try {
+    record_error(dispatch());
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+    // Nothing may unwind through MuJoCo's C frames or out of a step: a stale-generation error
+    // (or anything else) is kept and thrown by the step that made this call.
+    record_error(std::current_exception());
+  }
+}
+
+template <class Dispatch>
+void EnvCore::dispatch_guarded(Dispatch&& dispatch) {
+  hooks::DispatchScope dispatching(this);
+  record_guarded(std::forward<Dispatch>(dispatch));
+}
+
 EnvCore::~EnvCore() {
   try {
     close();
@@ -120,14 +139,7 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
   std::optional<PluginHost::StepLock> host_lock;
   if (host_.has_any_callback()) host_lock.emplace(host_);
   if (host_.has_callback(Callback::kPreStep)) {
-    hooks::DispatchScope dispatching(this);
-    try {
-      record_error(host_.dispatch_pre_step(generation, model_, data_));
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-      record_error(std::current_exception());  // e.g. a stale generation: raised after the step
-    }
+    dispatch_guarded([&] { return host_.dispatch_pre_step(generation, model_, data_); });
   }
   if (!mujoco_guard::step(model_, data_, simulation_error)) {
     // MuJoCo gave up inside mj_step: the data is undefined, so nothing else of this step runs.
@@ -136,27 +148,14 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
   }
   step_count_.store(step_count_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   if (host_.has_callback(Callback::kLastStage)) {
-    hooks::DispatchScope dispatching(this);
-    try {
-      record_error(host_.dispatch_last_stage(generation, model_, data_));
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-      record_error(std::current_exception());
-    }
+    dispatch_guarded([&] { return host_.dispatch_last_stage(generation, model_, data_); });
   }
   control_.publish(data_);
   // The render turn: one predictable comparison per step while no camera is due. The host lock
   // is not held across it (render_sync waits for the render thread there).
   if (step_observer_ && step_observer_->due(data_->time)) {
     host_lock.reset();
-    try {
-      record_error(step_observer_->after_step(model_, data_, generation));
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-      record_error(std::current_exception());
-    }
+    record_guarded([&] { return step_observer_->after_step(model_, data_, generation); });
   }
 }
 
@@ -317,28 +316,12 @@ void EnvCore::on_control(const mjModel* m, mjData* d) {
   // Inside this thread's acquire_plugin block no dispatch may run (SPEC §6): MuJoCo's own call
   // proceeds without plugins.
   if (!host_.has_callback(Callback::kControl) || host_.scope_held_by_this_thread()) return;
-  hooks::DispatchScope dispatching(this);
-  try {
-    record_error(host_.dispatch_control(model_generation(), m, d));
-  }
-  MJFAST_RETHROW_FORCED_UNWIND
-  catch (...) {
-    // Nothing may unwind through MuJoCo's C frames: a stale-generation error is kept and thrown
-    // by the step that made this call.
-    record_error(std::current_exception());
-  }
+  dispatch_guarded([&] { return host_.dispatch_control(model_generation(), m, d); });
 }
 
 void EnvCore::on_passive(const mjModel* m, mjData* d) {
   if (!host_.has_callback(Callback::kPassive) || host_.scope_held_by_this_thread()) return;
-  hooks::DispatchScope dispatching(this);
-  try {
-    record_error(host_.dispatch_passive(model_generation(), m, d));
-  }
-  MJFAST_RETHROW_FORCED_UNWIND
-  catch (...) {
-    record_error(std::current_exception());
-  }
+  dispatch_guarded([&] { return host_.dispatch_passive(model_generation(), m, d); });
 }
 
 void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint64_t steps,

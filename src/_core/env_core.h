@@ -105,8 +105,6 @@ class EnvCore : public hooks::HookTarget,
   // control mutex of a read() in progress), and until the core itself goes.
   void bind(const mjModel* model, mjData* data, mjData* control_scratch,
             std::shared_ptr<void> owner);
-  const mjModel* model() const { return model_; }
-  mjData* data() const { return data_; }
 
   ModelGeneration model_generation() const { return ModelGeneration(model_generation_.load()); }
   PluginGeneration plugin_generation() const { return PluginGeneration(plugin_generation_.load()); }
@@ -212,6 +210,13 @@ class EnvCore : public hooks::HookTarget,
   // kept until the step that caused it returns.
   void record_error(DispatchError error);
   void rethrow_pending_error();
+  // Runs `dispatch` (returning a DispatchError) and records what it returns or throws, to be
+  // raised after the step: the one way every per-step dispatch is called. dispatch_guarded also
+  // marks this thread as inside this env's dispatch for its duration.
+  template <class Dispatch>
+  void record_guarded(Dispatch&& dispatch);
+  template <class Dispatch>
+  void dispatch_guarded(Dispatch&& dispatch);
   bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
   void step_once_locked(bool& simulation_failed, std::string& simulation_error);
   void run_physics();

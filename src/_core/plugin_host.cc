@@ -120,16 +120,6 @@ void PluginHost::bind_model(const mjModel* model, mjData* data) {
   data_ = data;
 }
 
-const mjModel* PluginHost::bound_model() const {
-  const auto lock = lock_for_query();
-  return model_;
-}
-
-mjData* PluginHost::bound_data() const {
-  const auto lock = lock_for_query();
-  return data_;
-}
-
 bool PluginHost::generation_active() const {
   const auto lock = lock_for_query();
   return generation_active_;
@@ -450,6 +440,19 @@ std::vector<PluginReport> PluginHost::report() const {
   reports.reserve(records_.size());
   for (const auto& record : records_) {
     PluginReport report = record->report;
+    if (record->adapter && report.state == PluginState::kActive) {
+      // A plugin's own figures as of now (collected at load too, for the statistics phase). No
+      // physics-side dispatch runs meanwhile (mutex_ is held or this thread's); one that fails
+      // here keeps the figures it last gave: a report is not worth failing a plugin over.
+      try {
+        report.custom = record->adapter->statistics();
+      }
+      MJFAST_RETHROW_FORCED_UNWIND
+      catch (const Interrupted&) {
+        throw;
+      } catch (...) {
+      }
+    }
     for (std::size_t i = 0; i < kCallbackCount; ++i) {
       const LiveStats& live = record->live_stats[i];
       report.callback_stats[i] = {live.calls.load(std::memory_order_relaxed),

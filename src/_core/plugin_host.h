@@ -95,8 +95,6 @@ class PluginHost {
   void set_factory(Factory factory);
   // The model and data that load() and direct dispatch calls use; the env rebinds them on reload.
   void bind_model(const mjModel* model, mjData* data);
-  const mjModel* bound_model() const;
-  mjData* bound_data() const;
 
   // Quiesce and destroy the current generation, then create, load, collect statistics of and
   // activate a fresh one. A failure of one adapter in any phase is recorded and skips only it.

@@ -39,7 +39,7 @@
 //
 // Queries callable from anywhere (any thread, a render_callback, an acquire_plugin block) take no
 // lock the capture holds while calling into plugins: statistics() (stats_mutex_ and atomics),
-// loading(), render_sync(), wake() and every handle method.
+// render_sync(), wake() and every handle method.
 #pragma once
 
 #include <array>
@@ -101,7 +101,6 @@ class RenderCore final : public StepObserver {
   // A load (construction) or reload of `model` begins: retired handles and handles opened from
   // now on are pending, their settings queued, until bind().
   void begin_load(const mjModel* model, ModelGeneration generation);
-  bool loading() const { return loading_.load(std::memory_order_acquire); }
   // The names of the pending handles (each handle once), for the caller to resolve configs.
   std::vector<std::string> pending_names() const;
   // The names of the live handles (each once): those a reload will rebind, whose configs the

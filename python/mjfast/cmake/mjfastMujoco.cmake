@@ -8,8 +8,10 @@ if(NOT TARGET mujoco::mujoco)
   if(NOT Python_EXECUTABLE)
     find_package(Python REQUIRED COMPONENTS Interpreter)
   endif()
+  # MJFAST_PYTHON_FLAGS: what a plugin package's CMakeLists.txt needed to import mjfast (-E
+  # under pip's build isolation); the same interpreter then finds the same mujoco.
   execute_process(
-    COMMAND "${Python_EXECUTABLE}" -c
+    COMMAND "${Python_EXECUTABLE}" ${MJFAST_PYTHON_FLAGS} -c
             "import mujoco, os; print(os.path.dirname(mujoco.__file__)); print(mujoco.__version__)"
     OUTPUT_VARIABLE _mjfast_mujoco_probe
     OUTPUT_STRIP_TRAILING_WHITESPACE

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -41,6 +41,8 @@ def _command(message: Any) -> tuple[float, float, float]:
 
 
 class BaseVelocity(ControlPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {"joint": str, "timeout": float, "topic": str}
+
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         joint = self.config.get("joint")
         joint_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))

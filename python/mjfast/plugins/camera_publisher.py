@@ -11,7 +11,7 @@ subscribers may keep it without holding the frame store's slots).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 
@@ -22,6 +22,9 @@ __all__ = ["CameraPublisher"]
 
 
 class CameraPublisher(MujocoPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {
+        "cameras": (list[str], str), "planes": (list[str], str), "topic": str}
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         names = self.config.get("cameras") or camera_names(model)
         if isinstance(names, str):

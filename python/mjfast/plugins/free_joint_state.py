@@ -10,6 +10,8 @@ completed step, published after the first step whose time reaches each multiple 
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import mujoco
 import numpy as np
 
@@ -19,6 +21,8 @@ __all__ = ["FreeJointStatePublisher"]
 
 
 class FreeJointStatePublisher(MujocoPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {"bodies": list[str], "rate_hz": float, "topic": str}
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         bodies = self.config.get("bodies")
         if not isinstance(bodies, (list, tuple)) or not bodies:

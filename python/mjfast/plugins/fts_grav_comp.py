@@ -11,7 +11,7 @@ which removes the weight the sensor measures: a static configured payload reads 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -32,6 +32,10 @@ def _vector3(config: dict[str, Any], key: str, default: list[float] | None) -> n
 
 
 class FtsGravComp(ControlPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {
+        "mass": float, "cog": list[float], "site": str, "force_sensor": str,
+        "torque_sensor": str}
+
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         config = self.config
         try:

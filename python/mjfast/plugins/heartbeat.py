@@ -9,7 +9,7 @@ sequence number, not the clock), while the schedule follows the reset clock.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 
@@ -19,6 +19,8 @@ __all__ = ["HeartbeatPublisher"]
 
 
 class HeartbeatPublisher(ControlPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {"topic": str}
+
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         self.topic = str(self.config.get("topic", "~heartbeat"))
         self.count = 0

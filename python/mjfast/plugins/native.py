@@ -13,7 +13,15 @@ __all__ = ["ExternalWrench", "Lidar", "NoOp", "PDController"]
 
 _LIBRARY = "libmjfast_plugins.so"
 
+# NoOp ignores any keys (documented); the others declare theirs, whose values their C++ checks.
 NoOp = NativePlugin(_LIBRARY, "NoOp", package=__package__)
-PDController = NativePlugin(_LIBRARY, "PDController", package=__package__)
-ExternalWrench = NativePlugin(_LIBRARY, "ExternalWrench", package=__package__)
+PDController = NativePlugin(
+    _LIBRARY, "PDController", package=__package__,
+    config_keys={"joints": list, "actuators": list, "gains": dict, "targets": list,
+                 "limits": dict})
+ExternalWrench = NativePlugin(
+    _LIBRARY, "ExternalWrench", package=__package__,
+    config_keys={"body": str, "force": list, "torque": list, "point": list, "start": float,
+                 "duration": float, "ramp_down": float})
+# Lidar checks its keys itself, with the messages of SPEC §14's Python original.
 Lidar = NativePlugin(_LIBRARY, "Lidar", package=__package__)

@@ -4,11 +4,14 @@ Configuration keys: `kp` (default 50.0), `kd` (default 5.0), `target` (mapping f
 position; default: the pose at load time), `topic` (default `~target`: a message there, a mapping
 from joint name to position, moves the target). Each actuator that drives a single hinge or slide
 joint directly is used; `ctrl` is written in `control_callback` and clipped to the control range.
+Unknown keys and mistyped values are load failures naming the key (`config_keys`). Its
+`statistics()` figures: `held_joints`, and `max_error_rad` / `rms_error_rad` of the held joints
+against the current target.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -19,6 +22,9 @@ __all__ = ["PoseHoldPD"]
 
 
 class PoseHoldPD(MujocoPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {
+        "kp": float, "kd": float, "target": dict[str, float], "topic": str}
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         self.kp = float(self.config.get("kp", 50.0))
         self.kd = float(self.config.get("kd", 5.0))
@@ -46,6 +52,7 @@ class PoseHoldPD(MujocoPlugin):
         ranges = model.actuator_ctrlrange[self._actuators]
         self._low = np.where(limited, ranges[:, 0], -np.inf)
         self._high = np.where(limited, ranges[:, 1], np.inf)
+        self._data = data  # the env's live data, for statistics()
         self.target = data.qpos[self._qpos].copy()
         self.set_target(self.config.get("target", {}))
         self.node.subscribe(self.config.get("topic", "~target"), self.set_target)
@@ -60,6 +67,13 @@ class PoseHoldPD(MujocoPlugin):
         values = {joint: float(value) for joint, value in targets.items()}
         for joint, value in values.items():
             self.target[self._joint_names.index(joint)] = value
+
+    def statistics(self) -> dict[str, float]:
+        """How far the held joints are from the current target (moved by `~target` too)."""
+        errors = np.abs(self.target - self._data.qpos[self._qpos])
+        return {"held_joints": float(len(errors)),
+                "max_error_rad": float(errors.max()),
+                "rms_error_rad": float(np.sqrt(np.mean(errors * errors)))}
 
     def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         error = self.target - data.qpos[self._qpos]

@@ -1,0 +1,137 @@
+"""`mjfast.format_statistics`: `env.statistics()` as the plain-text table the CLI prints.
+
+Owns the layout only (no env access): sections for the env, the plugins (with failures wrapped
+inside their column), MuJoCo's warning counts, each plugin's custom figures (what its
+`statistics()` returns) and the callback timings. Every line stays under `WIDTH` columns.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["WIDTH", "format_statistics", "one_line"]
+
+WIDTH = 119
+_INDENT = "  "
+_GAP = "  "
+_MIN_FAILURE_WIDTH = 24
+
+
+def one_line(text: object) -> str:
+    """`text` as a single line: MuJoCo's and pybind11's messages span several."""
+    lines = [line.strip() for line in str(text).strip().splitlines()]
+    # pybind11 appends the Python stack after an "At:" line; the message is what comes before.
+    if "At:" in lines:
+        lines = lines[: lines.index("At:")]
+    return " ".join(line for line in lines if line)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int],
+           wrap_last: bool = False) -> list[str]:
+    """Aligned columns; with `wrap_last`, the last column wraps within what `WIDTH` leaves."""
+    widths = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
+    if wrap_last:
+        used = len(_INDENT) + sum(widths[:-1]) + len(_GAP) * (len(widths) - 1)
+        widths[-1] = min(widths[-1], max(_MIN_FAILURE_WIDTH, WIDTH - used))
+
+    def line(cells: Sequence[str]) -> str:
+        return _GAP.join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
+                         for i, cell in enumerate(cells)).rstrip()
+
+    lines = [line(header), line(["-" * w for w in widths])]
+    for row in rows:
+        if not wrap_last or len(row[-1]) <= widths[-1]:
+            lines.append(line(row))
+            continue
+        pieces = textwrap.wrap(row[-1], widths[-1], break_long_words=True) or [""]
+        lines.append(line([*row[:-1], pieces[0]]))
+        lead = " " * (sum(widths[:-1]) + len(_GAP) * (len(widths) - 1))
+        lines += [(lead + piece).rstrip() for piece in pieces[1:]]
+    return [_INDENT + text for text in lines]
+
+
+def _ns(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _figure(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or (math.isfinite(value) and value == int(value)
+                                  and abs(value) < 1e15):
+        return f"{int(value):,}"
+    return f"{value:.6g}"
+
+
+def _state(value: object) -> str:
+    # A PluginState (a str enum) or its name, as a JSON round trip gives it.
+    return str(getattr(value, "name", value))
+
+
+def _failure(failure: object) -> str:
+    if failure is None:
+        return "-"
+    if isinstance(failure, Mapping):
+        phase, message = failure.get("phase", "?"), failure.get("message", "")
+    else:  # a PluginLoadFailure
+        phase, message = getattr(failure, "phase", "?"), getattr(failure, "message", failure)
+    return f"{phase}: {one_line(message)}"
+
+
+def _warnings(counts: Mapping[str, Any]) -> str:
+    raised = [(kind, int(n)) for kind, n in counts.items() if int(n) > 0]
+    if not raised:
+        return "none"
+    return ", ".join(f"{kind} {n:,}" for kind, n in sorted(raised))
+
+
+def format_statistics(stats: Mapping[str, Any], wall_s: float | None = None) -> str:
+    """`env.statistics()` (or its JSON round trip) as the table `mjfast run` prints.
+
+    `wall_s`, the wall time of the whole run, adds a line; the real-time factor shown is the
+    one in `stats` (the CLI replaces it with simulated time over `wall_s`).
+    """
+    env = stats["env"]
+    sampled = env.get("timing_sample_interval", 1)
+    lines = ["environment",
+             f"  steps                 {env['steps']:,}",
+             f"  simulated time        {env.get('simulated_s', float('nan')):.3f} s"]
+    if wall_s is not None:
+        lines.append(f"  wall time             {wall_s:.3f} s")
+    lines += [f"  mean step time        {_ns(env['mean_step_ns'])} ns",
+              f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / wall time)",
+              f"  model generation      {env['model_generation']}",
+              f"  plugin generation     {env['plugin_generation']}"]
+    if "warnings" in env:
+        lines.append(textwrap.fill(_warnings(env["warnings"]), WIDTH,
+                                   initial_indent="  MuJoCo warnings       ",
+                                   subsequent_indent=" " * 24))
+    lines.append("")
+    plugins = stats["plugins"]
+    if not plugins:
+        lines.append("plugins: none configured")
+        return "\n".join(lines)
+    rows = [[plugin["name"], plugin["type"], _state(plugin["state"]),
+             f"{plugin['load_time_s'] * 1e3:.2f}", _failure(plugin["failure"])]
+            for plugin in plugins]
+    lines.append("plugins")
+    lines += _table(["name", "type", "state", "load ms", "failure"], rows, numeric={3},
+                    wrap_last=True)
+    figures = [[plugin["name"], str(name), _figure(value)]
+               for plugin in plugins for name, value in (plugin.get("custom") or {}).items()]
+    if figures:
+        lines += ["", "plugin figures (each plugin's statistics())"]
+        lines += _table(["plugin", "figure", "value"], figures, numeric={2})
+    callback_rows = [
+        [plugin["name"], callback, f"{figures['calls']:,}",
+         _ns(figures["mean_ns"]) if figures.get("timed_calls", 1) else "-",
+         _ns(figures["last_ns"]) if figures.get("timed_calls", 1) else "-"]
+        for plugin in plugins for callback, figures in (plugin.get("callbacks") or {}).items()]
+    if callback_rows:
+        lines += ["", f"callbacks (wall time sampled on 1 dispatch in {sampled} per callback)"]
+        lines += _table(["plugin", "callback", "calls", "mean ns", "last ns"], callback_rows,
+                        numeric={2, 3, 4})
+    return "\n".join(lines)

@@ -1,0 +1,464 @@
+"""The first hour of a user and a plugin author (issue 12): declared configuration keys,
+misnamed callbacks, JSON-able statistics and their table, the CLI's messages by their text,
+`mjfast plugins`, `mjfast demo --export`, `--duration inf`, `--strict`, `-v/-q`, and
+`mjfast new-plugin` packages built with the one documented pip command."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, ClassVar
+
+import mujoco
+import numpy as np
+import pytest
+
+import mjfast
+from mjfast import cli
+from mjfast.config_schema import check_config
+from mjfast.stats_table import WIDTH
+
+ARM_XML = """
+<mujoco model="hour_arm">
+  <option timestep="0.002"/>
+  <default><joint type="hinge" damping="0.5" armature="0.1"/>
+    <geom type="capsule" size="0.03" contype="0" conaffinity="0"/>
+    <motor ctrlrange="-20 20"/></default>
+  <worldbody>
+    <body name="upper" pos="0 0 0.1"><joint name="shoulder" axis="0 1 0"/>
+      <geom fromto="0 0 0 0 0 0.3"/>
+      <body name="lower" pos="0 0 0.3"><joint name="elbow" axis="0 1 0"/>
+        <geom fromto="0 0 0 0 0 0.3"/></body></body>
+  </worldbody>
+  <actuator><motor joint="shoulder"/><motor joint="elbow"/></actuator>
+</mujoco>
+"""
+
+
+@pytest.fixture
+def arm_file(tmp_path: Path) -> Path:
+    path = tmp_path / "arm.xml"
+    path.write_text(ARM_XML)
+    return path
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def failure_of(env: mjfast.MujocoEnv, name: str) -> mjfast.PluginLoadFailure:
+    info = next(p for p in env.plugins if p.name == name)
+    assert info.state is mjfast.PluginState.FAILED and info.failure is not None, info
+    return info.failure
+
+
+# -- declared configuration keys ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("entry", "fragments"), [
+    ({"Kp": 600.0}, ["unknown configuration key 'Kp'", "did you mean 'kp'?"]),
+    ({"kp": "abc"}, ["configuration key 'kp' must be a number, got 'abc' (str)"]),
+    ({"target": {"elbow": "up"}}, ["configuration key 'target.elbow' must be a number"]),
+])
+def test_a_shipped_plugins_bad_key_is_a_load_failure_naming_it(entry: dict[str, Any],
+                                                                fragments: list[str]) -> None:
+    params = {"MujocoPlugins": [{"type": "mjfast/PoseHoldPD", "name": "hold", **entry}]}
+    with mjfast.MujocoEnv(ARM_XML, params=params) as env:
+        failure = failure_of(env, "hold")
+        assert failure.phase == "factory"
+        for fragment in fragments:
+            assert fragment in failure.message
+
+
+def test_a_native_shipped_plugins_unknown_key_is_a_load_failure() -> None:
+    entry = {"type": "mjfast/PDController", "name": "pd", "joints": ["elbow"],
+             "gains": {"kp": 1.0, "kd": 0.1}, "target": [0.3]}
+    with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": [entry]}) as env:
+        assert "unknown configuration key 'target' (did you mean 'targets'?)" in \
+            failure_of(env, "pd").message
+
+
+def test_a_user_plugin_declares_its_keys() -> None:
+    class Gain(mjfast.MujocoPlugin):
+        config_keys: ClassVar[dict[str, Any]] = {"gain": float, "joints": list[str],
+                                                 "mode": ("fast", "slow")}
+
+        def load(self, model: Any, data: Any) -> bool:
+            return True
+
+    mjfast.register_plugin("hour/Gain", Gain)
+    try:
+        entries = [{"type": "hour/Gain", "name": "ok", "gain": 2, "joints": ["a"]},
+                   {"type": "hour/Gain", "name": "typo", "gian": 2.0},
+                   {"type": "hour/Gain", "name": "list", "joints": ["a", 3]},
+                   {"type": "hour/Gain", "name": "mode", "mode": "medium"}]
+        with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": entries}) as env:
+            assert env.plugins[0].state is mjfast.PluginState.ACTIVE
+            assert "'gian' (did you mean 'gain'?)" in failure_of(env, "typo").message
+            assert "'joints[1]' must be a string, got 3 (int)" in failure_of(env, "list").message
+            assert "'mode' must be one of 'fast', 'slow'" in failure_of(env, "mode").message
+    finally:
+        mjfast.unregister_plugin("hour/Gain")
+
+
+def test_undeclared_keys_check_nothing() -> None:
+    check_config("", {"anything": object()}, None)
+    with pytest.raises(mjfast.ConfigError, match=r"^plugin 'p': configuration key 'b' must be "
+                                                 r"true or false, got 1 \(int\)$"):
+        check_config("plugin 'p'", {"b": 1}, {"b": bool})
+
+
+# -- misnamed callbacks -------------------------------------------------------------------------
+
+
+def test_a_misnamed_callback_is_a_warning_with_the_close_match(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Typo(mjfast.MujocoPlugin):
+        def load(self, model: Any, data: Any) -> bool:
+            return True
+
+        def control_callbak(self, model: Any, data: Any) -> None:
+            pass
+
+        def pre_step(self, data: Any) -> None:
+            pass
+
+        def helper(self) -> None:
+            pass
+
+    mjfast.register_plugin("hour/Typo", Typo)
+    try:
+        with caplog.at_level(logging.WARNING, logger="mjfast"), \
+                mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": [{"type": "hour/Typo"}]}):
+            pass
+    finally:
+        mjfast.unregister_plugin("hour/Typo")
+    messages = [r.getMessage() for r in caplog.records if "hour/Typo" in r.getMessage()]
+    assert len(messages) == 2, messages
+    assert any("control_callbak() is never called" in m and "did you mean control_callback()?"
+               in m for m in messages)
+    assert any("pre_step()" in m and "a ControlPlugin callback" in m for m in messages)
+
+
+# -- statistics ---------------------------------------------------------------------------------
+
+
+def test_statistics_are_json_able_with_states_as_strings() -> None:
+    entries = [{"type": "mjfast/PoseHoldPD", "name": "hold"},
+               {"type": "nowhere/Missing", "name": "missing"}]
+    with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": entries}) as env:
+        env.step(5)
+        stats = env.statistics()
+    round_trip = json.loads(json.dumps(stats))
+    hold, missing = round_trip["plugins"]
+    assert hold["state"] == "ACTIVE" and stats["plugins"][0]["state"] is mjfast.PluginState.ACTIVE
+    assert missing["state"] == "FAILED" and missing["failure"]["phase"] == "factory"
+    assert "nowhere/Missing" in missing["failure"]["message"]
+    # The public table reads a JSON round trip as well as the original.
+    assert mjfast.format_statistics(round_trip) == mjfast.format_statistics(stats)
+
+
+def test_the_table_stays_narrow_and_shows_warnings_and_figures() -> None:
+    long_type = "hour/" + "N" * 40
+    entries = [{"type": "mjfast/PoseHoldPD", "name": "hold"}, {"type": long_type, "name": "x"}]
+    with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": entries}) as env:
+        env.step(5)
+        env.data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number = 3
+        table = mjfast.format_statistics(env.statistics(), 1.5)
+    assert max(len(line) for line in table.splitlines()) <= WIDTH, table
+    assert "  MuJoCo warnings       badqacc 3" in table.splitlines()
+    assert "  wall time             1.500 s" in table.splitlines()
+    assert ["hold", "held_joints", "2"] in [line.split() for line in table.splitlines()]
+    # The wrapped failure keeps all of its message.
+    assert "".join(table.split()).count("N" * 40) >= 1
+
+
+def test_pose_hold_figures_follow_a_moved_target() -> None:
+    params = {"MujocoPlugins": [{"type": "mjfast/PoseHoldPD", "name": "hold", "kp": 200.0,
+                                 "kd": 10.0, "target": {"elbow": 1.0}}]}
+    with mjfast.MujocoEnv(ARM_XML.replace('<option timestep="0.002"/>',
+                                          '<option timestep="0.002" gravity="0 0 0"/>'),
+                          params=params) as env:
+        env.bus.publish("/mujoco_server/hold/target", {"elbow": -0.5})
+        env.step(2000)
+        assert abs(env.data.qpos[1] + 0.5) < 0.02
+        with env.acquire_plugin("hold") as hold:
+            figures = hold.statistics()
+    assert figures["held_joints"] == 2
+    assert figures["max_error_rad"] < 0.02  # against -0.5, the current target, not 1.0
+
+
+# -- the CLI's messages -------------------------------------------------------------------------
+
+
+def test_a_load_failure_is_one_warning_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                            arm_file: Path) -> None:
+    params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - {type: mjfast/PoseHoldPD, Kp: 6}\n")
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                             "--steps", "10", "--no-progress")
+    assert code == 0
+    assert err.splitlines() == [
+        "mjfast: warning: plugin 'PoseHoldPD' (mjfast/PoseHoldPD) failed to load, in factory: "
+        "ConfigError: unknown configuration key 'Kp' (did you mean 'kp'?); its keys are: kd, "
+        "kp, target, topic"]
+    assert "FAILED" in out
+
+
+def _register_raising() -> None:
+    class Raising(mjfast.MujocoPlugin):
+        def load(self, model: Any, data: Any) -> bool:
+            return True
+
+        def control_callback(self, model: Any, data: Any) -> None:
+            raise RuntimeError("deliberate failure")
+
+    mjfast.register_plugin("hour/Raising", Raising)
+
+
+def test_a_stepping_failure_has_the_same_wording(capsys: pytest.CaptureFixture[str],
+                                                 tmp_path: Path, arm_file: Path) -> None:
+    _register_raising()
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: hour/Raising\n")
+        code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                               "--steps", "10", "--no-progress")
+    finally:
+        mjfast.unregister_plugin("hour/Raising")
+    assert code == 0
+    assert err.splitlines() == [
+        "mjfast: warning: plugin 'Raising' (hour/Raising) failed while stepping, in "
+        "control_callback: RuntimeError: deliberate failure"]
+
+
+def test_strict_exits_1_on_a_load_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                          arm_file: Path) -> None:
+    params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - {type: mjfast/PoseHoldPD, kp: x}\n")
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                             "--steps", "10", "--no-progress", "--strict")
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0].startswith("mjfast: warning: plugin 'PoseHoldPD' (mjfast/PoseHoldPD) failed "
+                               "to load, in factory: ConfigError: configuration key 'kp'")
+    assert lines[1:] == ["mjfast: error: plugin 'PoseHoldPD' failed (--strict)"]
+    assert "steps                 0" in out
+
+
+def test_strict_exits_1_on_a_stepping_failure(capsys: pytest.CaptureFixture[str],
+                                              tmp_path: Path, arm_file: Path) -> None:
+    _register_raising()
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: hour/Raising\n")
+        code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                               "--steps", "1000", "--no-progress", "--strict")
+    finally:
+        mjfast.unregister_plugin("hour/Raising")
+    assert code == 1
+    assert err.splitlines()[-1] == "mjfast: error: plugin 'Raising' failed (--strict)"
+
+
+@pytest.mark.parametrize(("text", "suggestion"), [
+    ("mujoco_server:\n  MujocoPlugin:\n    - type: mjfast/PoseHoldPD\n",
+     "did you mean 'mujoco_server/MujocoPlugin'?"),
+    ("mujoco_sever:\n  MujocoPlugins:\n    - type: mjfast/PoseHoldPD\n",
+     "did you mean 'mujoco_sever/MujocoPlugins'?"),
+])
+def test_no_plugins_found_says_where_it_looked(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: Path, arm_file: Path, text: str,
+                                               suggestion: str) -> None:
+    params = write(tmp_path, "p.yaml", text)
+    code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                             "--steps", "10", "--no-progress")
+    assert code == 0 and "plugins: none configured" in out
+    assert err.splitlines() == [
+        f"mjfast: warning: no MujocoPlugins in {params} (looked for "
+        f"/mujoco_server/MujocoPlugins, /MujocoPlugins): no plugins are loaded; {suggestion}"]
+
+
+def test_verbose_shows_plugin_loggers_by_name_and_quiet_hides_warnings(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, arm_file: Path) -> None:
+    class Chatty(mjfast.MujocoPlugin):
+        def load(self, model: Any, data: Any) -> bool:
+            self.node.logger.info("hello from load")
+            self.node.logger.warning("careful")
+            return True
+
+    mjfast.register_plugin("hour/Chatty", Chatty)
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - {type: hour/Chatty, name: chat}\n")
+        args = ["run", str(arm_file), "--params", str(params), "--steps", "5", "--no-progress"]
+        _, _, plain = run_cli(capsys, *args)
+        _, _, verbose = run_cli(capsys, *args, "-v")
+        _, _, quiet = run_cli(capsys, "-q", *args)
+    finally:
+        mjfast.unregister_plugin("hour/Chatty")
+    assert plain.splitlines() == ["mjfast: warning: [chat] careful"]
+    assert verbose.splitlines() == ["mjfast: info: [chat] hello from load",
+                                    "mjfast: warning: [chat] careful"]
+    assert quiet == ""
+
+
+def test_demo_export_writes_files_that_run(capsys: pytest.CaptureFixture[str],
+                                           tmp_path: Path) -> None:
+    code, out, _ = run_cli(capsys, "demo", "--export", str(tmp_path / "start"))
+    assert code == 0
+    model, params = tmp_path / "start" / "demo_arm.xml", tmp_path / "start" / "demo.yaml"
+    assert f"mjfast run {model} --params {params}" in out
+    code, out, err = run_cli(capsys, "run", str(model), "--params", str(params),
+                             "--duration", "0.1", "--no-progress")
+    assert code == 0 and err == "" and "ACTIVE" in out
+    code, _, err = run_cli(capsys, "demo", "--export", str(tmp_path / "start"))
+    assert code == 1
+    assert err == f"mjfast: error: not overwriting {model}, {params}: remove it or choose " \
+                  f"another --export directory\n"
+
+
+def test_duration_inf_runs_until_ctrl_c(arm_file: Path) -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mjfast", "run", str(arm_file), "--duration", "inf",
+         "--realtime", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()  # a progress line per wall second: it is running
+        assert first.startswith("mjfast: sim "), first
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err
+    assert "mjfast: interrupted" in err and "Traceback" not in err
+    steps = int(next(line.split()[1] for line in out.splitlines()
+                     if line.split()[:1] == ["steps"]).replace(",", ""))
+    assert steps >= 400  # at least the second of real time before the first line
+
+
+# -- mjfast plugins -----------------------------------------------------------------------------
+
+
+def test_plugins_flags_an_entry_point_that_fails_to_import(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    info = tmp_path / "broken_pkg-1.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-pkg\nVersion: 1.2\n")
+    (info / "entry_points.txt").write_text(
+        "[mjfast.plugins]\nbroken/Thing = no_such_module_xyz:Thing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code, out, err = run_cli(capsys, "plugins")
+    assert code == 0
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines()[2:]}
+    assert rows["broken/Thing"] == ["BROKEN", "broken-pkg", "1.2"]
+    assert rows["mjfast/NoOp"] == ["native", "mjfast", mjfast.__version__]
+    assert rows["mjfast/HeartbeatPublisher"][:2] == ["Python", "ControlPlugin"]
+    assert err.splitlines() == [
+        "mjfast: warning: plugin type 'broken/Thing' (broken-pkg 1.2): entry point "
+        "'no_such_module_xyz:Thing' fails to import: ModuleNotFoundError: No module named "
+        "'no_such_module_xyz'"]
+
+
+# -- mjfast new-plugin --------------------------------------------------------------------------
+
+
+def test_new_plugin_refuses_bad_names_and_existing_directories(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run_cli(capsys, "new-plugin", "My-Robot", "--python", "--dir", str(tmp_path))
+    assert code == 1 and err.startswith("mjfast: error: plugin package name 'My-Robot': ")
+    (tmp_path / "taken").mkdir()
+    code, _, err = run_cli(capsys, "new-plugin", "taken", "--native", "--dir", str(tmp_path))
+    assert code == 1 and err == (f"mjfast: error: {tmp_path / 'taken'} already exists: remove "
+                                 f"it or choose another --dir\n")
+    code, _, err = run_cli(capsys, "new-plugin", "x", "--dir", str(tmp_path))
+    assert code == 2 and "one of the arguments --python --native is required" in err
+
+
+@pytest.mark.slow_build
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_a_new_plugin_package_installs_with_one_pip_command(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, arm_file: Path, kind: str) -> None:
+    """Takes some seconds: `mjfast new-plugin`, then the documented `pip install ./NAME` (with
+    pip's build isolation, which must not need mjfast from an index), then discovery and a run.
+    --target and --no-deps keep the test's own environment untouched."""
+    name = f"hour_{kind}"
+    code, out, _ = run_cli(capsys, "new-plugin", name, f"--{kind}", "--dir", str(tmp_path))
+    assert code == 0 and f"pip install {tmp_path / name}" in out
+    site = tmp_path / "site"
+    build_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--target", str(site), "--no-deps",
+         f"./{name}"], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+        env={**os.environ, "PATH": build_path})
+    assert result.returncode == 0, result.stdout + result.stderr
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    listing = subprocess.run([sys.executable, "-m", "mjfast", "plugins"], capture_output=True,
+                             text=True, env=env, timeout=120)
+    kinds = {"python": "Python MujocoPlugin", "native": "native"}
+    assert f"{name}/Hour{kind.title()}" in listing.stdout
+    row = next(line for line in listing.stdout.splitlines() if line.startswith(f"{name}/"))
+    assert kinds[kind] in row and f"{name.replace('_', '-')} 0.1.0" in row, row
+    run = subprocess.run(
+        [sys.executable, "-m", "mjfast", "run", str(arm_file), "--params",
+         str(tmp_path / name / "params.yaml"), "--steps", "20", "--no-progress", "--strict"],
+        capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert [name, f"{name}/Hour{kind.title()}", "ACTIVE"] in \
+        [line.split()[:3] for line in run.stdout.splitlines()]
+
+
+# -- examples -----------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def _example(name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["record_camera", "control_loop"])
+def test_every_flag_of_the_examples_has_help(name: str) -> None:
+    result = subprocess.run([sys.executable, str(EXAMPLES / f"{name}.py"), "--help"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    options = [i for i, line in enumerate(lines) if line.startswith("  -")]
+    assert len(options) >= 3
+    for i in options:
+        # "  --flag VALUE   help..." or the help on the next, deeper indented line.
+        has_help = "   " in lines[i].strip() or (
+            i + 1 < len(lines) and lines[i + 1].startswith("    ")
+            and not lines[i + 1].lstrip().startswith("-"))
+        assert has_help, f"{name}.py: no help for {lines[i].strip()!r}"
+
+
+def test_record_camera_scales_depth_to_the_scene_not_the_far_plane() -> None:
+    record = _example("record_camera")
+    model = mujoco.MjModel.from_xml_string(record.DEMO_XML)
+    data = mujoco.MjData(model)
+    mujoco.mj_forward(model, data)
+    near, far = record.scene_depth_range(model, data, 0)
+    assert 0 <= near < 2.0 < far < 10.0  # the camera is ~2.7 m from a scene a few metres wide
+    # The scene at 2-3 m, the background at the far plane (mujoco's default: 50 x extent).
+    depth = np.full((4, 4), 50.0 * float(model.stat.extent), dtype=np.float32)
+    depth[:2] = np.linspace(2.0, 3.0, 8, dtype=np.float32).reshape(2, 4)
+    grey = record.to_rgb("depth", depth, (near, far))[..., 0].astype(int)
+    assert (grey[2:] == 0).all()  # the background is black
+    assert grey[:2].max() - grey[:2].min() >= 30  # the scene spans visible greys
+    assert grey[0, 0] > grey[1, 3]  # nearer is brighter
