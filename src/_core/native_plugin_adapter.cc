@@ -175,6 +175,7 @@ std::map<std::string, double> NativePluginAdapter::statistics() {
   auto sink = [](void* context, const char* data, std::size_t size) {
     static_cast<std::string*>(context)->append(data, size);
   };
+  if (api_->call == nullptr) return {};  // a table without call (e.g. a minimal C plugin)
   const int status = api_->call(instance_, "statistics", "", sink, &reply, &error_);
   error_.message[0] = '\0';  // no such command: no figures, not a failure
   if (status != MJFAST_OK) return {};
