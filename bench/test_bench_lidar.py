@@ -5,16 +5,17 @@ with a lidar site on its head.
    by bare `mujoco.mj_multiRay` at the same simulated rate (mj_step 20 steps, rotate the
    precomputed directions, cast): at most 1.05.
 2. The per-step cost of a Lidar whose scan is not due (rate 1e-6 Hz) beside the same env without
-   plugins: at most 1.01. What it measures is the Python adapter's last_stage dispatch (a GIL
-   acquisition and a call) plus one chained comparison.
+   plugins: at most 1.01. What it measures is the native last_stage dispatch plus one
+   comparison of d->time against the not-due window.
 3. Async mode: steps/s of the stepping thread with the same lidar async / without a lidar, the
    time the stepping thread waited for the worker's previous scan left out (its own cost: the
    snapshot and the publication), at least 0.95. The raw rate, waits included, is reported
    beside it: at full speed the humanoid steps a 0.1 s period (20 steps) in about 0.35 ms of
    CPU while one 16k-ray cast takes about 1.8 ms on this machine, so the worker bounds the raw rate
-   and the stepping thread's own per-scan cost (snapshot, hand-off, publication: ~70-130 us in
-   Python, mostly thread wake-ups) is a large share of such a short period
-   (async mode pays off when stepping is paced, e.g. real time).
+   and the stepping thread sleeps for the rest of every cast; its own per-scan cost (snapshot,
+   hand-off, publication, and going to sleep and waking up for that wait: ~40-60 us natively)
+   is a large share of such a short period (async mode pays off when stepping is paced, e.g.
+   real time, where the stepping thread does not wait).
 All measured interleaved through conftest.py's `record.measured`; targets in conftest.TARGETS.
 Each figure is the CPU time of the stepping thread (`time.thread_time`; env.step steps on the
 calling thread), not wall time: on the shared 2-core development machine wall time mostly measures

@@ -177,6 +177,14 @@ class NativePluginHandle:
         """
         Run the plugin's Plugin::call(command, argument) and return its reply.
         """
+    def render_callback(self, model: typing.Any, data: typing.Any, scene: typing.Any) -> None:
+        """
+        Run the plugin's render callback into `scene` (a mujoco.MjvScene).
+        """
+    def statistics(self) -> dict[str, float]:
+        """
+        The plugin's figures: its reply to call('statistics'), a JSON object of numbers.
+        """
     @property
     def address(self) -> int:
         """
@@ -310,9 +318,9 @@ def in_plugin_callback() -> bool:
     """
     True on a thread that is inside a plugin callback (step callbacks, reset/on_reset, update_read/write, load/init, activate, unload/cleanup).
     """
-def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None) -> AdapterEntry:
+def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None, publisher: typing.Any = None) -> AdapterEntry:
     """
-    Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load().
+    Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish().
     """
 def passive_hook_owned() -> bool:
     """

@@ -354,7 +354,9 @@ class MujocoEnv:
             return _core.native_adapter(
                 name=spec.name, type=spec.type, library_path=target.library_path(),
                 symbol=target.symbol, config_json=config_json(spec.config),
-                camera_opener=_weak_method(self.open_offscreen_camera))
+                camera_opener=_weak_method(self.open_offscreen_camera),
+                publisher=Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}",
+                               self.bus, spec.name).publish)
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()

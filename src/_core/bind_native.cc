@@ -1,9 +1,15 @@
 // Exposes native (shared-library) plugins to the Python factory: `native_adapter(...)` builds the
 // AdapterEntry for one configured plugin, and NativePluginHandle is what acquire_plugin yields
 // for a native plugin.
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include <pybind11/numpy.h>
 
 #include "bindings.h"
 #include "camera_handle.h"
@@ -30,6 +36,35 @@ class NativePluginHandle {
   std::string call(const std::string& command, const std::string& argument) const {
     return checked().call(command, argument);
   }
+  // Runs the plugin's render callback into the caller's scene (mujoco.MjvScene), e.g. to draw
+  // what it visualises in a scene of one's own.
+  void render_callback(const py::object& model, const py::object& data,
+                       const py::object& scene) const {
+    NativePluginAdapter& adapter = checked();
+    const auto address = [](const py::object& object, const char* what) {
+      if (!py::hasattr(object, "_address")) {
+        throw py::type_error(std::string(what) + " must be a mujoco." + what + ", got " +
+                             py::str(py::type::of(object).attr("__name__")).cast<std::string>());
+      }
+      return object.attr("_address").cast<std::uintptr_t>();
+    };
+    auto* m = reinterpret_cast<const mjModel*>(address(model, "MjModel"));
+    auto* d = reinterpret_cast<mjData*>(address(data, "MjData"));
+    // mujoco.MjvScene does not expose its address, but its `flags` array views the struct's own
+    // field (as RenderCore's scenes are found, bind_render.cc).
+    if (!py::hasattr(scene, "flags") || !py::hasattr(scene, "maxgeom")) {
+      throw py::type_error("scene must be a mujoco.MjvScene, got " +
+                           py::str(py::type::of(scene).attr("__name__")).cast<std::string>());
+    }
+    const auto flags = scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
+    auto* s = reinterpret_cast<mjvScene*>(flags - offsetof(mjvScene, flags));
+    if (s->maxgeom != scene.attr("maxgeom").cast<int>()) {
+      throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
+    }
+    if ((adapter.callbacks() & mask_of(Callback::kRender)) == 0) return;
+    adapter.render(m, d, s);
+  }
+  std::map<std::string, double> statistics() const { return checked().statistics(); }
   std::uintptr_t address() const { return reinterpret_cast<std::uintptr_t>(checked().instance()); }
 
   const std::string& name() const { return name_; }
@@ -90,6 +125,57 @@ CameraOpener python_camera_opener(py::object opener) {
   };
 }
 
+// The C++ side of a native plugin's publish(): the env's `publisher(topic, message)` (its plugin
+// node's publish, so topics resolve as a Python plugin's do), called with the GIL taken for this
+// publication only. The fields were checked already; arrays are copied into new numpy arrays.
+Publisher python_publisher(py::object publisher) {
+  if (publisher.is_none()) return {};
+  auto held = std::shared_ptr<py::object>(new py::object(std::move(publisher)), [](py::object* p) {
+    py::gil_scoped_acquire gil;
+    delete p;
+  });
+  return [held](const std::string& topic, const mjfast_message_field* fields, std::size_t count) {
+    py::gil_scoped_acquire gil;
+    try {
+      py::dict message;
+      for (std::size_t i = 0; i < count; ++i) {
+        const mjfast_message_field& field = fields[i];
+        py::object value;
+        if (field.type == MJFAST_FIELD_STRING) {
+          value = py::str(static_cast<const char*>(field.data));
+        } else if (field.ndim == 0) {
+          switch (field.type) {
+            case MJFAST_FIELD_FLOAT64: value = py::float_(*static_cast<const double*>(field.data)); break;
+            case MJFAST_FIELD_FLOAT32: value = py::float_(*static_cast<const float*>(field.data)); break;
+            case MJFAST_FIELD_INT64: value = py::int_(*static_cast<const std::int64_t*>(field.data)); break;
+            case MJFAST_FIELD_INT32: value = py::int_(*static_cast<const std::int32_t*>(field.data)); break;
+            default: value = py::int_(*static_cast<const std::uint8_t*>(field.data)); break;
+          }
+        } else {
+          py::dtype dtype = field.type == MJFAST_FIELD_FLOAT64   ? py::dtype::of<double>()
+                            : field.type == MJFAST_FIELD_FLOAT32 ? py::dtype::of<float>()
+                            : field.type == MJFAST_FIELD_INT64   ? py::dtype::of<std::int64_t>()
+                            : field.type == MJFAST_FIELD_INT32   ? py::dtype::of<std::int32_t>()
+                                                                 : py::dtype::of<std::uint8_t>();
+          std::vector<py::ssize_t> shape(field.shape, field.shape + field.ndim);
+          py::array array(dtype, shape);  // owns its memory: the plugin's buffer is reused
+          if (array.nbytes() > 0) std::memcpy(array.mutable_data(), field.data, array.nbytes());
+          value = std::move(array);
+        }
+        message[py::str(field.key)] = std::move(value);
+      }
+      (*held)(topic, message);
+    } catch (py::error_already_set& error) {
+      const py::object value = error.value();
+      std::string text = py::str(value);
+      const py::object logic_error = py::module_::import("mjfast.errors").attr("LogicError");
+      if (py::isinstance(value, logic_error)) throw std::logic_error(text);
+      throw std::runtime_error(
+          py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>() + ": " + text);
+    }
+  };
+}
+
 }  // namespace
 
 py::object native_backend(const py::object& host_object, const PluginHost& host,
@@ -105,7 +191,7 @@ void bind_native(py::module_& module) {
   module.def(
       "native_adapter",
       [](std::string name, std::string type, std::string library_path, std::string symbol,
-         const std::string& config_json, py::object camera_opener) {
+         const std::string& config_json, py::object camera_opener, py::object publisher) {
         auto entry = std::make_shared<FactoryEntry>();
         entry->name = name;
         entry->type = type;
@@ -113,14 +199,16 @@ void bind_native(py::module_& module) {
         // waiting for the GIL could hold, so the GIL stays held.
         entry->adapter = std::make_unique<NativePluginAdapter>(
             std::move(name), std::move(type), std::move(library_path), std::move(symbol),
-            config_json, python_camera_opener(std::move(camera_opener)));
+            config_json, python_camera_opener(std::move(camera_opener)),
+            python_publisher(std::move(publisher)));
         return entry;
       },
       py::arg("name"), py::arg("type"), py::arg("library_path"), py::arg("symbol"),
       py::arg("config_json"), py::arg("camera_opener") = py::none(),
+      py::arg("publisher") = py::none(),
       "Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library "
       "and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's "
-      "open_offscreen_camera() during its load().");
+      "open_offscreen_camera() during its load(); `publisher(topic, message)` its publish().");
 
   py::class_<NativePluginHandle>(module, "NativePluginHandle",
                                  "A native plugin as env.acquire_plugin() yields it.")
@@ -130,6 +218,11 @@ void bind_native(py::module_& module) {
       .def_property_readonly("symbol", &NativePluginHandle::symbol)
       .def_property_readonly("address", &NativePluginHandle::address,
                              "The raw instance pointer (the plugin's C++ object).")
+      .def("render_callback", &NativePluginHandle::render_callback, py::arg("model"),
+           py::arg("data"), py::arg("scene"),
+           "Run the plugin's render callback into `scene` (a mujoco.MjvScene).")
+      .def("statistics", &NativePluginHandle::statistics,
+           "The plugin's figures: its reply to call('statistics'), a JSON object of numbers.")
       .def("call", &NativePluginHandle::call, py::arg("command"), py::arg("argument") = "",
            "Run the plugin's Plugin::call(command, argument) and return its reply.")
       .def("__repr__", [](const NativePluginHandle& handle) {

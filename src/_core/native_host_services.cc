@@ -1,8 +1,10 @@
 #include "native_host_services.h"
 
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "frame_store.h"
@@ -133,6 +135,13 @@ int request_reset(void* context, const char* keyframe, mjfast_error* error) {
                     [&] { static_cast<NativeHostServices*>(context)->request_reset(keyframe); });
 }
 
+int publish(void* context, const char* topic, const mjfast_message_field* fields,
+            std::size_t count, mjfast_error* error) {
+  return translated(error, [&] {
+    static_cast<NativeHostServices*>(context)->publish(topic, fields, count);
+  });
+}
+
 const mjfast_host_api kTable = {
     sizeof(mjfast_host_api),    &open_camera,
     &camera_close,              &camera_set_geom_group,
@@ -140,10 +149,47 @@ const mjfast_host_api kTable = {
     &camera_geom_group_enabled, &camera_visual_flag_enabled,
     &camera_plane_configured,   &camera_take_latest,
     &lease_release,             &request_pause,
-    &request_reset,
+    &request_reset,             &publish,
 };
 
 }  // namespace
+
+void check_message_fields(const mjfast_message_field* fields, std::size_t count) {
+  if (count > 0 && fields == nullptr) throw std::invalid_argument("publish: fields is NULL");
+  for (std::size_t i = 0; i < count; ++i) {
+    const mjfast_message_field& field = fields[i];
+    const std::string which = "publish: field " + std::to_string(i);
+    if (field.key == nullptr) throw std::invalid_argument(which + " has a NULL key");
+    const std::string named = which + " ('" + field.key + "')";
+    if (field.type < MJFAST_FIELD_FLOAT64 || field.type > MJFAST_FIELD_STRING) {
+      throw std::invalid_argument(named + " has type " + std::to_string(field.type) +
+                                  ", not one of MJFAST_FIELD_*");
+    }
+    if (field.ndim < 0 || field.ndim > MJFAST_FIELD_MAX_DIMS) {
+      throw std::invalid_argument(named + " has ndim " + std::to_string(field.ndim) +
+                                  ", expected 0 (a scalar) to " +
+                                  std::to_string(MJFAST_FIELD_MAX_DIMS));
+    }
+    if (field.type == MJFAST_FIELD_STRING && field.ndim != 0) {
+      throw std::invalid_argument(named + " is a string with ndim " + std::to_string(field.ndim) +
+                                  ", expected 0");
+    }
+    std::int64_t elements = 1;
+    for (int axis = 0; axis < field.ndim; ++axis) {
+      if (field.shape[axis] < 0 || field.shape[axis] > (std::int64_t{1} << 40)) {
+        throw std::invalid_argument(named + " has shape[" + std::to_string(axis) + "] = " +
+                                    std::to_string(field.shape[axis]) + ", out of range");
+      }
+      elements *= field.shape[axis];
+      if (elements > (std::int64_t{1} << 40)) {
+        throw std::invalid_argument(named + " has too many elements");
+      }
+    }
+    if (field.data == nullptr && elements > 0) {
+      throw std::invalid_argument(named + " has NULL data");
+    }
+  }
+}
 
 const mjfast_host_api* NativeHostServices::table() { return &kTable; }
 
@@ -186,6 +232,14 @@ void NativeHostServices::request_reset(const char* keyframe) {
   const auto env = requests_.lock();
   if (!env) throw std::logic_error("request_reset(): no env to ask (it was closed)");
   env->request_reset(keyframe ? std::optional<std::string>(keyframe) : std::nullopt);
+}
+
+void NativeHostServices::publish(const char* topic, const mjfast_message_field* fields,
+                                 std::size_t count) {
+  if (topic == nullptr) throw std::invalid_argument("publish: topic is NULL");
+  check_message_fields(fields, count);
+  if (!publisher_) throw std::logic_error("publish(): this env provides no bus to native plugins");
+  publisher_(topic, fields, count);
 }
 
 }  // namespace mjfast

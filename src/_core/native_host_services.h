@@ -2,10 +2,12 @@
 // instance: opening cameras during its load() through a CameraOpener, and the C functions that
 // forward the camera calls to CameraHandle, translating its exceptions into status codes; and the
 // simulation requests, forwarded to the env that created the instance (SimulationRequests, found
-// through its CreationScope when these services are built). It owns the C handles it gave out;
+// through its CreationScope when these services are built); and publishing on the env's bus
+// through a Publisher (the env's, in the plugin's node namespace). It owns the C handles it gave out;
 // where a camera's parameters come from is the opener's business.
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,10 +26,20 @@ namespace mjfast {
 // for a misuse, anything else for a failure (unknown name, parameters).
 using CameraOpener = std::function<std::shared_ptr<CameraHandle>(const std::string& name)>;
 
+// Publishes a message on the env's bus in the plugin's node namespace; the fields were checked
+// (types, shapes, keys) before it is called. Throws std::runtime_error for a failed publication.
+using Publisher = std::function<void(const std::string& topic, const mjfast_message_field* fields,
+                                     std::size_t count)>;
+
+// Throws std::invalid_argument naming the first malformed field (type, ndim, shape, key, data).
+void check_message_fields(const mjfast_message_field* fields, std::size_t count);
+
 class NativeHostServices {
  public:
-  explicit NativeHostServices(CameraOpener opener)
-      : opener_(std::move(opener)), requests_(SimulationRequests::current()) {}
+  explicit NativeHostServices(CameraOpener opener, Publisher publisher = {})
+      : opener_(std::move(opener)),
+        publisher_(std::move(publisher)),
+        requests_(SimulationRequests::current()) {}
   // Frees the cameras the plugin left open (it has been destroyed by now).
   ~NativeHostServices();
   NativeHostServices(const NativeHostServices&) = delete;
@@ -54,9 +66,12 @@ class NativeHostServices {
   // Throw std::logic_error when there is no env to ask (none created this instance, or it died).
   void request_pause();
   void request_reset(const char* keyframe);
+  // std::logic_error for malformed fields or no publisher; the publisher's errors otherwise.
+  void publish(const char* topic, const mjfast_message_field* fields, std::size_t count);
 
  private:
   CameraOpener opener_;
+  Publisher publisher_;
   std::weak_ptr<SimulationRequests> requests_;
   bool loading_ = false;  // set and read on the thread running the instance's load()
   std::mutex cameras_mutex_;  // close may come from any thread the host dispatches on

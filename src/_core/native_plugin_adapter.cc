@@ -2,10 +2,12 @@
 
 #include <dlfcn.h>
 
+#include <charconv>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -37,17 +39,58 @@ void* open_library(const std::string& path) {
   return handle;
 }
 
+// {"key": number, ...} -> figures; nullopt for anything else (no partial result).
+std::optional<std::map<std::string, double>> flat_figures(const std::string& text) {
+  std::map<std::string, double> figures;
+  std::size_t pos = 0;
+  const auto space = [&] {
+    while (pos < text.size() && std::strchr(" \t\r\n", text[pos]) != nullptr) ++pos;
+  };
+  const auto take = [&](char c) {
+    space();
+    if (pos >= text.size() || text[pos] != c) return false;
+    ++pos;
+    return true;
+  };
+  if (!take('{')) return std::nullopt;
+  if (take('}')) {
+    space();
+    return pos == text.size() ? std::optional(figures) : std::nullopt;
+  }
+  while (true) {
+    if (!take('"')) return std::nullopt;
+    const std::size_t end = text.find('"', pos);
+    if (end == std::string::npos) return std::nullopt;
+    std::string key = text.substr(pos, end - pos);
+    if (key.find('\\') != std::string::npos) return std::nullopt;  // no escapes in a figure name
+    pos = end + 1;
+    if (!take(':')) return std::nullopt;
+    space();
+    double value = 0.0;
+    const std::from_chars_result read =
+        std::from_chars(text.data() + pos, text.data() + text.size(), value);
+    if (read.ec != std::errc()) return std::nullopt;
+    pos = static_cast<std::size_t>(read.ptr - text.data());
+    figures[std::move(key)] = value;
+    if (take(',')) continue;
+    if (!take('}')) return std::nullopt;
+    space();
+    return pos == text.size() ? std::optional(figures) : std::nullopt;
+  }
+}
+
 }  // namespace
 
 NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
                                          std::string library_path, std::string symbol,
                                          const std::string& config_json,
-                                         CameraOpener camera_opener)
+                                         CameraOpener camera_opener, Publisher publisher)
     : name_(std::move(name)),
       type_(std::move(type)),
       library_path_(std::move(library_path)),
       symbol_(std::move(symbol)),
-      services_(std::make_unique<NativeHostServices>(std::move(camera_opener))) {
+      services_(std::make_unique<NativeHostServices>(std::move(camera_opener),
+                                                     std::move(publisher))) {
   void* library = open_library(library_path_);
   dlerror();
   void* entry = dlsym(library, symbol_.c_str());
@@ -125,6 +168,18 @@ void NativePluginAdapter::unload() {
   std::fprintf(stderr, "mjfast: plugin '%s' raised in unload(): %s\n", name_.c_str(),
                error_.message[0] ? error_.message : "native plugin failed without a message");
   error_.message[0] = '\0';
+}
+
+std::map<std::string, double> NativePluginAdapter::statistics() {
+  std::string reply;
+  auto sink = [](void* context, const char* data, std::size_t size) {
+    static_cast<std::string*>(context)->append(data, size);
+  };
+  if (api_->call == nullptr) return {};  // a table without call (e.g. a minimal C plugin)
+  const int status = api_->call(instance_, "statistics", "", sink, &reply, &error_);
+  error_.message[0] = '\0';  // no such command: no figures, not a failure
+  if (status != MJFAST_OK) return {};
+  return flat_figures(reply).value_or(std::map<std::string, double>{});
 }
 
 std::string NativePluginAdapter::call(const std::string& command, const std::string& argument) {

@@ -34,17 +34,20 @@ class NativePluginAdapter final : public IPluginAdapter {
   // Opens `library_path` (kept open for the life of the process), looks up `symbol`, checks the
   // ABI version and creates the instance. Throws std::runtime_error naming the library and the
   // reason (a factory failure). `camera_opener` serves the instance's open_offscreen_camera()
-  // (empty: the instance gets host services that refuse to open cameras).
+  // (empty: the instance gets host services that refuse to open cameras); `publisher` serves its
+  // publish() (empty: refused).
   NativePluginAdapter(std::string name, std::string type, std::string library_path,
                       std::string symbol, const std::string& config_json,
-                      CameraOpener camera_opener = {});
+                      CameraOpener camera_opener = {}, Publisher publisher = {});
   ~NativePluginAdapter() override;
   NativePluginAdapter(const NativePluginAdapter&) = delete;
   NativePluginAdapter& operator=(const NativePluginAdapter&) = delete;
 
   bool load(const mjModel* m, mjData* d) override;
   CallbackMask callbacks() override { return api_->callbacks & kKnownCallbacks; }
-  std::map<std::string, double> statistics() override { return {}; }
+  // The plugin's own figures: its reply to call("statistics") when that is a flat JSON object of
+  // numbers (a plugin without the command, or with another reply, has none).
+  std::map<std::string, double> statistics() override;
   bool activate() override;
 
   void control(const mjModel* m, mjData* d) override { check(api_->control(instance_, m, d, &error_)); }

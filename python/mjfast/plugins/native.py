@@ -1,15 +1,15 @@
 """Descriptors of mjfast's own native plugins, compiled into libmjfast_plugins.so (src/plugins).
 
-`mjfast/NoOp` (the dispatch-cost baseline), `mjfast/PDController` (joint-space PD on ctrl) and
-`mjfast/ExternalWrench` (a timed push on a body); their configuration keys are in the README and
-at the top of each source file.
+`mjfast/NoOp` (the dispatch-cost baseline), `mjfast/PDController` (joint-space PD on ctrl),
+`mjfast/ExternalWrench` (a timed push on a body) and `mjfast/Lidar` (mj_multiRay scans, sync or
+async, SPEC §14); their configuration keys are in the README and at the top of each source file.
 """
 
 from __future__ import annotations
 
 from mjfast.native import NativePlugin
 
-__all__ = ["ExternalWrench", "NoOp", "PDController"]
+__all__ = ["ExternalWrench", "Lidar", "NoOp", "PDController"]
 
 _LIBRARY = "libmjfast_plugins.so"
 
@@ -23,3 +23,5 @@ ExternalWrench = NativePlugin(
     _LIBRARY, "ExternalWrench", package=__package__,
     config_keys={"body": str, "force": list, "torque": list, "point": list, "start": float,
                  "duration": float, "ramp_down": float})
+# Lidar checks its keys itself, with the messages of SPEC §14's Python original.
+Lidar = NativePlugin(_LIBRARY, "Lidar", package=__package__)

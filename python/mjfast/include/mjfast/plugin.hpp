@@ -25,6 +25,9 @@
 //
 // Simulation requests (SPEC section 13): `request_pause()` / `request_reset("home")` from any
 // callback ask the env to pause its physics thread or reset the world at its next step boundary.
+//
+// Publishing: `publish("~scan", mjfast::Message().scalar("time", d->time).array(...))` puts a dict
+// on the env's bus (numpy arrays for arrays), taking the GIL only for that publication.
 #pragma once
 
 #include <algorithm>
@@ -34,7 +37,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <exception>
+#include <initializer_list>
 #include <locale>
 #include <map>
 #include <memory>
@@ -80,6 +85,9 @@ class Config {
   bool is_string() const { return kind_ == Kind::kString; }
   bool is_bool() const { return kind_ == Kind::kBool; }
   bool is_list() const { return kind_ == Kind::kList; }
+  // A number written without a fraction or an exponent ("3", not "3.0" or "3e0"): what Python's
+  // json writes for an int, so that a plugin can refuse 3.0 where Python code would.
+  bool is_integer_literal() const { return kind_ == Kind::kNumber && integral_; }
   bool is_mapping() const { return kind_ == Kind::kMapping; }
 
   // Typed values of this node; a mismatch throws "config key '<path>' must be a <kind>, got <kind>".
@@ -235,7 +243,9 @@ class Config {
       if (consume("NaN")) { node.number_ = std::nan(""); return node; }
       if (consume("Infinity")) { node.number_ = HUGE_VAL; return node; }
       if (consume("-Infinity")) { node.number_ = -HUGE_VAL; return node; }
+      const std::size_t start = pos;
       node.number_ = number_literal();
+      node.integral_ = text.find_first_of(".eE", start) >= pos;
       return node;
     }
     // A JSON number, read independently of the process locale (strtod would stop at the '.' of
@@ -417,6 +427,7 @@ class Config {
   std::string path_;
   bool bool_ = false;
   double number_ = 0.0;
+  bool integral_ = false;
   std::string string_;
   std::vector<Config> list_;
   std::map<std::string, Config> mapping_;
@@ -563,6 +574,81 @@ class Camera {
 };
 
 // ------------------------------------------------------------------------------------------------
+// Publishing: a message as typed fields (mjfast_message_field) that the host turns into a dict.
+
+// Built field by field; scalars and strings are copied into the message, arrays are referenced
+// (their memory must stay valid until publish() returns; the host copies them).
+//   mjfast::Message message;
+//   message.scalar("time", d->time).array("ranges", ranges.data(), {n}).string("frame", "lidar");
+//   publish("~scan", message);
+class Message {
+ public:
+  Message() = default;
+  // Fields point into this message's own storage: copying would leave them pointing at the
+  // original's; moving keeps them (a deque's elements do not move with it).
+  Message(const Message&) = delete;
+  Message& operator=(const Message&) = delete;
+  Message(Message&&) = default;
+  Message& operator=(Message&&) = default;
+
+  Message& scalar(const char* key, double value) {
+    doubles_.push_back(value);
+    return add(key, MJFAST_FIELD_FLOAT64, &doubles_.back(), {});
+  }
+  Message& integer(const char* key, std::int64_t value) {
+    integers_.push_back(value);
+    return add(key, MJFAST_FIELD_INT64, &integers_.back(), {});
+  }
+  Message& string(const char* key, std::string value) {
+    strings_.push_back(std::move(value));
+    return add(key, MJFAST_FIELD_STRING, strings_.back().c_str(), {});
+  }
+  Message& array(const char* key, const double* data, std::initializer_list<std::int64_t> shape) {
+    return add(key, MJFAST_FIELD_FLOAT64, data, shape);
+  }
+  Message& array(const char* key, const float* data, std::initializer_list<std::int64_t> shape) {
+    return add(key, MJFAST_FIELD_FLOAT32, data, shape);
+  }
+  Message& array(const char* key, const std::int32_t* data,
+                 std::initializer_list<std::int64_t> shape) {
+    return add(key, MJFAST_FIELD_INT32, data, shape);
+  }
+  void clear() {
+    fields_.clear();
+    keys_.clear();
+    doubles_.clear();
+    integers_.clear();
+    strings_.clear();
+  }
+  const std::vector<mjfast_message_field>& fields() const { return fields_; }
+
+ private:
+  Message& add(const char* key, std::int32_t type, const void* data,
+               std::initializer_list<std::int64_t> shape) {
+    if (shape.size() > MJFAST_FIELD_MAX_DIMS) {
+      throw std::invalid_argument(std::string("message field '") + key + "' has more than " +
+                                  std::to_string(MJFAST_FIELD_MAX_DIMS) + " dimensions");
+    }
+    keys_.emplace_back(key);
+    mjfast_message_field field{};
+    field.key = keys_.back().c_str();
+    field.type = type;
+    field.ndim = static_cast<std::int32_t>(shape.size());
+    std::copy(shape.begin(), shape.end(), field.shape);
+    field.data = data;
+    fields_.push_back(field);
+    return *this;
+  }
+
+  // Deques: growing them never moves the elements that fields already point at.
+  std::vector<mjfast_message_field> fields_;
+  std::deque<std::string> keys_;
+  std::deque<double> doubles_;
+  std::deque<std::int64_t> integers_;
+  std::deque<std::string> strings_;
+};
+
+// ------------------------------------------------------------------------------------------------
 // The base class: the MujocoPlugin callbacks and the ControlPlugin hooks.
 
 namespace detail {
@@ -637,6 +723,29 @@ class Plugin {
     detail::check_host(
         requests_host("request_reset()")->request_reset(host_context_, keyframe, &error), error);
   }
+
+  // Publishes `message` on the env's bus as a dict, as the plugin's Python node would: `~scan` is
+  // `<env namespace>/<plugin name>/scan`, `/absolute` is global. The GIL is taken for the
+  // publication only; subscribers run on the calling thread before this returns. From any
+  // callback or a thread of the plugin's own. std::logic_error when this mjfast has no publish
+  // service (or gives this instance no bus), std::runtime_error when the publication fails.
+  void publish(const std::string& topic, const Message& message) {
+    if (host_ == nullptr || !MJFAST_HOST_API_HAS_PUBLISH(host_)) {
+      throw std::logic_error("publish(): this mjfast provides no publishing to native plugins");
+    }
+    mjfast_error error{};
+    const std::vector<mjfast_message_field>& fields = message.fields();
+    detail::check_host(host_->publish(host_context_, topic.c_str(), fields.data(), fields.size(),
+                                      &error),
+                       error);
+  }
+  // Whether publish() can work here (a host with the publish service).
+  bool can_publish() const { return host_ != nullptr && MJFAST_HOST_API_HAS_PUBLISH(host_); }
+
+  // The raw host table and this instance's context for it (nullptr before set_host, or from an
+  // mjfast without host services): for a host service the C++ layer does not wrap.
+  const mjfast_host_api* host_api() const { return host_; }
+  void* host_context() const { return host_context_; }
 
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.

@@ -26,6 +26,9 @@
  * request_reset ask the env to pause its physics thread or reset the world at its next step
  * boundary. They are requests, not calls: they return at once, from any callback (load included)
  * on any thread; MJFAST_HOST_API_HAS_REQUESTS(host) says whether the host table has them.
+ *
+ * Publishing (later still, at the end of the host table): publish puts a message on the env's bus
+ * as a Python dict; MJFAST_HOST_API_HAS_PUBLISH(host) says whether the host table has it.
  */
 #ifndef MJFAST_PLUGIN_ABI_H_
 #define MJFAST_PLUGIN_ABI_H_
@@ -81,6 +84,25 @@ typedef struct mjfast_frame_view {
   uint64_t frame_generation;
 } mjfast_frame_view;
 
+/* One entry of a published message (publish below): `key` -> a Python float/int/str, or a numpy
+ * array (a copy) of `shape`. */
+#define MJFAST_FIELD_FLOAT64 0 /* double */
+#define MJFAST_FIELD_FLOAT32 1 /* float */
+#define MJFAST_FIELD_INT64 2   /* int64_t */
+#define MJFAST_FIELD_INT32 3   /* int32_t */
+#define MJFAST_FIELD_UINT8 4   /* uint8_t */
+#define MJFAST_FIELD_STRING 5  /* data: NUL-terminated UTF-8; ndim must be 0 */
+#define MJFAST_FIELD_MAX_DIMS 4
+
+typedef struct mjfast_message_field {
+  const char* key;  /* NUL-terminated UTF-8; a later field with the same key replaces an earlier */
+  int32_t type;     /* MJFAST_FIELD_* */
+  int32_t ndim;     /* 0: a scalar (Python float or int; data points at one element);
+                     * 1..MJFAST_FIELD_MAX_DIMS: a C-ordered numpy array of `shape` */
+  int64_t shape[MJFAST_FIELD_MAX_DIMS]; /* the first ndim are used, each >= 0 */
+  const void* data; /* read during the publish call only; may be NULL for an empty array */
+} mjfast_message_field;
+
 /* Host services, with the contract of mjfast's Python camera handle (SPEC section 10). Functions
  * returning int return MJFAST_OK, MJFAST_ERROR (a runtime error: "camera is unavailable during
  * reload") or MJFAST_LOGIC_ERROR (a misuse: opening outside load, take_latest before
@@ -123,6 +145,19 @@ typedef struct mjfast_host_api {
    * env was closed). */
   int (*request_pause)(void* host_context, mjfast_error* error);
   int (*request_reset)(void* host_context, const char* keyframe, mjfast_error* error);
+
+  /* Publishing (later than the simulation requests: check MJFAST_HOST_API_HAS_PUBLISH).
+   * Publishes {key: value, ...} of the `count` fields on `topic` on the env's bus, as the
+   * plugin's Python node would: a relative or `~private` topic resolves in the plugin's namespace
+   * (`~scan` -> `<env namespace>/<plugin name>/scan`), a `/absolute` one is global. The host
+   * copies everything before it returns and delivers the message to the topic's subscribers on
+   * the calling thread, which takes the GIL for that (and only then). From any callback or any
+   * thread of the plugin's own, while the instance lives.
+   * Returns MJFAST_OK; MJFAST_ERROR for a failed publication (a bad topic, a subscriber-side
+   * failure that the bus raises); MJFAST_LOGIC_ERROR for a malformed field (unknown type, bad
+   * ndim or shape, NULL key) or when the env provides no bus to this instance. */
+  int (*publish)(void* host_context, const char* topic, const mjfast_message_field* fields,
+                 size_t count, mjfast_error* error);
 } mjfast_host_api;
 
 /* The host table as first released (camera services only): the smallest struct_size a plugin
@@ -131,6 +166,10 @@ typedef struct mjfast_host_api {
 #define MJFAST_HOST_API_HAS_REQUESTS(host)                                          \
   ((host)->struct_size >= offsetof(mjfast_host_api, request_reset) +                \
                               sizeof(((mjfast_host_api*)0)->request_reset))
+
+#define MJFAST_HOST_API_HAS_PUBLISH(host)                                           \
+  ((host)->struct_size >= offsetof(mjfast_host_api, publish) +                      \
+                              sizeof(((mjfast_host_api*)0)->publish))
 
 /* Receives the reply of mjfast_plugin_api.call; may be called several times (appends). */
 typedef void (*mjfast_string_sink)(void* context, const char* data, size_t size);

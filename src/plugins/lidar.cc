@@ -1,0 +1,755 @@
+// mjfast/Lidar: a 2-D or 3-D lidar cast with MuJoCo's mj_multiRay, sync or async (SPEC §14).
+//
+// Configuration keys (validated in load(); a failure names the key and what was expected, with
+// the messages of the Python plugin this replaces):
+// - `site` (required): the rays start at this site, in its frame (x forward, z up); geoms of the
+//   site's own body are not seen (none are excluded when the site is on the world body).
+// - `horizontal: {samples, min_angle, max_angle}`: azimuth, radians, counter-clockwise about +z;
+//   default 360 samples over the full turn starting at -pi (`max_angle` defaults to one increment
+//   short of `min_angle + 2 pi`).
+// - `vertical: {samples, min_angle, max_angle}`: elevation, radians, positive upward; default one
+//   ring at elevation 0 (a 2-D scan). Both ends are sampled, spaced `(max - min) / (samples - 1)`.
+// - `range: {min, max}` (required, metres), `rate_hz` (simulated time, default 10),
+//   `geom_groups` (the geom groups the rays see, default all), `noise_std` (metres of Gaussian
+//   noise on each return, default 0) and `seed` (default 0; env.reset() restarts the generator),
+//   `async` (default false), `visualize` (default false).
+//
+// One ring publishes `~scan` {time, angle_min, angle_max, angle_increment, range_min, range_max,
+// ranges} (float32, +inf for no return within max, -inf for a return closer than min); more rings
+// publish `~points` {time, frame, points} (float32 V x H x 3 in the site frame, rows by rising
+// elevation, columns by rising azimuth, NaN for no return within range).
+//
+// How it is fast: the per-step test of a scan that is not due is one comparison of d->time
+// against the window [previous due time, next due time) in last_stage. The ray directions are
+// computed once in the site frame at load and rotated by the site's orientation per scan, then
+// cast by one mj_multiRay call. Sync mode casts in last_stage on the physics thread. Async mode
+// copies, at a due step, the poses mj_multiRay reads (geom, body and inertial frames; the whole
+// mjData when the model has flexes) into the worker's own mjData, and a worker thread
+// ("mjfast-lidar") casts and builds the message buffers there; the physics thread publishes that
+// result at the next due step, one period late and stamped with the snapshot's time. Poses are
+// copied rather than recomputed by mj_kinematics from a copy of qpos: in last_stage the frames
+// belong to the state before the step's integration (the state the sync cast sees), while qpos
+// is already the next state; and the copy is a few kB. If the worker has not finished by the next
+// due step, the physics thread waits for it, so that results stay deterministic; the waits are in
+// the statistics (`worker_waits`, `worker_wait_s`).
+//
+// Noise: std::mt19937_64 seeded by `seed` with std::normal_distribution, one draw per ray every
+// scan (misses included, so the sequence does not depend on the scene); reset by env.reset().
+// The values differ from the Python plugin's numpy Generator; reproducibility and spread do not.
+//
+// `visualize: true` draws the latest published scan's returns as line geoms from the site in
+// render, as many as the scene has room for; the rest are counted (`visual_geoms_dropped`).
+// Statistics (acquire_plugin(...).statistics() or call("statistics")): rays, scans,
+// worker_waits, worker_wait_s, visual_geoms_dropped.
+#include <pthread.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <mjfast/plugin.hpp>
+
+namespace mjfast_plugins {
+namespace {
+
+using mjfast::Config;
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr float kRayRgba[4] = {1.0f, 0.1f, 0.1f, 0.8f};
+constexpr double kRayWidth = 2.0;  // pixels, for mjGEOM_LINE
+// How long the worker spins for its next job after a cast before sleeping: when the physics thread
+// was waiting for that cast, the next job comes a few microseconds later, and taking it without a
+// wake-up syscall saved the stepping thread ~60 us of CPU per scan on the humanoid benchmark (a
+// condition-variable wake-up on the development VM). The physics thread never spins: its wait is
+// typically the rest of a cast (milliseconds), where a spin would be all cost.
+constexpr std::chrono::microseconds kWorkerSpin{200};
+
+// -- messages that read like the Python plugin's (Python's repr of the configured values) --------
+
+// repr(float): the shortest text that reads back as the same double, with ".0" when integral.
+std::string float_repr(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char text[32];
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof(text), "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
+  std::string result = text;
+  if (result.find_first_of(".en") == std::string::npos) result += ".0";
+  return result;
+}
+
+std::string string_repr(const std::string& text) {
+  const bool double_quotes = text.find('\'') != std::string::npos &&
+                             text.find('"') == std::string::npos;
+  const char quote = double_quotes ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out + quote;
+}
+
+std::string repr(const Config& value) {
+  switch (value.kind()) {
+    case Config::Kind::kNull:
+      return "None";
+    case Config::Kind::kBool:
+      return value.as_bool() ? "True" : "False";
+    case Config::Kind::kNumber:
+      if (value.is_integer_literal() && std::fabs(value.as_number()) < 1e18) {
+        return std::to_string(static_cast<long long>(value.as_number()));
+      }
+      return float_repr(value.as_number());
+    case Config::Kind::kString:
+      return string_repr(value.as_string());
+    case Config::Kind::kList: {
+      std::string out = "[";
+      for (std::size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + repr(value[i]);
+      return out + "]";
+    }
+    case Config::Kind::kMapping: {
+      std::string out = "{";
+      bool first = true;
+      for (const std::string& key : value.keys()) {
+        out += (first ? "" : ", ") + string_repr(key) + ": " + repr(value.at(key));
+        first = false;
+      }
+      return out + "}";
+    }
+  }
+  return "?";
+}
+
+std::string list_repr(const std::vector<std::string>& names) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + string_repr(names[i]);
+  return out + "]";
+}
+
+// Python's `f"{x:g}"`.
+std::string g_format(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", value);
+  return text;
+}
+
+// difflib.SequenceMatcher(None, a, b).ratio() without junk (b is short: no autojunk).
+double similarity(const std::string& a, const std::string& b) {
+  if (a.empty() && b.empty()) return 1.0;
+  // Matching blocks: the longest common block (earliest in a, then in b), then both sides.
+  std::size_t matches = 0;
+  std::vector<std::array<std::size_t, 4>> queue{{0, a.size(), 0, b.size()}};
+  while (!queue.empty()) {
+    const auto [alo, ahi, blo, bhi] = queue.back();
+    queue.pop_back();
+    std::size_t best_i = alo, best_j = blo, best = 0;
+    // run[j + 1]: the length of the common run ending at (the previous i, b[j]).
+    std::vector<std::size_t> previous(bhi - blo + 1, 0), current(bhi - blo + 1, 0);
+    for (std::size_t i = alo; i < ahi; ++i) {
+      for (std::size_t j = blo; j < bhi; ++j) {
+        const std::size_t k = a[i] == b[j] ? previous[j - blo] + 1 : 0;
+        current[j - blo + 1] = k;
+        if (k > best) {  // strictly longer: ties keep the earliest in a, then in b
+          best = k;
+          best_i = i + 1 - k;
+          best_j = j + 1 - k;
+        }
+      }
+      std::swap(previous, current);
+    }
+    if (best == 0) continue;
+    matches += best;
+    if (alo < best_i && blo < best_j) queue.push_back({alo, best_i, blo, best_j});
+    if (best_i + best < ahi && best_j + best < bhi) {
+      queue.push_back({best_i + best, ahi, best_j + best, bhi});
+    }
+  }
+  return 2.0 * static_cast<double>(matches) / static_cast<double>(a.size() + b.size());
+}
+
+// difflib.get_close_matches(word, names, n=3, cutoff=0.6).
+std::vector<std::string> close_matches(const std::string& word,
+                                       const std::vector<std::string>& names) {
+  std::vector<std::pair<double, std::string>> scored;
+  for (const std::string& name : names) {
+    const double score = similarity(name, word);
+    if (score >= 0.6) scored.emplace_back(score, name);
+  }
+  std::sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x > y; });
+  std::vector<std::string> result;
+  for (std::size_t i = 0; i < scored.size() && i < 3; ++i) result.push_back(scored[i].second);
+  return result;
+}
+
+// -- configuration checks (mjfast/plugins/_sensing.py's, message for message) ---------------------
+
+class Checker {
+ public:
+  explicit Checker(std::string plugin) : plugin_(std::move(plugin)) {}
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error(plugin_ + ": " + what);
+  }
+
+  void check_keys(const Config& config, const std::set<std::string>& allowed,
+                  const std::string& where = "") const {
+    for (const std::string& key : config.keys()) {  // sorted, as Python's sorted()
+      if (allowed.count(key) == 0) {
+        const std::string prefix = where.empty() ? "" : where + ".";
+        fail("unknown configuration key " + prefix + string_repr(key) + "; expected one of " +
+             list_repr(std::vector<std::string>(allowed.begin(), allowed.end())));
+      }
+    }
+  }
+
+  // `value` nullptr: the default. minimum: NaN for none.
+  double number(const std::string& key, const Config* value, double fallback,
+                double minimum = std::nan(""), bool strict = false) const {
+    if (value == nullptr) return check_bound(key, fallback, float_repr(fallback), minimum, strict);
+    if (!value->is_number()) fail(key + " must be a number, got " + repr(*value));
+    const double result = value->as_number();
+    if (!std::isfinite(result)) fail(key + " must be a finite number, got " + repr(*value));
+    return check_bound(key, result, repr(*value), minimum, strict);
+  }
+
+  int positive_int(const std::string& key, const Config* value, int fallback) const {
+    if (value == nullptr) return fallback;
+    if (!value->is_integer_literal() || value->as_number() < 1 ||
+        value->as_number() > std::numeric_limits<int>::max()) {
+      fail(key + " must be a positive integer, got " + repr(*value));
+    }
+    return static_cast<int>(value->as_number());
+  }
+
+  std::uint64_t seed(const Config* value) const {
+    if (value == nullptr) return 0;
+    if (!value->is_integer_literal() || value->as_number() < 0 ||
+        value->as_number() >= 18446744073709551616.0) {
+      fail("seed must be a non-negative integer, got " + repr(*value));
+    }
+    return static_cast<std::uint64_t>(value->as_number());
+  }
+
+ private:
+  double check_bound(const std::string& key, double value, const std::string& text,
+                     double minimum, bool strict) const {
+    if (!std::isnan(minimum) && (strict ? value <= minimum : value < minimum)) {
+      fail(key + " must be " + (strict ? ">" : ">=") + " " + g_format(minimum) + ", got " + text);
+    }
+    return value;
+  }
+
+  std::string plugin_;
+};
+
+const Config* get(const Config& mapping, const std::string& key) {
+  return mapping.has(key) ? &mapping.at(key) : nullptr;
+}
+
+// The sampled angles of one axis, rising (horizontal: full_turn).
+std::vector<double> angles(const Checker& check, const std::string& key, const Config* spec,
+                           int default_samples, bool full_turn) {
+  static const Config empty = Config::parse("{}");
+  if (spec == nullptr || spec->is_null()) spec = &empty;
+  if (!spec->is_mapping()) {
+    check.fail(key + " must be a mapping {samples, min_angle, max_angle}, got " + repr(*spec));
+  }
+  check.check_keys(*spec, {"samples", "min_angle", "max_angle"}, key);
+  const int samples = check.positive_int(key + ".samples", get(*spec, "samples"), default_samples);
+  double low = 0.0;
+  double high_default = 0.0;
+  if (full_turn) {
+    low = check.number(key + ".min_angle", get(*spec, "min_angle"), -kPi);
+    high_default = low + 2 * kPi * (samples - 1) / samples;
+  } else {
+    if (samples > 1 && !(spec->has("min_angle") && spec->has("max_angle"))) {
+      check.fail(key + " with " + std::to_string(samples) + " samples needs min_angle and " +
+                 "max_angle");
+    }
+    low = check.number(key + ".min_angle", get(*spec, "min_angle"), 0.0);
+    high_default = low;
+  }
+  const double high = check.number(key + ".max_angle", get(*spec, "max_angle"), high_default);
+  if (high < low) {
+    check.fail(key + ".max_angle must be >= " + key + ".min_angle, got " + float_repr(high) +
+               " < " + float_repr(low));
+  }
+  if (samples == 1 && high != low) {
+    check.fail(key + " with one sample needs min_angle == max_angle, got " + float_repr(low) +
+               " and " + float_repr(high));
+  }
+  if (!full_turn && (low < -kPi / 2 || high > kPi / 2)) {
+    check.fail(key + " angles must lie in [-pi/2, pi/2], got [" + float_repr(low) + ", " +
+               float_repr(high) + "]");
+  }
+  // numpy.linspace: start + i * step, the last one exactly `high`.
+  std::vector<double> result(static_cast<std::size_t>(samples), low);
+  if (samples > 1) {
+    const double step = (high - low) / (samples - 1);
+    for (int i = 0; i < samples; ++i) result[i] = low + i * step;
+    result.back() = high;
+  }
+  return result;
+}
+
+// Due times at whole multiples of the period in simulated time (mjfast/plugins/_sensing.py's
+// RateSchedule): not due iff low <= t < high; a time below the window (a reset) is due.
+struct Window {
+  double low;
+  double high;
+};
+
+// One cast's buffers; the message arrays are rebuilt in place each scan.
+struct Scan {
+  explicit Scan(std::size_t rays)
+      : vec(rays * 3), dist(rays), ranges(rays), geomid(rays), out(rays * 3) {}
+  std::vector<mjtNum> vec;
+  std::vector<mjtNum> dist;
+  std::vector<double> ranges;
+  std::vector<int> geomid;
+  std::vector<float> out;  // ranges (one ring) or points (V x H x 3)
+  std::vector<mjtNum> hits;  // world hit points of the finite returns (visualize)
+  mjtNum origin[3] = {0, 0, 0};
+  mjtNum rotation[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+  double time = 0.0;
+};
+
+class Lidar final : public mjfast::Plugin {
+ public:
+  using Plugin::Plugin;
+  ~Lidar() override { stop_worker(); }
+
+  bool load(const mjModel* m, mjData* d) override {
+    const Checker check(name());
+    const Config& config = this->config();
+    check.check_keys(config, {"site", "horizontal", "vertical", "range", "rate_hz", "geom_groups",
+                              "noise_std", "seed", "async", "visualize"});
+    if (!config.has("site")) check.fail("site is required: the name of the site the rays start at");
+    const Config& site = config.at("site");
+    site_ = site.is_string() ? mj_name2id(m, mjOBJ_SITE, site.as_string().c_str()) : -1;
+    if (site_ < 0) {
+      std::vector<std::string> names;
+      for (int i = 0; i < m->nsite; ++i) {
+        const char* name = mj_id2name(m, mjOBJ_SITE, i);
+        if (name != nullptr && *name != '\0') names.emplace_back(name);
+      }
+      std::string word = site.is_string() ? site.as_string() : repr(site);
+      const std::vector<std::string> close = close_matches(word, names);
+      const std::string hint =
+          close.empty()
+              ? "; the model has " +
+                    list_repr(std::vector<std::string>(
+                        names.begin(), names.begin() + std::min<std::size_t>(10, names.size())))
+              : "; close matches: " + list_repr(close);
+      check.fail("the model has no site named " + repr(site) + hint);
+    }
+    frame_ = site.as_string();
+    const int body = m->site_bodyid[site_];
+    exclude_ = body > 0 ? body : -1;
+    const std::vector<double> azimuth =
+        angles(check, "horizontal", get(config, "horizontal"), 360, true);
+    const std::vector<double> elevation =
+        angles(check, "vertical", get(config, "vertical"), 1, false);
+    const Config* range = get(config, "range");
+    if (range == nullptr || !range->is_mapping() || !range->has("max")) {
+      check.fail("range is required: a mapping {min, max} in metres, got " +
+                 (range == nullptr ? std::string("None") : repr(*range)));
+    }
+    check.check_keys(*range, {"min", "max"}, "range");
+    range_min_ = check.number("range.min", get(*range, "min"), 0.0, 0.0);
+    range_max_ = check.number("range.max", get(*range, "max"), 0.0, range_min_, true);
+    const double rate_hz = check.number("rate_hz", get(config, "rate_hz"), 10.0, 0.0, true);
+    noise_std_ = check.number("noise_std", get(config, "noise_std"), 0.0, 0.0);
+    seed_ = check.seed(get(config, "seed"));
+    if (const Config* groups = get(config, "geom_groups"); groups != nullptr && !groups->is_null()) {
+      bool ok = groups->is_list();
+      std::vector<mjtByte> mask(mjNGROUP, 0);
+      for (std::size_t i = 0; ok && i < groups->size(); ++i) {
+        const Config& group = (*groups)[i];
+        ok = group.is_integer_literal() && group.as_number() >= 0 &&
+             group.as_number() < mjNGROUP;
+        if (ok) mask[static_cast<int>(group.as_number())] = 1;
+      }
+      if (!ok) {
+        check.fail("geom_groups must be a list of geom groups in 0.." +
+                   std::to_string(mjNGROUP - 1) + ", got " + repr(*groups));
+      }
+      geomgroup_ = mask;
+    }
+    for (const char* key : {"async", "visualize"}) {
+      const Config* flag = get(config, key);
+      if (flag != nullptr && !flag->is_bool()) {
+        check.fail(std::string(key) + " must be true or false, got " + repr(*flag));
+      }
+      (std::strcmp(key, "async") == 0 ? async_ : visualize_) = flag != nullptr && flag->as_bool();
+    }
+    if (!can_publish()) {
+      throw std::runtime_error(name() + ": this mjfast gives native plugins no publish service");
+    }
+
+    // Directions in the site frame, rows by rising elevation, columns by rising azimuth.
+    rows_ = static_cast<int>(elevation.size());
+    columns_ = static_cast<int>(azimuth.size());
+    rays_ = rows_ * columns_;
+    directions_.resize(static_cast<std::size_t>(rays_) * 3);
+    for (int r = 0; r < rows_; ++r) {
+      for (int c = 0; c < columns_; ++c) {
+        double* direction = &directions_[(static_cast<std::size_t>(r) * columns_ + c) * 3];
+        direction[0] = std::cos(elevation[r]) * std::cos(azimuth[c]);
+        direction[1] = std::cos(elevation[r]) * std::sin(azimuth[c]);
+        direction[2] = std::sin(elevation[r]);
+      }
+    }
+    one_ring_ = rows_ == 1;
+    angle_min_ = azimuth.front();
+    angle_max_ = azimuth.back();
+    angle_increment_ = azimuth.size() > 1 ? azimuth[1] - azimuth[0] : 0.0;
+    period_ = 1.0 / rate_hz;
+    half_step_ = 0.5 * m->opt.timestep;
+    restart(d->time);
+    reseed();
+    scan_ = std::make_unique<Scan>(static_cast<std::size_t>(rays_));
+    if (async_) start_worker(m);
+    return true;
+  }
+
+  void last_stage(const mjModel* m, mjData* d) override {
+    const double time = d->time;
+    if (time >= window_.low && time < window_.high) return;  // not due: the per-step cost
+    restart(time);
+    if (!async_) {
+      Scan& scan = *scan_;
+      pose(d, scan);
+      scan.time = time;
+      cast(m, d, scan);
+      finish(scan);
+      send(scan);
+      return;
+    }
+    if (pending_) {
+      collect();
+      if (job_ok_) send(*worker_scan_);
+    }
+    snapshot(m, d, time);
+  }
+
+  void render(const mjModel*, mjData*, mjvScene* scene) override {
+    if (!has_visual_) return;
+    const std::size_t hits = visual_hits_.size() / 3;
+    const std::size_t room = static_cast<std::size_t>(std::max(0, scene->maxgeom - scene->ngeom));
+    const std::size_t count = std::min(room, hits);
+    dropped_ += hits - count;
+    const mjtNum zeros[3] = {0, 0, 0};
+    const mjtNum eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
+    for (std::size_t i = 0; i < count; ++i) {
+      mjvGeom* geom = scene->geoms + scene->ngeom + i;
+      mjv_initGeom(geom, mjGEOM_LINE, zeros, zeros, eye, kRayRgba);
+      mjv_connector(geom, mjGEOM_LINE, kRayWidth, visual_origin_, &visual_hits_[i * 3]);
+    }
+    scene->ngeom += static_cast<int>(count);
+  }
+
+  void on_reset(const mjModel*, mjData* d) override {
+    drain();
+    reseed();
+    has_visual_ = false;
+    restart(d->time);
+  }
+
+  void unload() override { stop_worker(); }
+
+  std::string call(const std::string& command, const std::string& argument) override {
+    if (command == "statistics") {
+      char text[256];
+      std::snprintf(text, sizeof(text),
+                    "{\"rays\": %d, \"scans\": %llu, \"worker_waits\": %llu, "
+                    "\"worker_wait_s\": %.17g, \"visual_geoms_dropped\": %llu}",
+                    rays_, static_cast<unsigned long long>(scans_),
+                    static_cast<unsigned long long>(waits_), wait_s_,
+                    static_cast<unsigned long long>(dropped_));
+      return text;
+    }
+    return Plugin::call(command, argument);
+  }
+
+ private:
+  void restart(double time) {
+    const double index = std::floor((time + half_step_) / period_);
+    window_ = {index * period_ - half_step_, (index + 1) * period_ - half_step_};
+  }
+
+  void reseed() {
+    generator_.seed(seed_);
+    normal_ = std::normal_distribution<double>(0.0, noise_std_ > 0 ? noise_std_ : 1.0);
+  }
+
+  void pose(const mjData* d, Scan& scan) const {
+    std::memcpy(scan.origin, d->site_xpos + 3 * site_, sizeof(scan.origin));
+    std::memcpy(scan.rotation, d->site_xmat + 9 * site_, sizeof(scan.rotation));
+  }
+
+  // World directions (R d for each site-frame d), then one mj_multiRay.
+  void cast(const mjModel* m, mjData* d, Scan& scan) const {
+    const mjtNum* r = scan.rotation;
+    for (int i = 0; i < rays_; ++i) {
+      const double* u = &directions_[static_cast<std::size_t>(i) * 3];
+      mjtNum* v = &scan.vec[static_cast<std::size_t>(i) * 3];
+      v[0] = r[0] * u[0] + r[1] * u[1] + r[2] * u[2];
+      v[1] = r[3] * u[0] + r[4] * u[1] + r[5] * u[2];
+      v[2] = r[6] * u[0] + r[7] * u[1] + r[8] * u[2];
+    }
+    mj_multiRay(m, d, scan.origin, scan.vec.data(), geomgroup_.empty() ? nullptr : geomgroup_.data(),
+                1, exclude_, scan.geomid.data(), scan.dist.data(), nullptr, rays_, range_max_);
+  }
+
+  // The message buffers of a cast (in async mode on the worker, whose generator draws are in scan
+  // order: one scan at a time).
+  void finish(Scan& scan) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int i = 0; i < rays_; ++i) {
+      // A miss is dist -1 (geomid -1): +inf before the noise (inf + noise stays inf); every ray
+      // draws, so that the sequence does not depend on the scene.
+      double range = scan.geomid[i] < 0 ? inf : scan.dist[i];
+      if (noise_std_ > 0) range += normal_(generator_);
+      if (one_ring_) {
+        if (range > range_max_) range = inf;
+        else if (range < range_min_) range = -inf;
+        scan.out[i] = static_cast<float>(range);
+      } else {
+        if (range < range_min_ || range > range_max_) range = nan;
+        const double* u = &directions_[static_cast<std::size_t>(i) * 3];
+        for (int axis = 0; axis < 3; ++axis) {
+          scan.out[static_cast<std::size_t>(i) * 3 + axis] = static_cast<float>(u[axis] * range);
+        }
+      }
+      scan.ranges[i] = range;
+    }
+    if (!visualize_) return;
+    scan.hits.clear();
+    for (int i = 0; i < rays_; ++i) {
+      const double range = scan.ranges[i];
+      if (!std::isfinite(range)) continue;
+      for (int axis = 0; axis < 3; ++axis) {
+        scan.hits.push_back(scan.origin[axis] + scan.vec[static_cast<std::size_t>(i) * 3 + axis] *
+                                                    range);
+      }
+    }
+  }
+
+  void send(const Scan& scan) {
+    ++scans_;
+    mjfast::Message message;
+    message.scalar("time", scan.time);
+    if (one_ring_) {
+      message.scalar("angle_min", angle_min_)
+          .scalar("angle_max", angle_max_)
+          .scalar("angle_increment", angle_increment_)
+          .scalar("range_min", range_min_)
+          .scalar("range_max", range_max_)
+          .array("ranges", scan.out.data(), {rays_});
+      publish("~scan", message);
+    } else {
+      message.string("frame", frame_).array("points", scan.out.data(), {rows_, columns_, 3});
+      publish("~points", message);
+    }
+    if (visualize_) {
+      std::memcpy(visual_origin_, scan.origin, sizeof(visual_origin_));
+      visual_hits_ = scan.hits;
+      has_visual_ = true;
+    }
+  }
+
+  // -- async: a worker with its own mjData ---------------------------------------------------------
+
+  void start_worker(const mjModel* m) {
+    worker_model_ = m;
+    worker_data_ = mj_makeData(m);
+    if (worker_data_ == nullptr) throw std::runtime_error(name() + ": mj_makeData failed");
+    worker_scan_ = std::make_unique<Scan>(static_cast<std::size_t>(rays_));
+    stop_.store(false);
+    worker_ = std::thread([this] { work(); });
+  }
+
+  void snapshot(const mjModel* m, const mjData* d, double time) {
+    // What mj_multiRay reads of mjData: the geoms' frames (and, for flexes, the vertices); the
+    // bodies' frames too, cheaply, in case a MuJoCo version prunes by body.
+    if (m->nflex > 0) {
+      mj_copyData(worker_data_, m, d);
+    } else {
+      std::memcpy(worker_data_->geom_xpos, d->geom_xpos, sizeof(mjtNum) * 3 * m->ngeom);
+      std::memcpy(worker_data_->geom_xmat, d->geom_xmat, sizeof(mjtNum) * 9 * m->ngeom);
+      std::memcpy(worker_data_->xpos, d->xpos, sizeof(mjtNum) * 3 * m->nbody);
+      std::memcpy(worker_data_->xmat, d->xmat, sizeof(mjtNum) * 9 * m->nbody);
+      std::memcpy(worker_data_->xipos, d->xipos, sizeof(mjtNum) * 3 * m->nbody);
+      std::memcpy(worker_data_->ximat, d->ximat, sizeof(mjtNum) * 9 * m->nbody);
+    }
+    Scan& scan = *worker_scan_;
+    pose(d, scan);
+    scan.time = time;
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.store(true, std::memory_order_release);
+      wake = worker_sleeping_;
+    }
+    pending_ = true;
+    // A worker still spinning after its last cast takes the job without a wake-up syscall.
+    if (wake) wake_.notify_one();
+  }
+
+  // Waits for the cast in flight (if it is not done yet).
+  void collect() {
+    if (job_.load(std::memory_order_acquire)) {
+      const auto start = std::chrono::steady_clock::now();
+      std::unique_lock<std::mutex> lock(mutex_);
+      physics_sleeping_ = true;
+      done_.wait(lock, [this] { return !job_.load(std::memory_order_relaxed); });
+      physics_sleeping_ = false;
+      wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ++waits_;
+    }
+    pending_ = false;
+  }
+
+  void work() {
+    pthread_setname_np(pthread_self(), "mjfast-lidar");
+    while (true) {
+      // After a cast the next job often comes soon (the physics thread was waiting for this
+      // one): spin for it a while before sleeping, sparing both sides a wake-up syscall.
+      const auto until = std::chrono::steady_clock::now() + kWorkerSpin;
+      while (!job_.load(std::memory_order_acquire) && !stop_.load(std::memory_order_acquire) &&
+             std::chrono::steady_clock::now() < until) {
+      }
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        worker_sleeping_ = true;
+        wake_.wait(lock, [this] {
+          return job_.load(std::memory_order_relaxed) || stop_.load(std::memory_order_relaxed);
+        });
+        worker_sleeping_ = false;
+        if (stop_.load(std::memory_order_relaxed)) return;
+      }
+      bool ok = true;
+      try {
+        cast(worker_model_, worker_data_, *worker_scan_);
+        finish(*worker_scan_);
+      } catch (const std::exception& e) {  // a failed cast must not leave the physics thread waiting
+        ok = false;
+        std::fprintf(stderr, "mjfast: plugin '%s': lidar cast failed: %s\n", name().c_str(),
+                     e.what());
+      }
+      bool wake = false;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        job_ok_ = ok;
+        job_.store(false, std::memory_order_release);
+        wake = physics_sleeping_;
+      }
+      if (wake) done_.notify_one();
+    }
+  }
+
+  // Waits for a cast in flight and drops its result (a reset or an unload).
+  void drain() {
+    if (async_ && pending_) collect();
+  }
+
+  void stop_worker() {
+    if (!worker_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_.store(true, std::memory_order_release);
+    }
+    wake_.notify_one();
+    worker_.join();  // a cast in flight finishes first: the worker checks stop_ between casts
+    pending_ = false;
+    mj_deleteData(worker_data_);
+    worker_data_ = nullptr;
+  }
+
+  // Configuration.
+  int site_ = -1;
+  std::string frame_;
+  int exclude_ = -1;
+  double range_min_ = 0.0;
+  double range_max_ = 0.0;
+  double noise_std_ = 0.0;
+  std::uint64_t seed_ = 0;
+  std::vector<mjtByte> geomgroup_;  // empty: every group
+  bool async_ = false;
+  bool visualize_ = false;
+  int rows_ = 0;
+  int columns_ = 0;
+  int rays_ = 0;
+  bool one_ring_ = true;
+  double angle_min_ = 0.0;
+  double angle_max_ = 0.0;
+  double angle_increment_ = 0.0;
+  std::vector<double> directions_;  // site frame, rays x 3
+  double period_ = 0.1;
+  double half_step_ = 0.0;
+
+  // Physics-side state.
+  Window window_{0.0, 0.0};
+  std::mt19937_64 generator_;
+  std::normal_distribution<double> normal_;
+  std::unique_ptr<Scan> scan_;
+  std::uint64_t scans_ = 0;
+  std::uint64_t waits_ = 0;
+  double wait_s_ = 0.0;
+  std::uint64_t dropped_ = 0;
+  bool has_visual_ = false;
+  mjtNum visual_origin_[3] = {0, 0, 0};
+  std::vector<mjtNum> visual_hits_;
+
+  // Async: the worker and its hand-off. job_ is true from a snapshot until its cast is done.
+  const mjModel* worker_model_ = nullptr;
+  mjData* worker_data_ = nullptr;
+  std::unique_ptr<Scan> worker_scan_;
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  // Set under mutex_ (so that a sleeper's flag is read consistently), read spinning without it.
+  std::atomic<bool> job_{false};
+  std::atomic<bool> stop_{false};
+  bool job_ok_ = false;           // under mutex_, read by the physics thread once job_ is false
+  bool worker_sleeping_ = false;  // under mutex_
+  bool physics_sleeping_ = false; // under mutex_
+  bool pending_ = false;  // physics side: a snapshot was handed over and not collected yet
+};
+
+}  // namespace
+}  // namespace mjfast_plugins
+
+using mjfast_plugins::Lidar;
+MJFAST_PLUGIN(Lidar)
