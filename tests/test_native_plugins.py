@@ -151,6 +151,10 @@ def test_version_1_table_from_before_host_services_loads(native: Any) -> None:
     with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name}]}) as env:
         assert env.plugins[0].state is mjfast.PluginState.ACTIVE
         env.step(3)
+        env.statistics()  # its table has no call entry: no figures, no crash
+        with env.acquire_plugin(env.plugins[0].name) as plugin, \
+                pytest.raises(mjfast.LogicError, match="implements no commands"):
+            plugin.call("anything")
 
 
 def test_load_returning_false_is_a_load_failure(native: Any) -> None:

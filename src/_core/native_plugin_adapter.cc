@@ -183,6 +183,9 @@ std::map<std::string, double> NativePluginAdapter::statistics() {
 }
 
 std::string NativePluginAdapter::call(const std::string& command, const std::string& argument) {
+  if (api_->call == nullptr) {
+    throw std::logic_error("call('" + command + "'): this native plugin implements no commands");
+  }
   std::string reply;
   auto sink = [](void* context, const char* data, std::size_t size) {
     static_cast<std::string*>(context)->append(data, size);
