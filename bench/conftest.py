@@ -295,8 +295,14 @@ _results_key = pytest.StashKey[dict[tuple[str, ...], Timing]]()
 _verdicts_key = pytest.StashKey[list[tuple[str, Ratio, Timing, Timing, bool | None]]]()
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-benchmark has made its session
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_results_key] = {}
+    # One compact ratio table and a verdict (pytest_terminal_summary below); pytest-benchmark's
+    # raw timing tables only with -v. Its regression checks (--benchmark-compare-fail) still run.
+    session = getattr(config, "_benchmarksession", None)
+    if session is not None and config.get_verbosity() < 1:
+        session.quiet = True
 
 
 class Recorder:
@@ -470,5 +476,11 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
     if not GATE_PARALLEL:
         write("two-thread throughputs are reported, not gated (MJFAST_BENCH_GATE_PARALLEL=1 gates "
               "them)")
-    if any(passed is False for *_, passed in verdicts):
-        write("a gated ratio misses its target: the run fails", red=True, bold=True)
+    failed = [ratio.label for _, ratio, _, _, passed in verdicts if passed is False]
+    if failed:
+        write(f"verdict: FAILED, {len(failed)} gated ratio(s) miss their target by more than "
+              f"{NOISE_MARGIN:.2f}: " + "; ".join(failed), red=True, bold=True)
+    else:
+        gated = sum(passed is True for *_, passed in verdicts)
+        write(f"verdict: PASSED, {gated} gated ratio(s) within target (+/- {NOISE_MARGIN:.2f} "
+              f"noise margin); the others are reported", green=True, bold=True)

@@ -122,8 +122,11 @@ def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "my_plugin.py").write_text(source)
     env = dict(os.environ)
     # mjfast as a user's mypy finds an installed wheel: the package directory with py.typed and
-    # _core.pyi (an editable install is an import hook, which mypy does not follow).
-    env["MYPYPATH"] = str(PACKAGE.parent)
+    # _core.pyi. A regular install is in site-packages, where mypy looks by itself (and refuses
+    # it on MYPYPATH); an editable install is an import hook, which mypy does not follow, so the
+    # source directory is named.
+    if "site-packages" not in PACKAGE.parts:
+        env["MYPYPATH"] = str(PACKAGE.parent)
     return subprocess.run(
         [sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"),
          "--no-incremental", "--follow-imports=silent", "my_plugin.py"],
