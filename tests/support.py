@@ -240,3 +240,19 @@ def finish_python(child: subprocess.Popen[str], timeout: float = 30.0) -> tuple[
     assert child.stdout is not None and child.stderr is not None
     with child.stdout, child.stderr:
         return child.stdout.read(), child.stderr.read()
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    """Writes `text` to tmp_path/name and returns the path."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """Runs the mjfast command line in-process; its exit status, stdout and stderr."""
+    from mjfast import cli
+
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -10,6 +10,7 @@ import pytest
 
 import mjfast
 from mjfast import cli
+from support import run_cli, write
 
 ARM_XML = """
 <mujoco model="cli_arm">
@@ -46,16 +47,6 @@ def arm_file(tmp_path: Path) -> Path:
     return path
 
 
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def assert_one_error_line(err: str, *fragments: str) -> None:

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 import mjfast
-from mjfast import cli
 from mjfast.config_schema import check_config
 from mjfast.stats_table import WIDTH
+from support import run_cli, write
 
 ARM_XML = """
 <mujoco model="hour_arm">
@@ -47,16 +47,6 @@ def arm_file(tmp_path: Path) -> Path:
     return path
 
 
-def write(tmp_path: Path, name: str, text: str) -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def failure_of(env: mjfast.MujocoEnv, name: str) -> mjfast.PluginLoadFailure:
