@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,9 +28,11 @@ DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
 # Threads answering service calls (each call holds one until its handler returns) and the
 # server's own queries, and how many queries may wait for them.
 _SERVICE_WORKERS = 8
-_SERVER_WORKERS = 2
-_QUERY_QUEUE = 256
 _WORKER_EXIT_TIMEOUT_S = 10.0
+# Services of the env's own (section 13) that only read and never wait for a step: answered on
+# Zenoh's thread, without the hand-over to a worker (a thread wake-up, about a quarter of a
+# round trip). Everything else may block (a `step`, a plugin's slow service) and goes to workers.
+_INLINE_SERVICES = frozenset({"info", "statistics"})
 
 _log = logging.getLogger("mjfast.remote")
 
@@ -93,24 +96,22 @@ class BusServer:
         try:
             subscriber = self._session.declare_subscriber(f"{keys.PUBLISH}/**",
                                                           self._on_remote_publish)
-            # Queries wait in Zenoh's channels for worker threads blocked on them: a call that
-            # takes long (a `step`, a plugin's slow service) holds one worker, never Zenoh's
-            # own threads, and no Python callback runs on those threads to hand a query over.
-            services = self._session.declare_queryable(
-                f"{keys.SERVICE}/**", zenoh.handlers.FifoChannel(_QUERY_QUEUE))
+            # Service queries are handed to worker threads through a queue: a call that takes
+            # long holds one worker, never Zenoh's own threads. The server's queries (alive,
+            # services, topics, latest) and the read-only services above are answered at once.
+            services = self._session.declare_queryable(f"{keys.SERVICE}/**",
+                                                       self._on_service_query)
             server = self._session.declare_queryable(
-                f"{keys.SERVER}/**", zenoh.handlers.FifoChannel(_QUERY_QUEUE))
+                f"{keys.SERVER}/**", lambda query: self._answer(query, self._server_request))
         except BaseException:
             self._session.close()
             raise
         self._declared = [subscriber, services, server]
+        self._service_queries: queue.SimpleQueue[zenoh.Query | None] = queue.SimpleQueue()
         self._workers = [
-            threading.Thread(target=self._serve_queries, args=(queryable.handler, handler),
-                             name=f"mjfast-remote-{kind}-{index}", daemon=True)
-            for kind, queryable, handler, count in (
-                ("service", services, self._call_service, _SERVICE_WORKERS),
-                ("server", server, self._server_request, _SERVER_WORKERS))
-            for index in range(count)]
+            threading.Thread(target=self._serve_queries, name=f"mjfast-remote-service-{index}",
+                             daemon=True)
+            for index in range(_SERVICE_WORKERS)]
         for worker in self._workers:
             worker.start()
         # Every publish on the env's bus, by plugins or user code, is forwarded: the bus has no
@@ -169,14 +170,23 @@ class BusServer:
 
     # -- services -------------------------------------------------------------------------------
 
-    def _serve_queries(self, channel: Any, handler: Callable[[str, Any], Any]) -> None:
-        # Workers receive from the channel, not the queryable, which close() undeclares.
+    def _on_service_query(self, query: zenoh.Query) -> None:
+        try:
+            namespace, _, name = keys.bus_name(keys.SERVICE, str(query.key_expr)).rpartition("/")
+            inline = name in _INLINE_SERVICES and namespace == self._env.namespace.rstrip("/")
+        except Exception:  # a malformed key: a worker answers it with the error
+            inline = False
+        if inline:
+            self._answer(query, self._call_service)
+        else:
+            self._service_queries.put(query)
+
+    def _serve_queries(self) -> None:
         while True:
-            try:
-                query = channel.recv()
-            except Exception:  # the queryable was undeclared: its channel is closed
+            query = self._service_queries.get()
+            if query is None:  # close()
                 return
-            self._answer(query, handler)
+            self._answer(query, self._call_service)
             # Dropping the query tells the caller that no more replies come: before waiting.
             del query
 
@@ -226,6 +236,8 @@ class BusServer:
             del self._bus.publish
         for entity in self._declared:
             entity.undeclare()
+        for _ in self._workers:
+            self._service_queries.put(None)
         for worker in self._workers:
             worker.join(_WORKER_EXIT_TIMEOUT_S)  # a worker in a long call finishes it first
         with self._publishers_lock:
