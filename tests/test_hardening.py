@@ -55,6 +55,39 @@ def test_mujoco_error_in_step_raises_simulation_error_and_reset_recovers() -> No
     assert out.split("\n")[:3] == ["raised True", "refused True", "recovered 0.02"]
 
 
+def test_mujoco_error_after_a_plugin_called_mujocos_bindings_is_still_raised() -> None:
+    # mujoco's bindings install their own MuJoCo error handler around each call they make (4.0
+    # puts the previous one back): the guard's must be in place for the mj_step that fails.
+    out = _check(run_python("""
+        import mujoco, mjfast
+        from support import SMALL_ARENA_XML
+        class Forwarding(mjfast.ControlPlugin):
+            def init(self, node, model, data):
+                self.scratch = mujoco.MjData(model)
+                return True
+            def pre_step(self, data):
+                mujoco.mj_kinematics(self.env.model, self.scratch)
+            def cleanup(self):
+                pass
+        class Rendering(mjfast.MujocoPlugin):
+            def load(self, model, data):
+                self.scratch = mujoco.MjData(model)
+                return True
+            def control_callback(self, model, data):
+                mujoco.mj_kinematics(model, self.scratch)
+        mjfast.register_plugin("test/Forwarding", Forwarding)
+        mjfast.register_plugin("test/Calling", Rendering)
+        env = mjfast.MujocoEnv(SMALL_ARENA_XML, params={"MujocoPlugins": [
+            {"type": "test/Forwarding"}, {"type": "test/Calling"}]})
+        try:
+            env.step(200)
+        except mjfast.SimulationError:
+            print("raised")
+        env.close()
+    """))
+    assert out.strip() == "raised"
+
+
 def test_mujoco_error_on_the_physics_thread_is_raised_by_stop() -> None:
     out = _check(run_python("""
         import mjfast

@@ -735,6 +735,7 @@ void EnvCore::honour_reset_request_locked() {
   catch (...) {
     record_error(std::current_exception());  // the handler reports its own; this is a backstop
   }
+  mujoco_guard::reinstall();  // the reset called mujoco's bindings, which set their own handler
 }
 
 }  // namespace mjfast

@@ -136,8 +136,9 @@ void PythonPluginAdapter::call(Callback callback) {
   // taken only for this call.
   py::gil_scoped_acquire gil;
   PyObject* result = PyObject_Call(methods_[slot].ptr(), arguments_[slot].ptr(), nullptr);
-  // A call into mujoco's bindings may have replaced this thread's MuJoCo error handler, which a
-  // guarded mj_step (the caller of the control and passive callbacks) relies on.
+  // A call into mujoco's bindings installs their own MuJoCo error handler around it (mujoco 4.0
+  // puts the previous one back after); a guarded mj_step (the caller of the control and passive
+  // callbacks) relies on ours being there, whatever a bindings version does.
   mujoco_guard::reinstall();
   if (result == nullptr) throw_python_error();
   Py_DECREF(result);
@@ -196,6 +197,7 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
   PyObject* result = PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(),
                                                   model_.ptr(), data_.ptr(), python_scene.ptr(),
                                                   nullptr);
+  mujoco_guard::reinstall();  // see call()
   if (result == nullptr) throw_python_error();
   Py_DECREF(result);
 }
