@@ -1,0 +1,141 @@
+#include "plugin_host.h"
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "errors.h"
+
+namespace mjfast {
+namespace {
+
+// A plugin that records what the host does to it, and fails where it is told to.
+struct Script {
+  bool load_returns = true;
+  bool load_throws = false;
+  bool control_throws = false;
+  bool control_interrupts = false;
+};
+
+class FakeAdapter : public IPluginAdapter {
+ public:
+  FakeAdapter(std::string name, Script script, std::vector<std::string>& journal)
+      : name_(std::move(name)), script_(script), journal_(journal) {}
+
+  bool load(const mjModel*, mjData*) override {
+    journal_.push_back(name_ + ".load");
+    if (script_.load_throws) throw std::runtime_error("load exploded");
+    return script_.load_returns;
+  }
+  CallbackMask callbacks() override { return mask_of(Callback::kControl); }
+  void control(const mjModel*, mjData*) override {
+    journal_.push_back(name_ + ".control");
+    if (script_.control_interrupts) throw Interrupted(nullptr);
+    if (script_.control_throws) throw std::runtime_error("control exploded");
+  }
+  void unload() override { journal_.push_back(name_ + ".unload"); }
+  const char* name_of(Callback callback) const override { return callback_name(callback); }
+
+ private:
+  std::string name_;
+  Script script_;
+  std::vector<std::string>& journal_;
+};
+
+class PluginHostTest : public ::testing::Test {
+ protected:
+  // Configures the host's factory to make one adapter per (name, script), in that order.
+  void configure(std::vector<std::pair<std::string, Script>> plugins) {
+    host.set_factory([this, plugins](ModelGeneration, PluginGeneration) {
+      std::vector<FactoryEntry> entries;
+      for (const auto& [name, script] : plugins) {
+        entries.push_back({name, "test/Fake", std::make_unique<FakeAdapter>(name, script, journal),
+                           ""});
+      }
+      return entries;
+    });
+  }
+
+  PluginState state_of(const std::string& name) const {
+    for (const PluginReport& report : host.report()) {
+      if (report.name == name) return report.state;
+    }
+    ADD_FAILURE() << "no plugin " << name;
+    return PluginState::kRegistered;
+  }
+
+  std::vector<std::string> journal;
+  PluginHost host;
+  const ModelGeneration model_generation{1};
+};
+
+TEST_F(PluginHostTest, ALoadFailureIsIsolatedAndTheOthersDispatchInLoadOrder) {
+  Script refuses;
+  refuses.load_returns = false;
+  Script throws;
+  throws.load_throws = true;
+  configure({{"a", {}}, {"refuses", refuses}, {"throws", throws}, {"b", {}}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  EXPECT_EQ(state_of("a"), PluginState::kActive);
+  EXPECT_EQ(state_of("refuses"), PluginState::kFailed);
+  EXPECT_EQ(state_of("throws"), PluginState::kFailed);
+  EXPECT_EQ(state_of("b"), PluginState::kActive);
+  journal.clear();
+  EXPECT_EQ(host.dispatch_control(model_generation, nullptr, nullptr), nullptr);
+  EXPECT_EQ(journal, (std::vector<std::string>{"a.control", "b.control"}));
+}
+
+TEST_F(PluginHostTest, AStaleTagRaisesAndNoActiveGenerationIsQuiet) {
+  configure({{"a", {}}});
+  EXPECT_EQ(host.dispatch_control(model_generation, nullptr, nullptr), nullptr);  // none yet
+  host.load_generation(model_generation, PluginGeneration(1));
+  EXPECT_THROW(host.dispatch_control(ModelGeneration(2), nullptr, nullptr),
+               StaleGenerationError);
+  host.quiesce_and_destroy();
+  EXPECT_FALSE(host.generation_active());
+  EXPECT_EQ(host.dispatch_control(ModelGeneration(2), nullptr, nullptr), nullptr);
+  EXPECT_EQ(journal.back(), "a.unload");
+}
+
+TEST_F(PluginHostTest, APluginThatRaisesLiveIsFailedAndSkippedFromThenOn) {
+  Script throws;
+  throws.control_throws = true;
+  configure({{"throws", throws}, {"after", {}}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  journal.clear();
+  DispatchError error = host.dispatch_control(model_generation, nullptr, nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_THROW(std::rethrow_exception(error), PluginDispatchError);
+  // The rest of that dispatch is skipped; from the next one, the failed plugin is.
+  EXPECT_EQ(journal, (std::vector<std::string>{"throws.control"}));
+  EXPECT_EQ(state_of("throws"), PluginState::kFailed);
+  journal.clear();
+  EXPECT_EQ(host.dispatch_control(model_generation, nullptr, nullptr), nullptr);
+  EXPECT_EQ(journal, (std::vector<std::string>{"after.control"}));
+}
+
+TEST_F(PluginHostTest, AnInterruptIsPassedOnButIsNoFailure) {
+  Script interrupts;
+  interrupts.control_interrupts = true;
+  configure({{"interrupted", interrupts}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  DispatchError error = host.dispatch_control(model_generation, nullptr, nullptr);
+  ASSERT_NE(error, nullptr);
+  EXPECT_THROW(std::rethrow_exception(error), Interrupted);
+  EXPECT_EQ(state_of("interrupted"), PluginState::kActive);
+}
+
+TEST_F(PluginHostTest, ANewGenerationUnloadsTheOldOneFirst) {
+  configure({{"a", {}}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  journal.clear();
+  host.load_generation(ModelGeneration(2), PluginGeneration(2));
+  EXPECT_EQ(journal, (std::vector<std::string>{"a.unload", "a.load"}));
+  EXPECT_EQ(host.plugin_generation(), PluginGeneration(2));
+}
+
+}  // namespace
+}  // namespace mjfast
