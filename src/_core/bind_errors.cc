@@ -54,7 +54,7 @@ void raise_interrupt(const Interrupted& interrupted) {
 
 }  // namespace
 
-void bind_errors(py::module_& module) {
+void bind_errors(py::module_& /*module*/) {  // registers translators, defines no names
   py::module_ errors = py::module_::import("mjfast.errors");
   error_types = new ErrorTypes{errors.attr("PluginError"), errors.attr("StaleGenerationError"),
                                errors.attr("HookOwnershipError"),
