@@ -10,7 +10,6 @@ ratios in the one table at the end of the run and gates them (targets in conftes
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from side_loop import seconds_per_physics_step
 
 # The groups and variants conftest.py's ratio table knows.
 GROUP_CONTROL_CYCLE = "control read+write cycle"
@@ -27,7 +27,6 @@ GROUP_CONTROL_RATE = "1 kHz control loop"
 
 CYCLES = 20_000  # read+write cycles per round
 CYCLE_ROUNDS = 10  # interleaved rounds of each side, after one warm-up round
-WINDOW_S = 0.5  # physics-rate measurement window per round
 RATE_ROUNDS = 3
 
 pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
@@ -81,55 +80,16 @@ def test_read_write_cycle_is_not_slower_than_copying_mjdata_by_hand(
     assert state.qpos.shape == (model.nq,)
 
 
-def seconds_per_physics_step(env: mjfast.MujocoEnv, with_loop: bool,
-                             loop_rates: list[float]) -> float:
-    """Wall time per physics step of env.start(None) over WINDOW_S, with or without a 1 kHz
-    read+write loop on a Python thread (whose achieved rate goes to `loop_rates`)."""
-    stop = threading.Event()
-    cycles = [0]
-    failures: list[BaseException] = []
+def control_loop_cycle(env: mjfast.MujocoEnv) -> Callable[[], None]:
+    """One cycle of a Python control loop: read, a damping law on the velocities, write."""
+    command = np.zeros(env.model.nu)
 
-    def loop() -> None:
-        try:
-            period = 1e-3
-            next_tick = time.perf_counter()
-            command = np.zeros(env.model.nu)
-            while not stop.is_set():
-                state = env.control.read()
-                command[:] = -0.1 * state.qvel[: env.model.nu]
-                env.control.write(ctrl=command)
-                cycles[0] += 1
-                next_tick += period
-                delay = next_tick - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        except BaseException as error:
-            failures.append(error)
+    def cycle() -> None:
+        state = env.control.read()
+        command[:] = -0.1 * state.qvel[: env.model.nu]
+        env.control.write(ctrl=command)
 
-    thread = threading.Thread(target=loop, daemon=True) if with_loop else None
-    env.start(None)
-    try:
-        if thread is not None:
-            thread.start()
-        time.sleep(0.1)  # settle: thread start-up, first snapshot
-        before = env.statistics()["env"]["steps"]
-        start = time.perf_counter()
-        cycles[0] = 0
-        time.sleep(WINDOW_S)
-        steps = env.statistics()["env"]["steps"] - before
-        elapsed = time.perf_counter() - start
-        loop_cycles = cycles[0]
-    finally:
-        stop.set()
-        if thread is not None:
-            thread.join(10.0)
-        env.stop()
-    assert thread is None or not thread.is_alive()
-    assert not failures, failures
-    assert steps > 0
-    if with_loop:
-        loop_rates.append(loop_cycles / elapsed)
-    return elapsed / steps
+    return cycle
 
 
 def test_physics_rate_with_a_1khz_python_control_loop(
@@ -138,8 +98,9 @@ def test_physics_rate_with_a_1khz_python_control_loop(
     loop_rates: list[float] = []
     timings = record.measured(
         benchmark, bench_model.name, GROUP_CONTROL_RATE, RATE_ROUNDS,
-        {"alone": lambda: seconds_per_physics_step(arm_env, False, loop_rates),
-         "with_loop": lambda: seconds_per_physics_step(arm_env, True, loop_rates)})
+        {"alone": lambda: seconds_per_physics_step(arm_env, None, loop_rates),
+         "with_loop": lambda: seconds_per_physics_step(arm_env, control_loop_cycle(arm_env),
+                                                       loop_rates)})
     benchmark.extra_info.update(alone_steps_per_s=1 / timings["alone"].min_s,
                                 with_loop_steps_per_s=1 / timings["with_loop"].min_s,
                                 loop_hz=max(loop_rates))

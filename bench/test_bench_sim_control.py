@@ -10,9 +10,8 @@ Both go through conftest.py's `record.measured` (ratios printed in the one table
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mujoco
@@ -20,11 +19,11 @@ import numpy as np
 import pytest
 
 import mjfast
+from side_loop import seconds_per_physics_step
 
 GROUP_BODY_STATE_RATE = "1 kHz get_body_state"
 GROUP_PAUSE_PAIR = "pause()+resume() pair"
 
-WINDOW_S = 0.5  # physics-rate measurement window per round
 RATE_ROUNDS = 3
 PAIRS = 500  # pause()+resume() pairs per round
 PAIR_ROUNDS = 5
@@ -43,55 +42,16 @@ def last_body(model: mujoco.MjModel) -> str:
     return mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody - 1)
 
 
-def seconds_per_physics_step(env: mjfast.MujocoEnv, with_reads: bool,
-                             read_rates: list[float]) -> float:
-    """Wall time per physics step of env.start(None) over WINDOW_S, with or without a thread
-    calling get_body_state at 1 kHz (its achieved rate goes to `read_rates`)."""
-    stop = threading.Event()
-    reads = [0]
-    failures: list[BaseException] = []
+def body_state_read(env: mjfast.MujocoEnv) -> Callable[[], None]:
+    """One get_body_state call on the model's last body, checked."""
     body = last_body(env.model)
 
-    def reader() -> None:
-        try:
-            period = 1e-3
-            next_tick = time.perf_counter()
-            while not stop.is_set():
-                state = env.get_body_state(body)
-                if not np.isfinite(state.pos).all():
-                    raise AssertionError(f"non-finite pose {state}")
-                reads[0] += 1
-                next_tick += period
-                delay = next_tick - time.perf_counter()
-                if delay > 0:
-                    time.sleep(delay)
-        except BaseException as error:
-            failures.append(error)
+    def read() -> None:
+        state = env.get_body_state(body)
+        if not np.isfinite(state.pos).all():
+            raise AssertionError(f"non-finite pose {state}")
 
-    thread = threading.Thread(target=reader, daemon=True) if with_reads else None
-    env.start(None)
-    try:
-        if thread is not None:
-            thread.start()
-        time.sleep(0.1)  # settle: thread start-up, first scratch data
-        before = env.statistics()["env"]["steps"]
-        start = time.perf_counter()
-        reads[0] = 0
-        time.sleep(WINDOW_S)
-        steps = env.statistics()["env"]["steps"] - before
-        elapsed = time.perf_counter() - start
-        read_count = reads[0]
-    finally:
-        stop.set()
-        if thread is not None:
-            thread.join(10.0)
-        env.stop()
-    assert thread is None or not thread.is_alive()
-    assert not failures, failures
-    assert steps > 0
-    if with_reads:
-        read_rates.append(read_count / elapsed)
-    return elapsed / steps
+    return read
 
 
 def test_physics_rate_with_1khz_get_body_state(benchmark: Any, record: Any, bench_model: Any,
@@ -99,8 +59,9 @@ def test_physics_rate_with_1khz_get_body_state(benchmark: Any, record: Any, benc
     read_rates: list[float] = []
     timings = record.measured(
         benchmark, bench_model.name, GROUP_BODY_STATE_RATE, RATE_ROUNDS,
-        {"alone": lambda: seconds_per_physics_step(arm_env, False, read_rates),
-         "with_reads": lambda: seconds_per_physics_step(arm_env, True, read_rates)})
+        {"alone": lambda: seconds_per_physics_step(arm_env, None, read_rates),
+         "with_reads": lambda: seconds_per_physics_step(arm_env, body_state_read(arm_env),
+                                                        read_rates)})
     benchmark.extra_info.update(alone_steps_per_s=1 / timings["alone"].min_s,
                                 with_reads_steps_per_s=1 / timings["with_reads"].min_s,
                                 reads_hz=max(read_rates))

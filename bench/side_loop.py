@@ -1,0 +1,66 @@
+"""The physics rate of a running env with and without a Python thread doing some work at 1 kHz
+(a control loop, a state reader): shared by the benchmarks that compare the two.
+
+Imported as `side_loop` (pytest puts bench/ on sys.path for its conftest.py). Owns the timing
+window and the paced thread; what the thread does is the caller's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import mjfast
+
+WINDOW_S = 0.5  # physics-rate measurement window per round
+SIDE_RATE_HZ = 1000.0
+
+
+def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | None,
+                             side_rates: list[float]) -> float:
+    """Wall time per physics step of env.start(None) over WINDOW_S, with `work` called at
+    SIDE_RATE_HZ on a Python thread (its achieved rate appended to `side_rates`), or alone."""
+    stop = threading.Event()
+    calls = [0]
+    failures: list[BaseException] = []
+
+    def side() -> None:
+        assert work is not None
+        try:
+            period = 1.0 / SIDE_RATE_HZ
+            next_tick = time.perf_counter()
+            while not stop.is_set():
+                work()
+                calls[0] += 1
+                next_tick += period
+                delay = next_tick - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+        except BaseException as error:
+            failures.append(error)
+
+    thread = threading.Thread(target=side, daemon=True) if work is not None else None
+    env.start(None)
+    try:
+        if thread is not None:
+            thread.start()
+        time.sleep(0.1)  # settle: thread start-up, first snapshot
+        before = env.statistics()["env"]["steps"]
+        start = time.perf_counter()
+        calls[0] = 0
+        time.sleep(WINDOW_S)
+        steps = env.statistics()["env"]["steps"] - before
+        elapsed = time.perf_counter() - start
+        call_count = calls[0]
+    finally:
+        stop.set()
+        if thread is not None:
+            thread.join(10.0)
+        env.stop()
+    assert thread is None or not thread.is_alive()
+    assert not failures, failures
+    assert steps > 0
+    if thread is not None:
+        side_rates.append(call_count / elapsed)
+    return elapsed / steps
