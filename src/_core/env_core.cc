@@ -213,13 +213,14 @@ void EnvCore::record_fault(std::exception_ptr fault) {
   fault_pending_.store(true, std::memory_order_release);
 }
 
-void EnvCore::raise_fault_if_any() {
+void EnvCore::raise_fault_if_any(bool refuse_undefined_state) {
   std::exception_ptr fault;
   {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     fault = std::exchange(fault_, nullptr);
     fault_pending_.store(false, std::memory_order_release);
-    if (!fault && simulation_invalid_.load(std::memory_order_acquire)) {
+    if (!fault && refuse_undefined_state &&
+        simulation_invalid_.load(std::memory_order_acquire)) {
       fault = std::make_exception_ptr(SimulationError(
           "the simulation state is undefined after a MuJoCo error (" + simulation_error_ +
           "): call env.reset() or env.reload() first"));
@@ -441,15 +442,8 @@ void EnvCore::stop() {
   stop_thread();
   // What stopped the thread by itself (a MuJoCo error, lost hooks) is raised once, here or by the
   // next step()/start().
-  if (fault_pending_.load(std::memory_order_acquire)) {
-    std::exception_ptr fault;
-    {
-      std::lock_guard<std::mutex> lock(pending_mutex_);
-      fault = std::exchange(fault_, nullptr);
-      fault_pending_.store(false, std::memory_order_release);
-    }
-    if (fault) std::rethrow_exception(fault);
-  }
+  // Stopping is allowed with the data undefined: only a fault not raised yet is.
+  if (fault_pending_.load(std::memory_order_acquire)) raise_fault_if_any(false);
 }
 
 void EnvCore::stop_thread() {

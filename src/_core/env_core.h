@@ -201,7 +201,9 @@ class EnvCore : public hooks::HookTarget,
   // A fault that ends stepping (MuJoCo error, hooks lost, an interrupt on the physics thread):
   // kept until the next step/stop/start raises it.
   void record_fault(std::exception_ptr fault);
-  void raise_fault_if_any();
+  // Raises the recorded fault, if any (once); else, with `refuse_undefined_state`, a
+  // SimulationError while a MuJoCo error has left the data undefined.
+  void raise_fault_if_any(bool refuse_undefined_state = true);
   // Stops and joins the physics thread, raising nothing.
   void stop_thread();
   // Joins a physics thread that ended by itself after a fault.
