@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 import mujoco
 
 from mjfast import geometry, sim_control
-from mjfast._native import _core
+from mjfast._core_loader import _core
 from mjfast.camera import CameraRig, OffscreenCamera
 from mjfast.config_schema import check_config
 from mjfast.control import ControlInterface

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import mujoco
 import numpy as np
 
-from mjfast._native import _core
+from mjfast._core_loader import _core
 from mjfast.errors import ConfigError, LogicError
 
 __all__ = [
