@@ -29,7 +29,7 @@ from pathlib import Path
 import mujoco
 
 import mjfast
-from mjfast._native import _core
+from mjfast._core_loader import _core
 
 SOURCE = Path(__file__).resolve().parent / "native" / "hook_loop.c"
 SMALL_XML = """

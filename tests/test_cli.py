@@ -242,7 +242,7 @@ def test_initial_position_of_an_unknown_joint(capsys: pytest.CaptureFixture[str]
                    "mujoco_server:\n  initial_joint_positions: {wrist: 1.0}\n")
     code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(params))
     assert code == 1
-    assert_one_error_line(err, "no joint 'wrist'")
+    assert_one_error_line(err, "no joint named 'wrist'")
 
 
 @pytest.mark.parametrize("argv", [

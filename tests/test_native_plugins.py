@@ -21,7 +21,7 @@ import pytest
 
 import mjfast
 from _native_build import build_env, plugin_library_path
-from mjfast._native import _core
+from mjfast._core_loader import _core
 from mjfast.native import NativePlugin
 
 PLUGIN_ABI_VERSION = int(_core.PLUGIN_ABI_VERSION)

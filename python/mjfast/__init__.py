@@ -1,7 +1,7 @@
 """mjfast: a MuJoCo simulation server for Python whose plugin system runs at native speed.
 
 The public names live here; the compiled core is `mjfast._core` (imported through
-`mjfast._native`, which checks that it matches the installed mujoco).
+`mjfast._core_loader`, which checks that it matches the installed mujoco).
 """
 
 from __future__ import annotations

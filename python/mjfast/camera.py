@@ -13,7 +13,7 @@ from typing import Any
 
 import mujoco
 
-from mjfast._native import _core
+from mjfast._core_loader import _core
 from mjfast.errors import ConfigError
 from mjfast.params import ParameterServer, resolve_name
 

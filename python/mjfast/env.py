@@ -1,7 +1,10 @@
 """MujocoEnv: the server that alone owns a model, its data, stepping and the plugin lifecycle.
 
 The env compiles models, reads the parameter server, creates plugins (the factory) and runs the
-reload transaction; stepping, the hooks and dispatch are in the compiled EnvCore and PluginHost.
+reload transaction, and holds stepping around every operation that changes the model or data;
+stepping, the hooks and dispatch are in the compiled EnvCore and PluginHost. What its public
+methods do once stepping is held is elsewhere: geometry editing in `mjfast.geometry`, simulation
+control in `mjfast.sim_control`, `env.host` and `acquire_plugin`'s scoped plugin in `mjfast.host`.
 It does not own MuJoCo's global callbacks' implementation (`mjfast.hooks`) nor parse configuration
 (`mjfast.plugin_config`).
 """
@@ -11,9 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
-import functools
 import logging
-import math
 import os
 import signal
 import threading
@@ -24,16 +25,16 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import mujoco
-import numpy as np
 
-from mjfast import sim_control
-from mjfast._native import _core
+from mjfast import geometry, sim_control
+from mjfast._core_loader import _core
 from mjfast.camera import CameraRig, OffscreenCamera
 from mjfast.config_schema import check_config
 from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
-from mjfast.errors import ConfigError, LogicError, MjfastError, StaleGenerationError
+from mjfast.errors import ConfigError, LogicError, MjfastError
 from mjfast.hooks import hold_hooks, release_hooks
+from mjfast.host import EnvHost, plugin_info, scoped_plugin
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
@@ -41,8 +42,6 @@ from mjfast.plugin import (
     ControlPlugin,
     MujocoPlugin,
     PluginInfo,
-    PluginLoadFailure,
-    PluginState,
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
@@ -115,126 +114,20 @@ def _parameter_server(params: ParameterServer | Mapping[str, Any] | str | os.Pat
     )
 
 
-# Sizes of one joint's slice of qpos and qvel, by mjtJoint.
-_JOINT_SIZES = {
-    mujoco.mjtJoint.mjJNT_FREE: (7, 6),
-    mujoco.mjtJoint.mjJNT_BALL: (4, 3),
-    mujoco.mjtJoint.mjJNT_SLIDE: (1, 1),
-    mujoco.mjtJoint.mjJNT_HINGE: (1, 1),
-}
-
-
 def _apply_initial_state(
     model: mujoco.MjModel, data: mujoco.MjData, params: ParameterServer, namespace: str
 ) -> None:
-    """Writes `initial_joint_positions` / `initial_joint_velocities` over the default state."""
-    for key, address, size_index in (
-        ("initial_joint_positions", model.jnt_qposadr, 0),
-        ("initial_joint_velocities", model.jnt_dofadr, 1),
-    ):
+    """Writes `initial_joint_positions` / `initial_joint_velocities` over the default state, both
+    checked first (ConfigError naming the parameter)."""
+    writes = []
+    for key, kind in (("initial_joint_positions", "positions"),
+                      ("initial_joint_velocities", "velocities")):
         name = resolve_name(key, namespace)
-        values = params.get(name, None)
-        if values is None:
-            continue
-        if not isinstance(values, Mapping):
-            raise ConfigError(f"{name}: expected a mapping from joint name to value, "
-                              f"got {type(values).__name__}")
-        target = data.qpos if size_index == 0 else data.qvel
-        for joint, value in values.items():
-            joint_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))
-            if joint_id < 0:
-                known = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, i)
-                         for i in range(model.njnt)]
-                raise ConfigError(f"{name}: the model has no joint {joint!r} "
-                                  f"(its joints: {', '.join(n for n in known if n) or 'none'})")
-            size = _JOINT_SIZES[mujoco.mjtJoint(model.jnt_type[joint_id])][size_index]
-            array = np.atleast_1d(np.asarray(value, dtype=float)) if _is_numeric(value) else None
-            if array is None or array.shape != (size,) or not np.all(np.isfinite(array)):
-                raise ConfigError(f"{name}/{joint}: expected {size} finite number"
-                                  f"{'s' if size > 1 else ''}, got {value!r}")
-            start = int(address[joint_id])
-            target[start:start + size] = array
-
-
-def _is_numeric(value: object) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, (int, float)):
-        return True
-    return isinstance(value, Sequence) and not isinstance(value, str) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-
-
-class _ScopedPlugin:
-    """What acquire_plugin yields: the plugin, usable only inside its block."""
-
-    __slots__ = ("_name", "_target")
-
-    def __init__(self, name: str, target: object) -> None:
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_target", target)
-
-    def _checked(self) -> object:
-        target = object.__getattribute__(self, "_target")
-        if target is None:
-            name = object.__getattribute__(self, "_name")
-            raise LogicError(f"plugin {name!r} was used after its acquire_plugin() block ended")
-        return target
-
-    def __getattr__(self, attribute: str) -> Any:
-        value = getattr(self._checked(), attribute)
-        if callable(value) and not isinstance(value, type):
-            # A method taken out of the block refuses to run after it, like the plugin itself.
-            @functools.wraps(value)
-            def guarded(*args: Any, **kwargs: Any) -> Any:
-                self._checked()
-                return value(*args, **kwargs)
-
-            return guarded
-        return value
-
-    @property  # type: ignore[misc]
-    def __class__(self) -> type:  # isinstance(acquired, MyPlugin) holds, as for the plugin
-        return type(self._checked())
-
-    def __setattr__(self, attribute: str, value: Any) -> None:
-        setattr(self._checked(), attribute, value)
-
-    def __repr__(self) -> str:
-        target = object.__getattribute__(self, "_target")
-        return f"<acquired {target!r}>" if target is not None else "<released plugin>"
-
-    def _release(self) -> None:
-        object.__setattr__(self, "_target", None)
-
-
-class _EnvHost:
-    """`env.host`: the compiled PluginHost with SPEC §6's names, where the calls that replace a
-    generation pause stepping first (a physics thread must not step through them) and
-    `dispatch_render` makes its scene when given none. Everything else is the host's own."""
-
-    __slots__ = ("_env", "_host")
-
-    def __init__(self, env: MujocoEnv) -> None:
-        self._env = env
-        self._host = env._core.host
-
-    def load_generation(self, model_generation: int, plugin_generation: int) -> None:
-        with self._env._paused("host.load_generation"):
-            self._host.load_generation(model_generation, plugin_generation)
-
-    def quiesce_and_destroy(self) -> None:
-        with self._env._paused("host.quiesce_and_destroy"):
-            self._host.quiesce_and_destroy()
-
-    def dispatch_render(self, model_generation: int | None = None,
-                        scene: mujoco.MjvScene | None = None) -> None:
-        if scene is None:
-            scene = mujoco.MjvScene(self._env.model, maxgeom=1000)
-        self._host.dispatch_render(scene, model_generation)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._host, name)
+        try:
+            writes.append(sim_control.checked_joint_values(model, params.get(name, None), kind))
+        except (KeyError, ValueError) as error:
+            raise ConfigError(f"{name}: {error.args[0]}") from error
+    sim_control.write_joint_values(data, *writes)
 
 
 @contextlib.contextmanager
@@ -314,8 +207,10 @@ class MujocoEnv:
         self._control_data = mujoco.MjData(new_model)
         self._core = _core.EnvCore()
         self.control = ControlInterface(self._core)
-        # The compiled step itself, bound once: a Python loop of env.step(1) pays no extra frame
-        # (MujocoEnv.step below documents it and behaves the same).
+        # Shadows MujocoEnv.step with the compiled step itself, for speed: a Python loop of
+        # env.step(1) then pays no Python frame per call (about 0.2 us of a 3.5 us step on a
+        # one-body model). MujocoEnv.step stays for help(), type checkers and the docs, and does
+        # the same; a subclass that overrides step must assign self.step after this __init__.
         self.step = self._core.step  # type: ignore[method-assign]
         hold_hooks(self)
         self._core.bind(new_model, new_data, self._control_data)
@@ -393,9 +288,9 @@ class MujocoEnv:
         return self._namespace
 
     @property
-    def host(self) -> _EnvHost:
+    def host(self) -> EnvHost:
         """The PluginHost (SPEC §6), for tests and advanced users."""
-        return _EnvHost(self)
+        return EnvHost(self)
 
     @property
     def model_generation(self) -> int:
@@ -412,7 +307,7 @@ class MujocoEnv:
     @property
     def plugins(self) -> tuple[PluginInfo, ...]:
         """The configured plugins of the current generation, in load order."""
-        return tuple(_plugin_info(report) for report in self._core.host.report())
+        return tuple(plugin_info(report) for report in self._core.host.report())
 
     # -- stepping -----------------------------------------------------------------------------
 
@@ -494,8 +389,8 @@ class MujocoEnv:
             data.qpos[:] = initial.qpos
             data.qvel[:] = initial.qvel
         else:
-            key_id = _object_id(model, mujoco.mjtObj.mjOBJ_KEY, keyframe, "keyframe",
-                                model.nkey)
+            key_id = sim_control.object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe",
+                                           model.nkey, keyframe)
             mujoco.mj_resetDataKeyframe(model, data, key_id)
         sim_control.write_joint_values(data, positions, velocities)
         if keep_time:
@@ -587,21 +482,9 @@ class MujocoEnv:
         swap the model in between).
         """
         with self._paused("set_geom_properties"):
-            model = self._model
-            geom_id = _object_id(model, mujoco.mjtObj.mjOBJ_GEOM, geom, "geom", model.ngeom)
-            changes = _checked_geom_changes(model, geom_id, size=size, rgba=rgba,
-                                            friction=friction, contype=contype,
-                                            conaffinity=conaffinity)
-            if "size" in changes:
-                geom_type = mujoco.mjtGeom(model.geom_type[geom_id])
-                model.geom_size[geom_id] = changes["size"]
-                rbound, half_extent = _PRIMITIVE_BOUNDS[geom_type](changes["size"])
-                model.geom_rbound[geom_id] = rbound
-                model.geom_aabb[geom_id] = np.concatenate([np.zeros(3), half_extent])
-                _refresh_body_bvh(model, int(model.geom_bodyid[geom_id]))
-            for field in ("rgba", "friction", "contype", "conaffinity"):
-                if field in changes:
-                    getattr(model, f"geom_{field}")[geom_id] = changes[field]
+            geom_id = geometry.set_geom_properties(
+                self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
+                conaffinity=conaffinity)
             self._core.notify_geometry_changed(geom_id)
 
     # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
@@ -727,30 +610,9 @@ class MujocoEnv:
     ) -> Iterator[Any]:
         """Scoped access to a plugin's backend object; no dispatch runs while it is held."""
         self._check_open()
-        host = self._core.host
-        host._acquire_scope()
-        try:
-            for kind, expected, actual in (
-                ("model", model_generation, self._core.model_generation),
-                ("plugin", plugin_generation, self._core.plugin_generation),
-            ):
-                if expected is not None and expected != actual:
-                    raise StaleGenerationError(
-                        f"acquire_plugin({name!r}) expected {kind} generation {expected}, "
-                        f"but generation {actual} is active"
-                    )
-            backend = host._scoped_backend(name)
-            if backend is None:
-                # report() would wait on the mutex this scope holds: name the configuration.
-                configured = ", ".join(spec.name for spec in self._specs) or "none"
-                raise KeyError(f"no active plugin named {name!r} (configured: {configured})")
-            scoped = _ScopedPlugin(name, backend)
-            try:
-                yield scoped
-            finally:
-                scoped._release()
-        finally:
-            host._release_scope()
+        with scoped_plugin(self._core, name, model_generation, plugin_generation,
+                           [spec.name for spec in self._specs]) as plugin:
+            yield plugin
 
     def statistics(self) -> dict[str, Any]:
         """Per-plugin and env figures (SPEC §8)."""
@@ -767,7 +629,7 @@ class MujocoEnv:
         env["step_count"] = self.step_count
         plugins = []
         for report in self._core.host.report():
-            info = _plugin_info(report)
+            info = plugin_info(report)
             # JSON-able as it is: the state is a str enum, the failure a plain dict.
             failure = None if info.failure is None else {"phase": info.failure.phase,
                                                          "message": info.failure.message}
@@ -810,38 +672,6 @@ class MujocoEnv:
                 f"plugins={len(self._specs)} {state}>")
 
 
-def _object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, key: int | str, noun: str,
-               count: int) -> int:
-    """The id of the model's `noun` named or indexed by `key`; a KeyError listing them if none."""
-    if isinstance(key, str):
-        object_id = mujoco.mj_name2id(model, obj_type, key)
-        if object_id >= 0:
-            return object_id
-        problem = f"no {noun} named {key!r}"
-    elif isinstance(key, (int, np.integer)) and not isinstance(key, bool):
-        if 0 <= key < count:
-            return int(key)
-        problem = f"no {noun} with index {key}"
-    else:
-        raise TypeError(f"{noun} must be a name or an index, got {key!r}")
-    names = [mujoco.mj_id2name(model, obj_type, i) or str(i) for i in range(min(count, 20))]
-    more = f" and {count - 20} more" if count > 20 else ""
-    raise KeyError(f"{problem} (the model's {noun}s: {', '.join(names) or 'none'}{more})")
-
-
-def _plugin_info(report: dict[str, Any]) -> PluginInfo:
-    failure = report["failure"]
-    return PluginInfo(
-        name=report["name"],
-        type=report["type"],
-        state=PluginState[report["state"]],
-        failure=None if failure is None else PluginLoadFailure(
-            report["name"], report["type"], failure[0], failure[1]),
-        stats={"load_time_s": report["load_time_s"], "reset_time_s": report["reset_time_s"],
-               "callbacks": report["callbacks"], "custom": report["custom"]},
-    )
-
-
 def _weak_method(method: Any) -> Any:
     reference = weakref.WeakMethod(method)
 
@@ -852,101 +682,3 @@ def _weak_method(method: Any) -> Any:
         return bound(*args)
 
     return call
-
-
-_INT32_MAX = int(np.iinfo(np.int32).max)
-
-
-def _checked_geom_changes(model: mujoco.MjModel, geom_id: int, **values: Any) -> dict[str, Any]:
-    """The requested geom changes as arrays/ints, or ValueError naming the field and the
-    expected shape or range; nothing is written."""
-    changes: dict[str, Any] = {}
-    for field, width in (("size", 3), ("rgba", 4), ("friction", 3)):
-        if values[field] is None:
-            continue
-        array = np.asarray(values[field], dtype=float)
-        if array.shape != (width,):
-            raise ValueError(f"{field} must have shape ({width},), got {array.shape}")
-        if not np.all(np.isfinite(array)):
-            raise ValueError(f"{field} must be finite, got {array.tolist()}")
-        changes[field] = array
-    for field in ("contype", "conaffinity"):
-        value = values[field]
-        if value is None:
-            continue
-        if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                or not 0 <= value <= _INT32_MAX):
-            raise ValueError(f"{field} must be an int bitmask in [0, {_INT32_MAX}], got {value!r}")
-        changes[field] = int(value)
-    if "size" in changes:
-        geom_type = mujoco.mjtGeom(model.geom_type[geom_id])
-        if geom_type not in _PRIMITIVE_BOUNDS:
-            raise ValueError(f"the size of a {geom_type.name} geom cannot be changed")
-        if np.any(changes["size"] < 0):
-            raise ValueError(f"size must be non-negative, got {changes['size'].tolist()}")
-    return changes
-
-
-def _rotation(quaternion: np.ndarray) -> np.ndarray:
-    matrix = np.zeros(9)
-    mujoco.mju_quat2Mat(matrix, quaternion)
-    return matrix.reshape(3, 3)
-
-
-def _refresh_body_bvh(model: mujoco.MjModel, body: int) -> None:
-    """Recomputes `body`'s bounding-volume hierarchy (the boxes the mid-phase reads) from its
-    geoms' boxes, keeping the tree the compiler built. The boxes are in the body's inertial frame,
-    each leaf the box of one geom and each inner node the union of its two children."""
-    root, count = int(model.body_bvhadr[body]), int(model.body_bvhnum[body])
-    if count <= 0:
-        return
-    inertial = _rotation(model.body_iquat[body])
-
-    def refresh(node: int) -> tuple[np.ndarray, np.ndarray]:
-        left, right = model.bvh_child[node]
-        if left < 0 and right < 0:
-            geom = int(model.bvh_nodeid[node])
-            rotation = inertial.T @ _rotation(model.geom_quat[geom])
-            centre = (inertial.T @ (model.geom_pos[geom] - model.body_ipos[body])
-                      + rotation @ model.geom_aabb[geom, :3])
-            half = np.abs(rotation) @ model.geom_aabb[geom, 3:]
-            low, high = centre - half, centre + half
-        else:
-            bounds = [refresh(root + int(child)) for child in (left, right) if child >= 0]
-            low = np.min([b[0] for b in bounds], axis=0)
-            high = np.max([b[1] for b in bounds], axis=0)
-        model.bvh_aabb[node] = np.concatenate([(low + high) / 2, (high - low) / 2])
-        return low, high
-
-    refresh(root)
-
-
-def _sphere(size: np.ndarray) -> tuple[float, np.ndarray]:
-    return float(size[0]), np.full(3, size[0])
-
-
-def _capsule(size: np.ndarray) -> tuple[float, np.ndarray]:
-    return float(size[0] + size[1]), np.array([size[0], size[0], size[0] + size[1]])
-
-
-def _cylinder(size: np.ndarray) -> tuple[float, np.ndarray]:
-    return float(math.hypot(size[0], size[1])), np.array([size[0], size[0], size[1]])
-
-
-def _box(size: np.ndarray) -> tuple[float, np.ndarray]:
-    return float(np.linalg.norm(size)), size.copy()
-
-
-def _ellipsoid(size: np.ndarray) -> tuple[float, np.ndarray]:
-    return float(np.max(size)), size.copy()
-
-
-# Bounding radius and axis-aligned half extents (in the geom frame) that collision detection's
-# broad phase reads, for the primitive shapes whose size is a plain parameter.
-_PRIMITIVE_BOUNDS = {
-    mujoco.mjtGeom.mjGEOM_SPHERE: _sphere,
-    mujoco.mjtGeom.mjGEOM_CAPSULE: _capsule,
-    mujoco.mjtGeom.mjGEOM_CYLINDER: _cylinder,
-    mujoco.mjtGeom.mjGEOM_BOX: _box,
-    mujoco.mjtGeom.mjGEOM_ELLIPSOID: _ellipsoid,
-}

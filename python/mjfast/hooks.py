@@ -22,7 +22,7 @@ from typing import Any
 
 import mujoco
 
-from mjfast._native import _core
+from mjfast._core_loader import _core
 
 __all__ = ["hold_hooks", "hooks_owned", "install_hooks", "release_hooks"]
 

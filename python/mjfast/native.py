@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import math
 import os
 import sys
 from collections.abc import Mapping
@@ -106,9 +105,8 @@ def config_json(config: Mapping[str, Any]) -> str:
 
 
 def _jsonable(value: Any) -> Any:
+    # json.dumps asks only about what it cannot write itself (never a float, finite or not):
     # numpy scalars and arrays from programmatic configuration.
     if hasattr(value, "tolist"):
         return value.tolist()
-    if isinstance(value, float) and not math.isfinite(value):
-        return value
     raise TypeError(f"configuration value {value!r} is not a YAML/JSON type")

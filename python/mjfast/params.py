@@ -232,9 +232,11 @@ class ParameterServer:
     """
 
     def __init__(self, initial: dict[str, Any] | None = None) -> None:
-        # An RLock because the env reads parameters from its physics, control and render
-        # threads, and public methods call each other while holding it.
-        self._lock = threading.RLock()
+        # Plugins read and write parameters through their nodes on whatever thread runs their
+        # callbacks (the physics thread among them) while user code does too. A plain Lock: each
+        # public method takes it once, and what runs under it (the private helpers that expect
+        # it held, copies of YAML-typed values) never calls back into the server.
+        self._lock = threading.Lock()
         self._root: dict[str, Any] = {}
         if initial is not None:
             if not isinstance(initial, dict):

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 import mujoco
 import numpy as np
 
-from mjfast._native import _core
+from mjfast._core_loader import _core
 from mjfast.errors import ConfigError, LogicError
 
 __all__ = [
@@ -76,7 +76,12 @@ def _names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[s
 
 def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: int,
               key: object) -> int:
-    """The id of the model's `noun` named (or indexed) by `key`; KeyError with close matches."""
+    """The id of the model's `noun` named (or indexed) by `key`: the one lookup of keyframes,
+    geoms, joints, bodies and equality constraints by the env and this module.
+
+    KeyError for an unknown name (with its close matches and the model's names) or index;
+    ValueError for a key that is neither a str nor an int.
+    """
     if isinstance(key, str):
         object_id_ = mujoco.mj_name2id(model, obj_type, key)
         if object_id_ >= 0:

@@ -11,7 +11,7 @@ from mjfast._build_info import MUJOCO_VERSION_BUILT
 
 
 def test_the_core_is_built_against_the_running_mujoco() -> None:
-    from mjfast._native import _core
+    from mjfast._core_loader import _core
 
     assert MUJOCO_VERSION_BUILT == mujoco.__version__ == _core.MUJOCO_VERSION_BUILT
 
