@@ -16,6 +16,7 @@ import mujoco
 from mjfast._core_loader import _core
 from mjfast.errors import ConfigError
 from mjfast.params import ParameterServer, resolve_name
+from mjfast.sim_control import names_listing, object_id, object_names
 
 __all__ = ["PLANES", "CameraRig", "FrameLease", "OffscreenCamera", "camera_config"]
 
@@ -28,8 +29,7 @@ DEFAULT_MAX_GEOM = 10000
 
 
 def camera_names(model: mujoco.MjModel) -> list[str]:
-    names = (mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam))
-    return [name for name in names if name]
+    return object_names(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam)
 
 
 def camera_config(params: ParameterServer, namespace: str, model: mujoco.MjModel,
@@ -73,12 +73,6 @@ def _positive_int(value: Any, where: str, key: str) -> int:
     return value
 
 
-def _unknown_camera(model: mujoco.MjModel, name: str) -> KeyError:
-    known = camera_names(model)
-    return KeyError(f"the model has no camera named {name!r} "
-                    f"(its cameras: {', '.join(known) if known else 'none'})")
-
-
 class CameraRig:
     """The env's cameras: one RenderCore, opened handles, and their (re)binding at loads."""
 
@@ -118,8 +112,7 @@ class CameraRig:
         self._core.check_can_open()
         if not isinstance(name, str):
             raise TypeError(f"camera name must be a str, got {type(name).__name__}")
-        if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, name) < 0:
-            raise _unknown_camera(model, name)
+        object_id(model, mujoco.mjtObj.mjOBJ_CAMERA, "camera", model.ncam, name)  # or KeyError
         return self._core.open(name, camera_config(params, namespace, model, name))
 
     def retire(self) -> None:
@@ -138,6 +131,5 @@ class CameraRig:
     @staticmethod
     def missing_error(model: mujoco.MjModel, missing: list[str]) -> KeyError:
         names = ", ".join(repr(name) for name in missing)
-        known = camera_names(model)
         return KeyError(f"after reload, the model has no camera named {names}: those handles "
-                        f"are unavailable (its cameras: {', '.join(known) if known else 'none'})")
+                        f"are unavailable {names_listing('camera', camera_names(model))}")

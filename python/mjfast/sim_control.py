@@ -64,20 +64,22 @@ def close_matches_hint(name: object, known: Sequence[str]) -> str:
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def _listing(noun: str, known: Sequence[str]) -> str:
+def names_listing(noun: str, known: Sequence[str]) -> str:
+    """"(the model's <noun>s: a, b, ...)", the tail of every "no <noun> named" error."""
     shown = ", ".join(known[:20]) or "none"
     more = f" and {len(known) - 20} more" if len(known) > 20 else ""
     return f"(the model's {noun}s: {shown}{more})"
 
 
-def _names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[str]:
+def object_names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[str]:
+    """The names of the model's objects of `obj_type`, in id order, unnamed ones left out."""
     return [name for i in range(count) if (name := mujoco.mj_id2name(model, obj_type, i))]
 
 
 def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: int,
               key: object) -> int:
     """The id of the model's `noun` named (or indexed) by `key`: the one lookup of keyframes,
-    geoms, joints, bodies and equality constraints by the env and this module.
+    geoms, joints, bodies, cameras and equality constraints by the env and this module.
 
     KeyError for an unknown name (with its close matches and the model's names) or index;
     ValueError for a key that is neither a str nor an int.
@@ -86,9 +88,9 @@ def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: 
         object_id_ = mujoco.mj_name2id(model, obj_type, key)
         if object_id_ >= 0:
             return int(object_id_)
-        known = _names(model, obj_type, count)
+        known = object_names(model, obj_type, count)
         raise KeyError(f"no {noun} named {key!r}{close_matches_hint(key, known)} "
-                       f"{_listing(noun, known)}")
+                       f"{names_listing(noun, known)}")
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         if 0 <= key < count:
             return int(key)
