@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import mjfast
-from support import HOME_QPOS, JOURNAL, N_ARM_JOINTS, TIMESTEP, arm_xml, plugins_param
+from support import HOME_QPOS, JOURNAL, N_ARM_JOINTS, TIMESTEP, arm_xml, plugins_param, wait_for
 
 JOIN_TIMEOUT_S = 60.0
 
@@ -300,8 +300,10 @@ def test_pre_step_has_the_last_word(make_env, arm, register):
 def test_pre_step_count_matches_steps_of_the_physics_thread(make_env, arm, register):
     env = make_env(arm, params=plugins_param({"name": "pre", "type": register(PreStep)}))
     env.start(None)
-    time.sleep(0.2)
-    env.stop()
+    try:
+        assert wait_for(lambda: len(instance("pre").seen) > 10)
+    finally:
+        env.stop()
     steps = env.statistics()["env"]["steps"]
     seen = instance("pre").seen
     assert steps > 10
@@ -465,7 +467,7 @@ def test_reload_while_a_control_loop_runs(make_env, arm_path):
                                   qfrc_applied=np.zeros_like(state.qvel))
             except ValueError as error:  # sized by a read from before the reload
                 races.append(error)
-            time.sleep(0.0005)
+            time.sleep(0.0005)  # a control loop's period (leaves the core to the physics thread)
 
     env.start(None)
     errors: list[BaseException] = []
@@ -479,15 +481,13 @@ def test_reload_while_a_control_loop_runs(make_env, arm_path):
     thread = threading.Thread(target=guarded, daemon=True)
     thread.start()
     try:
-        time.sleep(0.1)
+        assert wait_for(lambda: len(shapes) >= 50)  # the loop runs before the reload
         extra = ('<body name="slider" pos="0 1 0"><joint name="slide" type="slide"/>'
                  '<geom type="sphere" size="0.05" contype="0" conaffinity="0"/></body>')
         arm_path.write_text(arm_xml(extra))
         env.reload()
         reads_at_reload = len(shapes)
-        deadline = time.monotonic() + 10.0
-        while len(shapes) < reads_at_reload + 50 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: len(shapes) >= reads_at_reload + 50, timeout=10.0)
     finally:
         stop.set()
         thread.join(JOIN_TIMEOUT_S)
@@ -569,17 +569,19 @@ def test_an_update_read_failure_raises_to_the_reader(make_env, arm, register):
 # -- control-side plugins do not wait for the physics side ---------------------------------------
 
 
-class SlowStep(mjfast.MujocoPlugin):
-    """Makes every step take long: its last_stage_callback sleeps (releasing the GIL)."""
+class HeldStep(mjfast.MujocoPlugin):
+    """Holds the physics side inside a step until the test lets go: its last_stage_callback
+    waits for `release` (releasing the GIL; bounded, so a failing test cannot hang)."""
 
     in_step = threading.Event()
+    release = threading.Event()
 
     def load(self, model, data):
         return True
 
     def last_stage_callback(self, model, data):
-        SlowStep.in_step.set()
-        time.sleep(0.3)
+        HeldStep.in_step.set()
+        HeldStep.release.wait(JOIN_TIMEOUT_S)
 
 
 class CountsReads(mjfast.ControlPlugin):
@@ -595,17 +597,24 @@ class CountsReads(mjfast.ControlPlugin):
 
 
 def test_update_read_plugins_do_not_wait_for_a_step_in_progress(make_env, register):
-    SlowStep.in_step.clear()
-    env = make_env(arm_xml(), params=plugins_param(register(SlowStep), register(CountsReads)))
-    env.control.read()  # armed before the slow steps start
-    env.start(None)
-    try:
-        assert SlowStep.in_step.wait(5)
-        started = time.monotonic()
+    HeldStep.in_step.clear()
+    HeldStep.release.clear()
+    env = make_env(arm_xml(), params=plugins_param(register(HeldStep), register(CountsReads)))
+    env.control.read()  # armed before the held step starts
+    reads_done = threading.Event()
+
+    def read_20_times():
         for _ in range(20):
             env.control.read()
-        elapsed = time.monotonic() - started
+        reads_done.set()
+
+    env.start(None)
+    try:
+        assert HeldStep.in_step.wait(5)
+        threading.Thread(target=read_20_times, daemon=True).start()
+        # 20 reads while a step holds the physics side until they are done: none waited for it
+        # (one that waited would wait for the release below, which comes only after this).
+        assert reads_done.wait(10)
     finally:
+        HeldStep.release.set()
         env.stop()
-    # 20 reads while a 0.3 s step holds the physics side: none waited for it.
-    assert elapsed < 0.25

@@ -6,32 +6,49 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 import numpy as np
 import pytest
 
+import mjfast
 from mjfast import PluginState
 from mjfast.discovery import resolve_plugin
 from mjfast.plugins.base_velocity import BaseVelocity
 from mjfast.plugins.free_joint_state import FreeJointStatePublisher
 from mjfast.plugins.fts_grav_comp import FtsGravComp
 from mjfast.plugins.heartbeat import HeartbeatPublisher
-from support import plugins_param
+from support import arm_xml, plugins_param, wait_for
 
 DT = 0.002
 
 
-@pytest.mark.parametrize("type_name, cls", [
-    ("mjfast/FtsGravComp", FtsGravComp),
-    ("mjfast/BaseVelocity", BaseVelocity),
-    ("mjfast/FreeJointStatePublisher", FreeJointStatePublisher),
-    ("mjfast/HeartbeatPublisher", HeartbeatPublisher),
-])
-def test_shipped_plugins_are_entry_points(type_name, cls):
+# Each shipped plugin with the configuration keys its module docstring documents.
+SHIPPED = [
+    ("mjfast/FtsGravComp", FtsGravComp, ["cog", "force_sensor", "mass", "site", "torque_sensor"]),
+    ("mjfast/BaseVelocity", BaseVelocity, ["joint", "timeout", "topic"]),
+    ("mjfast/FreeJointStatePublisher", FreeJointStatePublisher, ["bodies", "rate_hz", "topic"]),
+    ("mjfast/HeartbeatPublisher", HeartbeatPublisher, ["topic"]),
+]
+
+
+@pytest.mark.parametrize(("type_name", "cls", "keys"), SHIPPED, ids=[s[0] for s in SHIPPED])
+def test_shipped_plugins_are_entry_points(type_name, cls, keys):
     assert resolve_plugin(type_name) is cls
-    # Each documents its configuration keys in its module docstring.
-    assert "Configuration keys" in (sys.modules[cls.__module__].__doc__ or "")
+
+
+@pytest.mark.parametrize(("type_name", "cls", "keys"), SHIPPED, ids=[s[0] for s in SHIPPED])
+def test_shipped_plugins_accept_exactly_their_documented_keys(type_name, cls, keys):
+    # A key the plugin does not take is refused before it is made, and the refusal lists the
+    # keys it takes: the documented ones, each of which its module docstring names.
+    entry = {"type": type_name, "name": "p", "not_a_key": 1}
+    with mjfast.MujocoEnv(arm_xml(), params={"MujocoPlugins": [entry]}) as env:
+        (info,) = env.plugins
+    assert info.state is PluginState.FAILED
+    assert info.failure.phase == "factory"
+    assert info.failure.message.endswith(
+        f"unknown configuration key 'not_a_key'; its keys are: {', '.join(keys)}")
+    doc = sys.modules[cls.__module__].__doc__ or ""
+    assert [key for key in keys if f"`{key}`" not in doc] == []
 
 
 # -- FtsGravComp ------------------------------------------------------------------------------
@@ -393,10 +410,11 @@ def test_heartbeat_on_a_configured_topic_while_running(make_env):
                                                    "type": "mjfast/HeartbeatPublisher"}))
     env.start(None)
     try:
-        deadline = time.monotonic() + 20.0
-        while env.bus.latest("/beat") is None or env.bus.latest("/beat")["count"] < 2:
-            assert time.monotonic() < deadline, "no heartbeat"
-            time.sleep(0.01)
+        def beats():
+            latest = env.bus.latest("/beat")
+            return 0 if latest is None else latest["count"]
+
+        assert wait_for(lambda: beats() >= 2, timeout=20.0), "no heartbeat"
     finally:
         env.stop()
     assert env.bus.latest("/beat")["count"] >= 2

@@ -16,7 +16,7 @@ import pytest
 from mujoco import rollout
 
 import mjfast
-from support import TIMESTEP, ControlCounter, Recording, arm_xml, plugins_param
+from support import TIMESTEP, ControlCounter, Recording, arm_xml, plugins_param, wait_for
 
 
 def counter_env(make_env, model, register, name="c"):
@@ -84,8 +84,7 @@ def test_two_physics_threads_at_once(make_env, arm, register, journal):
     for env in envs:
         env.start(None)
     try:
-        deadline = threading.Event()
-        deadline.wait(0.1)
+        assert wait_for(lambda: all(plugin.calls > 100 for plugin in journal.instances))
     finally:
         for env in envs:
             env.stop()

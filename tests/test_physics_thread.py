@@ -13,6 +13,7 @@ import pytest
 import mjfast
 from _native_build import plugin_library_path
 from mjfast.native import NativePlugin
+from support import wait_for
 
 MODEL = """
 <mujoco>
@@ -33,7 +34,7 @@ def _run_for(env: mjfast.MujocoEnv, seconds: float, realtime_factor: float | Non
     """Runs the thread for about `seconds` of wall time; returns the simulated time advanced."""
     sim_start = env.data.time
     env.start(realtime_factor)
-    time.sleep(seconds)
+    time.sleep(seconds)  # the wall time the pace is measured over, not a synchronisation
     env.stop()
     return env.data.time - sim_start
 
@@ -71,10 +72,10 @@ def test_stop_is_prompt_and_idempotent(realtime_factor: float | None) -> None:
     with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
         env.start(realtime_factor)
         assert env.running
-        time.sleep(0.05)
+        assert wait_for(lambda: env.statistics()["env"]["steps"] > 0)  # it is stepping
         started = time.perf_counter()
         env.stop()
-        assert time.perf_counter() - started < 0.05
+        assert time.perf_counter() - started < 0.05  # promptness is the behaviour: timed
         assert not env.running
         env.stop()  # idempotent
         assert not env.running
@@ -101,7 +102,7 @@ def test_close_stops_the_thread() -> None:
     env.close()
     assert not env.running
     time_after_close = env.data.time
-    time.sleep(0.02)
+    time.sleep(0.02)  # an observation window: nothing may step in it
     assert env.data.time == time_after_close
     env.close()  # idempotent
 
@@ -110,11 +111,10 @@ def test_reset_while_running_pauses_and_resumes() -> None:
     with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
         env.start(None)
         try:
-            time.sleep(0.05)
+            assert wait_for(lambda: env.step_count > 0)
             env.reset()
             assert env.running
-            time.sleep(0.05)
-            assert env.data.time > 0
+            assert wait_for(lambda: env.data.time > 0)  # it resumed stepping after the reset
         finally:
             env.stop()
         reset = env.statistics()["plugins"][0]["callbacks"]["reset"]["calls"]
@@ -137,14 +137,15 @@ def test_reload_while_running_reaches_no_old_instance(liveness: str, tmp_path: P
         try:
             serials = set()
             for _ in range(5):
-                time.sleep(0.02)
+                # This generation steps before it is replaced (step_count restarts at a reload).
+                assert wait_for(lambda: env.step_count > 0)
                 generation = env.model_generation
                 env.reload()
                 assert env.running  # it paused, reloaded and resumed
                 assert env.model_generation == generation + 1
                 with env.acquire_plugin("Liveness") as plugin:
                     serials.add(plugin.call("serial"))
-            time.sleep(0.02)
+            assert wait_for(lambda: env.step_count > 0)
         finally:
             env.stop()
         with env.acquire_plugin("Liveness") as plugin:
@@ -172,6 +173,7 @@ def test_reload_from_another_thread_while_running(liveness: str) -> None:
         worker.start()
         worker.join(10)
         env.stop()
+        assert not worker.is_alive()
         assert not errors
         with env.acquire_plugin("Liveness") as plugin:
             assert plugin.call("violations") == "0"
