@@ -245,6 +245,29 @@ def test_malformed_configuration_numbers_fail_the_factory(echo: str, text: str,
     assert "invalid plugin configuration JSON at " + message in failure
 
 
+def test_configuration_nests_mappings_and_lists(echo: str) -> None:
+    text = ' { "a" : { "b" : 3 } , "l" : [ 1 , [ ] , { } , [ 2 , { "c" : 4 } ] ] , "e" : { } } '
+    with _echo(echo, {"json": text}) as plugin:
+        assert plugin.call("number", "a.b") == "3"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('{"a": 1 "b": 2}', "offset 8: expected ',' or '}'"),
+    ('{"a": 1', "offset 7: expected ',' or '}'"),
+    ('{"a": [1 2]}', "offset 9: expected ',' or ']'"),
+    ('{"a": [1', "offset 8: expected ',' or ']'"),
+    ('{"a": 1,}', "offset 8: expected a key"),
+    ('{1: 2}', "offset 1: expected a key"),
+    ('{"a" 1}', "offset 5: expected ':'"),
+    ('{"a": [1,]}', "offset 9: unexpected character"),
+    ('{"a": [', "offset 7: unexpected end"),
+])
+def test_malformed_configuration_structure_fails_the_factory(echo: str, text: str,
+                                                             message: str) -> None:
+    failure = _echo_failure(echo, {"json": text})
+    assert "invalid plugin configuration JSON at " + message in failure
+
+
 def test_configuration_unicode_escapes_decode_to_utf8(echo: str) -> None:
     # Python's json.dumps escapes every non-ASCII character: é as \u00e9, 😀 as a surrogate pair.
     assert "\\u00e9" in json.dumps("é") and "\\ud83d\\ude00" in json.dumps("😀")
