@@ -18,7 +18,7 @@ import pytest
 import mjfast
 from _native_build import plugin_library_path
 from mjfast.native import NativePlugin
-from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML
+from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML, run_python
 
 UNAVAILABLE = CAMERA_UNAVAILABLE
 WIDTH, HEIGHT = CAMERA_WIDTH, CAMERA_HEIGHT
@@ -131,3 +131,25 @@ def test_opening_from_a_step_callback_is_a_logic_error_surfaced_as_plugin_error(
 def test_misuse_outside_the_contract_is_a_logic_error(command: str, match: str) -> None:
     with probe_env() as env, pytest.raises(mjfast.LogicError, match=match):
         call(env, command)
+
+
+def test_a_default_constructed_camera_is_a_logic_error_not_a_crash(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    # It once read the host table through a null pointer before checking the handle (SIGSEGV),
+    # so the call runs in a child interpreter.
+    library = plugin_library_path(tmp_path_factory)
+    result = run_python(f"""
+        import mjfast
+        from mjfast.native import NativePlugin
+        from support import CAMERA_XML
+        mjfast.register_plugin({TYPE!r}, NativePlugin({str(library)!r}, "CameraProbe"))
+        params = {{"MujocoPlugins": [{{"name": "probe", "type": {TYPE!r}}}]}}
+        with mjfast.MujocoEnv(CAMERA_XML, params=params, render_sync=True) as env:
+            with env.acquire_plugin("probe") as plugin:
+                try:
+                    plugin.call("take_unopened")
+                except mjfast.LogicError as error:
+                    print("LogicError:", error)
+        """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "LogicError: mjfast::Camera used after close() or a move" in result.stdout

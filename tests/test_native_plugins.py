@@ -238,11 +238,27 @@ def test_configuration_numbers_in_every_json_spelling(echo: str) -> None:
     ('{"a": 1e}', "offset 8: expected a digit in the exponent"),
     ('{"a": +1}', "offset 6: unexpected character"),
     ('{"a": 1e999}', "offset 6: number 1e999 is out of the range of a double"),
+    # Mappings and lists.
+    ('{"a": 1 "b": 2}', "offset 8: expected ',' or '}'"),
+    ('{"a": 1', "offset 7: expected ',' or '}'"),
+    ('{"a": [1 2]}', "offset 9: expected ',' or ']'"),
+    ('{"a": [1', "offset 8: expected ',' or ']'"),
+    ('{"a": 1,}', "offset 8: expected a key"),
+    ('{1: 2}', "offset 1: expected a key"),
+    ('{"a" 1}', "offset 5: expected ':'"),
+    ('{"a": [1,]}', "offset 9: unexpected character"),
+    ('{"a": [', "offset 7: unexpected end"),
 ])
-def test_malformed_configuration_numbers_fail_the_factory(echo: str, text: str,
-                                                          message: str) -> None:
+def test_malformed_configuration_numbers_and_structure_fail_the_factory(echo: str, text: str,
+                                                                        message: str) -> None:
     failure = _echo_failure(echo, {"json": text})
     assert "invalid plugin configuration JSON at " + message in failure
+
+
+def test_configuration_nests_mappings_and_lists(echo: str) -> None:
+    text = ' { "a" : { "b" : 3 } , "l" : [ 1 , [ ] , { } , [ 2 , { "c" : 4 } ] ] , "e" : { } } '
+    with _echo(echo, {"json": text}) as plugin:
+        assert plugin.call("number", "a.b") == "3"
 
 
 def test_configuration_unicode_escapes_decode_to_utf8(echo: str) -> None:

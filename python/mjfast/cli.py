@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
@@ -106,6 +106,18 @@ def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
                         help="exit 1 if any plugin fails, to load or while stepping")
 
 
+def _add_model(parser: argparse.ArgumentParser, params_help: str) -> None:
+    parser.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
+    parser.add_argument("--params", metavar="FILE", help=params_help)
+
+
+def _add_live_run_options(parser: argparse.ArgumentParser) -> None:
+    """The model of `view` and `serve`, which run it on the physics thread until told to stop."""
+    _add_model(parser, "YAML parameter file")
+    parser.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
+                        help="pace the physics thread to F x wall clock (default 1)")
+
+
 def _add_verbosity(parser: argparse.ArgumentParser, default: object) -> None:
     # On the main parser and each command's, so `mjfast -v run ...` and `mjfast run ... -v` work;
     # the commands' default is SUPPRESS so that they do not reset a count given before them.
@@ -136,9 +148,7 @@ def _parser() -> argparse.ArgumentParser:
                               description="Load MODEL, load the plugins configured under "
                                           "MujocoPlugins in --params, step it and print the "
                                           "statistics.")
-    run.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
-    run.add_argument("--params", metavar="FILE", help="YAML parameter file (MujocoPlugins, "
-                                                      "initial_joint_positions, ...)")
+    _add_model(run, "YAML parameter file (MujocoPlugins, initial_joint_positions, ...)")
     _add_run_options(run, steps=True)
     _add_verbosity(run, argparse.SUPPRESS)
 
@@ -185,20 +195,14 @@ def _add_remote_commands(commands: Any) -> None:
                                            "MuJoCo's viewer: Space pauses and resumes, Right "
                                            "steps once while paused, Backspace resets. Closing "
                                            "the window stops the run and prints the statistics.")
-    view.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
-    view.add_argument("--params", metavar="FILE", help="YAML parameter file")
-    view.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
-                      help="pace the physics thread to F x wall clock (default 1)")
+    _add_live_run_options(view)
 
     serve = commands.add_parser("serve", help="run a model and serve its bus over Zenoh",
                                 description="Load MODEL with its plugins, run it, and make its "
                                             "bus reachable from other processes (topics both "
                                             "ways, services) until SIGINT or SIGTERM; then print "
                                             "the statistics.")
-    serve.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
-    serve.add_argument("--params", metavar="FILE", help="YAML parameter file")
-    serve.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
-                       help="pace the physics thread to F x wall clock (default 1)")
+    _add_live_run_options(serve)
     serve.add_argument("--listen", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
                        help=f"Zenoh endpoint to listen on (default {_DEFAULT_ENDPOINT}; "
                             f"anything but loopback lets any client reload the model and move "
@@ -356,6 +360,11 @@ def _bad_input_is_one_line() -> Iterator[None]:
         if isinstance(error, OSError) and error.filename and str(error.filename) not in message:
             message = f"{message}: {error.filename}"
         raise CliError(message) from error
+
+
+def _model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
+    """MODEL and --params of `run`, `view` and `serve`."""
+    return Path(args.model), Path(args.params) if args.params else None
 
 
 def _make_env(model: Path, params: Path | None) -> Any:
@@ -525,13 +534,14 @@ def format_statistics(stats: dict[str, Any], wall_s: float | None = None) -> str
     return format_(stats, wall_s)
 
 
-def _run_statistics(env: Any, wall_s: float) -> dict[str, Any]:
-    """The env's statistics, with the real-time factor of the whole run: a paced run waits
-    between its steps, which the env's own figure (time spent stepping) leaves out."""
+def _print_statistics(env: Any, wall_s: float, out: TextIO) -> None:
+    """The statistics table of a run that took `wall_s`, with the real-time factor of the whole
+    run: a paced run waits between its steps, which the env's own figure (time spent stepping)
+    leaves out."""
     stats = env.statistics()
     if wall_s > 0:
         stats["env"]["realtime_factor"] = stats["env"]["simulated_s"] / wall_s
-    return stats
+    out.write(format_statistics(stats, wall_s) + "\n")
 
 
 # -- commands -------------------------------------------------------------------------------------
@@ -556,14 +566,12 @@ def _run(model: Path, params: Path | None, args: argparse.Namespace,
         except KeyboardInterrupt:
             # Ctrl-C: the statistics of what ran, then exit 130 (SPEC §18).
             err.write("\nmjfast: interrupted\n")
-            wall_s = time.perf_counter() - started
-            out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+            _print_statistics(env, time.perf_counter() - started, out)
             return EXIT_INTERRUPTED
         except _StrictFailure as failure:
-            wall_s = time.perf_counter() - started
-            out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+            _print_statistics(env, time.perf_counter() - started, out)
             raise CliError(str(failure)) from failure
-        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+        _print_statistics(env, wall_s, out)
     finally:
         env.close()
     return EXIT_OK
@@ -642,7 +650,7 @@ def _view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         viewer.check_display()
     except viewer.NoDisplayError as error:
         raise CliError(str(error)) from error
-    env = _make_env(Path(args.model), Path(args.params) if args.params else None)
+    env = _make_env(*_model_files(args))
     try:
         started = time.perf_counter()
         with _bad_input_is_one_line():
@@ -660,8 +668,7 @@ def _view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write("\nmjfast: interrupted\n")
             window.close()
         env.stop()
-        wall_s = time.perf_counter() - started
-        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+        _print_statistics(env, time.perf_counter() - started, out)
     finally:
         env.close()
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
@@ -678,7 +685,7 @@ def _import_remote() -> Any:
 
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     remote = _import_remote()
-    env = _make_env(Path(args.model), Path(args.params) if args.params else None)
+    env = _make_env(*_model_files(args))
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set())
                 for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -699,8 +706,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             env.stop()
         finally:
             server.close()
-        wall_s = time.perf_counter() - started
-        out.write(format_statistics(_run_statistics(env, wall_s), wall_s) + "\n")
+        _print_statistics(env, time.perf_counter() - started, out)
         figures = server.statistics()
         out.write("\nremote bus\n" + "".join(
             f"  {name.replace('_', ' '):<22}{value:,}\n" for name, value in figures.items()))
@@ -726,12 +732,18 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=_as_json, allow_nan=True)
 
 
-def _connected(endpoint: str) -> Any:
+@contextmanager
+def _connected(endpoint: str) -> Iterator[Any]:
+    """A client of the server at `endpoint` for one command, closed when it ends."""
     remote = _import_remote()
     try:
-        return remote.connect(endpoint)
+        client = remote.connect(endpoint)
     except ConnectionError as error:
         raise CliError(str(error)) from error
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def _remote_call(action: Any) -> Any:
@@ -746,21 +758,23 @@ def _remote_call(action: Any) -> Any:
         raise CliError(_one_line(str(error))) from error
 
 
+def _print_names(names: Callable[[], Any], out: TextIO) -> int:
+    """`topic list`, `service list`: the names the remote call `names()` returns, one a line."""
+    for name in _remote_call(names):
+        out.write(f"{name}\n")
+    return EXIT_OK
+
+
 def _topic(args: argparse.Namespace, out: TextIO) -> int:
-    client = _connected(args.connect)
-    try:
+    with _connected(args.connect) as client:
         if args.action == "list":
-            for name in _remote_call(client.topics):
-                out.write(f"{name}\n")
-            return EXIT_OK
+            return _print_names(client.topics, out)
         if args.action == "pub":
             _remote_call(lambda: client.publish(args.topic, args.message))
             # A round trip after the put: the server has the message before the session closes.
             _remote_call(client.topics)
             return EXIT_OK
         return _echo(client, args.topic, args.count, out)
-    finally:
-        client.close()
 
 
 def _echo(client: Any, topic: str, count: int | None, out: TextIO) -> int:
@@ -789,17 +803,12 @@ def _echo(client: Any, topic: str, count: int | None, out: TextIO) -> int:
 
 
 def _service(args: argparse.Namespace, out: TextIO) -> int:
-    client = _connected(args.connect)
-    try:
+    with _connected(args.connect) as client:
         if args.action == "list":
-            for name in _remote_call(client.services):
-                out.write(f"{name}\n")
-            return EXIT_OK
+            return _print_names(client.services, out)
         reply = _remote_call(lambda: client.call(args.service, args.request, args.timeout))
         out.write(_dumps(reply) + "\n")
         return EXIT_OK
-    finally:
-        client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -828,8 +837,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     return _export_demo(Path(args.export), out)
                 model, params = _demo_files()
                 return _run(model, params, args, out, err)
-            return _run(Path(args.model), Path(args.params) if args.params else None, args,
-                        out, err)
+            return _run(*_model_files(args), args, out, err)
     except CliError as error:
         err.write(f"mjfast: error: {error}\n")
         return error.code

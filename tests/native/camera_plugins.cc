@@ -89,6 +89,7 @@ class CameraProbe final : public mjfast::Plugin {
     if (command == "open") open_offscreen_camera(camera_name_);   // refused outside load()
     if (command == "take_bare") bare_.take_latest();                // before enable_frames
     if (command == "enable_again") camera_.enable_frames();         // twice on one handle
+    if (command == "take_unopened") unopened_.take_latest();  // a default-constructed Camera
     if (command == "close_and_take") {
       camera_.close();
       camera_.take_latest();  // a closed mjfast::Camera
@@ -102,6 +103,7 @@ class CameraProbe final : public mjfast::Plugin {
   int hide_group_;
   mjfast::Camera camera_;
   mjfast::Camera bare_;
+  mjfast::Camera unopened_;
   std::string load_probe_;
   long frames_ = 0;
   std::int64_t simulation_time_ns_ = 0;

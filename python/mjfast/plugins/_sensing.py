@@ -1,7 +1,9 @@
 """What the shipped sensor, clock and lidar plugins share (SPEC §14).
 
-Owns the simulated-time rate schedule, configuration checks whose messages name the key and what
-was expected, and model name lookups that list close matches. Nothing here publishes or casts.
+Owns the simulated-time rate schedule and the due check of the plugins that publish on it
+(`RatePublisher`), configuration checks whose messages name the key and what was expected, and
+model name lookups that list close matches. Nothing here publishes or casts: what a due step
+publishes is each plugin's own.
 """
 
 from __future__ import annotations
@@ -13,10 +15,14 @@ from typing import Any
 
 import mujoco
 
+from mjfast.plugin import MujocoPlugin
+
 __all__ = [
+    "RatePublisher",
     "RateSchedule",
     "check_keys",
     "id_of",
+    "listed_ids",
     "number",
     "positive_int",
     "seed_of",
@@ -78,6 +84,18 @@ def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
     return int(index)
 
 
+def listed_ids(plugin: str, config: Mapping[str, Any], key: str, model: mujoco.MjModel,
+               kind: mujoco.mjtObj, what: str, candidates: list[str]) -> list[int] | None:
+    """The ids of the `what`s that `config[key]` lists by name, in that order; None if `key` is
+    absent. ValueError naming `key` for anything but a list of names, or an unknown name."""
+    wanted = config.get(key)
+    if wanted is None:
+        return None
+    if not isinstance(wanted, (list, tuple)) or not all(isinstance(n, str) for n in wanted):
+        raise ValueError(f"{plugin}: {key} must be a list of {what} names, got {wanted!r}")
+    return [id_of(plugin, model, kind, what, n, candidates) for n in wanted]
+
+
 def names_of(model: mujoco.MjModel, kind: mujoco.mjtObj, count: int) -> list[str]:
     return [mujoco.mj_id2name(model, kind, i) or "" for i in range(count)]
 
@@ -104,3 +122,30 @@ class RateSchedule:
         index = math.floor((time + self._half_step) / self.period)
         return (index * self.period - self._half_step,
                 (index + 1) * self.period - self._half_step)
+
+
+class RatePublisher(MujocoPlugin):
+    """A plugin that publishes from `last_stage_callback` at the first step whose time reaches
+    each multiple of 1/rate_hz (SPEC §14), the schedule following the clock across resets.
+
+    `load` calls `_start_schedule`; `_publish_due` publishes what a due step has. A step that is
+    not due costs one chained comparison and no call.
+    """
+
+    def _start_schedule(self, rate_hz: float, model: mujoco.MjModel,
+                        data: mujoco.MjData) -> None:
+        self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
+        self._low, self._high = self._schedule.restart(float(data.time))
+
+    def _publish_due(self, data: mujoco.MjData, time: float) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement _publish_due")
+
+    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        time = data.time
+        if self._low <= time < self._high:
+            return
+        self._low, self._high = self._schedule.restart(time)
+        self._publish_due(data, time)
+
+    def reset(self) -> None:
+        self._low, self._high = self._schedule.restart(float(self.env.data.time))

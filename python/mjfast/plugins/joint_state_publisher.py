@@ -14,8 +14,7 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from mjfast.plugin import MujocoPlugin
-from mjfast.plugins._sensing import RateSchedule, check_keys, id_of, names_of, number
+from mjfast.plugins._sensing import RatePublisher, check_keys, listed_ids, names_of, number
 
 __all__ = ["JointStatePublisher"]
 
@@ -23,37 +22,28 @@ _KEYS = ("joints", "rate_hz")
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
-class JointStatePublisher(MujocoPlugin):
+class JointStatePublisher(RatePublisher):
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
         check_keys(who, self.config, _KEYS)
         rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 100.0), minimum=0.0,
                          strict=True)
         all_names = names_of(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
-        wanted = self.config.get("joints")
-        if wanted is None:
+        ids = listed_ids(who, self.config, "joints", model, mujoco.mjtObj.mjOBJ_JOINT, "joint",
+                         all_names)
+        if ids is None:
             ids = [j for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS]
-        elif isinstance(wanted, (list, tuple)) and all(isinstance(j, str) for j in wanted):
-            ids = [id_of(who, model, mujoco.mjtObj.mjOBJ_JOINT, "joint", j, all_names)
-                   for j in wanted]
-            for name, j in zip(wanted, ids, strict=True):
-                if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
-                    raise ValueError(f"{who}: joint {name!r} is not a hinge or slide joint "
-                                     f"(joints lists one-dof joints only)")
-        else:
-            raise ValueError(f"{who}: joints must be a list of joint names, got {wanted!r}")
+        for j in ids:
+            if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
+                raise ValueError(f"{who}: joint {all_names[j]!r} is not a hinge or slide joint "
+                                 f"(joints lists one-dof joints only)")
         self._names = [all_names[j] or f"joint_{j}" for j in ids]
         self._qpos = np.array([model.jnt_qposadr[j] for j in ids], dtype=np.intp)
         self._dof = np.array([model.jnt_dofadr[j] for j in ids], dtype=np.intp)
-        self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
-        self._low, self._high = self._schedule.restart(float(data.time))
+        self._start_schedule(rate_hz, model, data)
         return True
 
-    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
-        time = data.time
-        if self._low <= time < self._high:
-            return
-        self._low, self._high = self._schedule.restart(time)
+    def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         self.node.publish("~joint_states", {
             "time": time,
             "name": list(self._names),
@@ -61,6 +51,3 @@ class JointStatePublisher(MujocoPlugin):
             "velocity": data.qvel[self._dof],
             "effort": data.qfrc_actuator[self._dof],
         })
-
-    def reset(self) -> None:
-        self._low, self._high = self._schedule.restart(float(self.env.data.time))

@@ -20,15 +20,14 @@ import re
 import mujoco
 import numpy as np
 
-from mjfast.plugin import MujocoPlugin
-from mjfast.plugins._sensing import RateSchedule, check_keys, names_of, number
+from mjfast.plugins._sensing import RatePublisher, check_keys, names_of, number
 
 __all__ = ["RangefinderLidar"]
 
 _KEYS = ("prefix", "rate_hz", "min_angle", "max_angle", "range")
 
 
-class RangefinderLidar(MujocoPlugin):
+class RangefinderLidar(RatePublisher):
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
         check_keys(who, self.config, _KEYS)
@@ -75,20 +74,12 @@ class RangefinderLidar(MujocoPlugin):
             "range_max": range_max,
         }
         self._range_min, self._range_max = range_min, range_max
-        self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
-        self._low, self._high = self._schedule.restart(float(data.time))
+        self._start_schedule(rate_hz, model, data)
         return True
 
-    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
-        time = data.time
-        if self._low <= time < self._high:
-            return
-        self._low, self._high = self._schedule.restart(time)
+    def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         readings = data.sensordata[self._address]
         ranges = readings.astype(np.float32)
         ranges[(readings < 0) | (readings > self._range_max)] = np.inf
         ranges[(readings >= 0) & (readings < self._range_min)] = -np.inf
         self.node.publish("~scan", {"time": time, **self._header, "ranges": ranges})
-
-    def reset(self) -> None:
-        self._low, self._high = self._schedule.restart(float(self.env.data.time))

@@ -19,11 +19,11 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import (
-    RateSchedule,
+    RatePublisher,
     check_keys,
     id_of,
+    listed_ids,
     names_of,
     number,
     seed_of,
@@ -48,7 +48,7 @@ class _Sensor:
         self.bias = np.zeros(dim)
 
 
-class SensorPublisher(MujocoPlugin):
+class SensorPublisher(RatePublisher):
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
         check_keys(who, self.config, _KEYS)
@@ -59,14 +59,10 @@ class SensorPublisher(MujocoPlugin):
         if not isinstance(ground_truth, bool):
             raise ValueError(f"{who}: ground_truth must be true or false, got {ground_truth!r}")
         all_names = names_of(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor)
-        wanted = self.config.get("sensors")
-        if wanted is None:
+        ids = listed_ids(who, self.config, "sensors", model, mujoco.mjtObj.mjOBJ_SENSOR,
+                         "sensor", all_names)
+        if ids is None:
             ids = list(range(model.nsensor))
-        elif isinstance(wanted, (list, tuple)) and all(isinstance(s, str) for s in wanted):
-            ids = [id_of(who, model, mujoco.mjtObj.mjOBJ_SENSOR, "sensor", s, all_names)
-                   for s in wanted]
-        else:
-            raise ValueError(f"{who}: sensors must be a list of sensor names, got {wanted!r}")
         self._sensors = [
             _Sensor(all_names[i] or f"sensor_{i}", int(model.sensor_adr[i]),
                     int(model.sensor_dim[i])) for i in ids]
@@ -90,8 +86,7 @@ class SensorPublisher(MujocoPlugin):
                                               sensor.dim, allow_negative=True)
             if ground_truth:
                 sensor.truth_topic = f"~{sensor.name}_gt"
-        self._schedule = RateSchedule(self._rate_hz, float(model.opt.timestep))
-        self._low, self._high = self._schedule.restart(float(data.time))
+        self._start_schedule(self._rate_hz, model, data)
         self._rng = np.random.default_rng(self._seed)
         return True
 
@@ -104,11 +99,7 @@ class SensorPublisher(MujocoPlugin):
         minimum = None if allow_negative else 0.0
         return np.array([number(self.name, key, v, minimum=minimum) for v in values])
 
-    def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
-        time = data.time
-        if self._low <= time < self._high:
-            return
-        self._low, self._high = self._schedule.restart(time)
+    def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         sensordata = data.sensordata
         publish = self.node.publish
         for sensor in self._sensors:
@@ -122,5 +113,5 @@ class SensorPublisher(MujocoPlugin):
                 publish(sensor.truth_topic, {"time": time, "value": value})
 
     def reset(self) -> None:
+        super().reset()
         self._rng = np.random.default_rng(self._seed)
-        self._low, self._high = self._schedule.restart(float(self.env.data.time))

@@ -76,23 +76,55 @@ mujoco_server:
       gain: 1.0        # a configuration key the plugin declares (config_keys)
 """
 
-_PYTHON_FILES = {
-    "pyproject.toml": """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
 
+def _pyproject(build_system: str, description: str, found_by: str, entry_point: str,
+               tool: str = "") -> str:
+    """A package's pyproject.toml: its kind's [build-system] and [tool] tables around the
+    [project] table both kinds share (the distribution, and the entry point mjfast finds the
+    plugin type by, `found_by` saying how)."""
+    return f"""\
+[build-system]
+{build_system}
 [project]
 name = "$dist"
 version = "0.1.0"
-description = "The mjfast plugin $type"
+description = "{description}"
 requires-python = ">=3.10"
 dependencies = ["mjfast"]
 
-# How mjfast finds the plugin type (`mjfast plugins` lists it once installed).
+# How mjfast finds the plugin type{found_by}
 [project.entry-points."mjfast.plugins"]
-"$type" = "$name.plugin:$cls"
-""",
+"$type" = "{entry_point}"
+{tool}"""
+
+
+def _readme(about: str, edit: str) -> str:
+    """A package's README.md: what it is, the commands that install and try it (those
+    `WrittenPackage.summary` prints), and how to change it."""
+    return f"""\
+# $name
+
+{about}
+
+```bash
+pip install ./$name
+mjfast plugins                      # lists $type
+mjfast run MODEL.xml --params $name/params.yaml
+```
+
+{edit}
+"""
+
+
+_PYTHON_FILES = {
+    "pyproject.toml": _pyproject(
+        build_system='''\
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+''',
+        description="The mjfast plugin $type",
+        found_by=" (`mjfast plugins` lists it once installed).",
+        entry_point="$name.plugin:$cls"),
     "src/$name/__init__.py": """\
 \"\"\"The mjfast plugin $type.\"\"\"
 
@@ -132,44 +164,28 @@ class $cls(mjfast.MujocoPlugin):
         return {"steps": float(self.steps)}
 """,
     "params.yaml": _PARAMS,
-    "README.md": """\
-# $name
-
-The mjfast plugin `$type` (Python). Install it into the environment that has mjfast:
-
-```bash
-pip install ./$name
-mjfast plugins                      # lists $type
-mjfast run MODEL.xml --params $name/params.yaml
-```
-
-Edit `src/$name/plugin.py`; `pip install -e ./$name` makes edits take effect without reinstalling.
-""",
+    "README.md": _readme(
+        "The mjfast plugin `$type` (Python). Install it into the environment that has mjfast:",
+        "Edit `src/$name/plugin.py`; `pip install -e ./$name` makes edits take effect without "
+        "reinstalling."),
 }
 
 _NATIVE_FILES = {
-    "pyproject.toml": """\
-[build-system]
+    "pyproject.toml": _pyproject(
+        build_system='''\
 # Only registry packages: the plugin SDK comes from the mjfast installed in the environment that
 # runs pip (CMakeLists.txt asks that interpreter), not from an index.
 requires = ["scikit-build-core>=0.10"]
 build-backend = "scikit_build_core.build"
-
-[project]
-name = "$dist"
-version = "0.1.0"
-description = "The native mjfast plugin $type"
-requires-python = ">=3.10"
-dependencies = ["mjfast"]
-
-# How mjfast finds the plugin type: the descriptor in python/$name/__init__.py.
-[project.entry-points."mjfast.plugins"]
-"$type" = "$name:$cls"
-
+''',
+        description="The native mjfast plugin $type",
+        found_by=": the descriptor in python/$name/__init__.py.",
+        entry_point="$name:$cls",
+        tool='''
 [tool.scikit-build]
 wheel.packages = ["python/$name"]
 cmake.build-type = "Release"
-""",
+'''),
     "CMakeLists.txt": """\
 cmake_minimum_required(VERSION 3.18)
 project($name LANGUAGES CXX)
@@ -236,20 +252,10 @@ __all__ = ["$cls"]
 $cls = NativePlugin("lib${name}_plugins.so", "$cls", config_keys={"gain": float})
 """,
     "params.yaml": _PARAMS,
-    "README.md": """\
-# $name
-
-The native (C++) mjfast plugin `$type`. Install it into the environment that has mjfast (a C++17
-compiler is needed; CMake comes from the package index if there is none):
-
-```bash
-pip install ./$name
-mjfast plugins                      # lists $type
-mjfast run MODEL.xml --params $name/params.yaml
-```
-
-Edit `src/$name.cc` and install again. The SDK: mjfast's docs/native_plugins.md.
-""",
+    "README.md": _readme(
+        "The native (C++) mjfast plugin `$type`. Install it into the environment that has mjfast "
+        "(a C++17\ncompiler is needed; CMake comes from the package index if there is none):",
+        "Edit `src/$name.cc` and install again. The SDK: mjfast's docs/native_plugins.md."),
 }
 
 _FILES = {"python": _PYTHON_FILES, "native": _NATIVE_FILES}

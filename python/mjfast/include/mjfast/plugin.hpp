@@ -196,6 +196,21 @@ class Config {
     static std::string child(const std::string& parent, const std::string& key) {
       return parent.empty() ? key : parent + "." + key;
     }
+    // A mapping's or list's items, from its opening bracket through `close`: `item()` reads one,
+    // and items are separated by ','.
+    template <class Item>
+    void items(char close, Item&& item) {
+      ++pos;
+      skip_space();
+      if (pos < text.size() && text[pos] == close) { ++pos; return; }
+      while (true) {
+        item();
+        skip_space();
+        if (pos < text.size() && text[pos] == ',') { ++pos; continue; }
+        if (pos < text.size() && text[pos] == close) { ++pos; return; }
+        fail(std::string("expected ',' or '") + close + "'");
+      }
+    }
     Config value(const std::string& path) {
       skip_space();
       if (pos >= text.size()) fail("unexpected end");
@@ -204,10 +219,7 @@ class Config {
       const char c = text[pos];
       if (c == '{') {
         node.kind_ = Kind::kMapping;
-        ++pos;
-        skip_space();
-        if (pos < text.size() && text[pos] == '}') { ++pos; return node; }
-        while (true) {
+        items('}', [&] {
           skip_space();
           if (pos >= text.size() || text[pos] != '"') fail("expected a key");
           std::string key = string_literal();
@@ -215,24 +227,15 @@ class Config {
           if (pos >= text.size() || text[pos] != ':') fail("expected ':'");
           ++pos;
           node.mapping_[key] = value(child(path, key));
-          skip_space();
-          if (pos < text.size() && text[pos] == ',') { ++pos; continue; }
-          if (pos < text.size() && text[pos] == '}') { ++pos; return node; }
-          fail("expected ',' or '}'");
-        }
+        });
+        return node;
       }
       if (c == '[') {
         node.kind_ = Kind::kList;
-        ++pos;
-        skip_space();
-        if (pos < text.size() && text[pos] == ']') { ++pos; return node; }
-        while (true) {
+        items(']', [&] {
           node.list_.push_back(value(path + "[" + std::to_string(node.list_.size()) + "]"));
-          skip_space();
-          if (pos < text.size() && text[pos] == ',') { ++pos; continue; }
-          if (pos < text.size() && text[pos] == ']') { ++pos; return node; }
-          fail("expected ',' or ']'");
-        }
+        });
+        return node;
       }
       if (c == '"') { node.kind_ = Kind::kString; node.string_ = string_literal(); return node; }
       if (consume("true")) { node.kind_ = Kind::kBool; node.bool_ = true; return node; }
@@ -444,6 +447,37 @@ inline void check_host(int status, const mjfast_error& error) {
   if (status == MJFAST_LOGIC_ERROR) throw std::logic_error(message);
   throw std::runtime_error(message);
 }
+
+// Owns one handle the host table gave out; move-only, handed back through the table's `Release`
+// entry (which never fails) when reset, reassigned or destroyed. A moved-from owner is empty.
+template <class Handle, void (*mjfast_host_api::*Release)(Handle*)>
+class HostHandle {
+ public:
+  HostHandle() = default;
+  HostHandle(const mjfast_host_api* host, Handle* handle) : host_(host), handle_(handle) {}
+  ~HostHandle() { reset(); }
+  HostHandle(HostHandle&& other) noexcept { *this = std::move(other); }
+  HostHandle& operator=(HostHandle&& other) noexcept {
+    if (this != &other) {
+      reset();
+      host_ = other.host_;
+      handle_ = std::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  HostHandle(const HostHandle&) = delete;
+  HostHandle& operator=(const HostHandle&) = delete;
+
+  const mjfast_host_api* host() const { return host_; }
+  Handle* get() const { return handle_; }
+  void reset() {
+    if (handle_ != nullptr) (host_->*Release)(std::exchange(handle_, nullptr));
+  }
+
+ private:
+  const mjfast_host_api* host_ = nullptr;
+  Handle* handle_ = nullptr;
+};
 }  // namespace detail
 
 enum class Plane : int {
@@ -458,25 +492,10 @@ class FrameLease {
  public:
   FrameLease() = default;
   FrameLease(const mjfast_host_api* host, mjfast_frame_lease* lease, const mjfast_frame_view& view)
-      : host_(host), lease_(lease), view_(view) {}
-  ~FrameLease() { release(); }
-  FrameLease(FrameLease&& other) noexcept { *this = std::move(other); }
-  FrameLease& operator=(FrameLease&& other) noexcept {
-    if (this != &other) {
-      release();
-      host_ = other.host_;
-      lease_ = std::exchange(other.lease_, nullptr);
-      view_ = other.view_;
-    }
-    return *this;
-  }
-  FrameLease(const FrameLease&) = delete;
-  FrameLease& operator=(const FrameLease&) = delete;
+      : lease_(host, lease), view_(view) {}
 
-  explicit operator bool() const { return lease_ != nullptr; }
-  void release() {
-    if (lease_ != nullptr) host_->lease_release(std::exchange(lease_, nullptr));
-  }
+  explicit operator bool() const { return lease_.get() != nullptr; }
+  void release() { lease_.reset(); }
 
   // Valid while the lease is held.
   const void* data() const { return view_.data; }
@@ -489,8 +508,7 @@ class FrameLease {
   std::uint64_t frame_generation() const { return view_.frame_generation; }
 
  private:
-  const mjfast_host_api* host_ = nullptr;
-  mjfast_frame_lease* lease_ = nullptr;
+  detail::HostHandle<mjfast_frame_lease, &mjfast_host_api::lease_release> lease_;
   mjfast_frame_view view_{};
 };
 
@@ -498,79 +516,55 @@ class FrameLease {
 class Camera {
  public:
   Camera() = default;
-  Camera(const mjfast_host_api* host, mjfast_camera* camera) : host_(host), camera_(camera) {}
-  ~Camera() { close(); }
-  Camera(Camera&& other) noexcept { *this = std::move(other); }
-  Camera& operator=(Camera&& other) noexcept {
-    if (this != &other) {
-      close();
-      host_ = other.host_;
-      camera_ = std::exchange(other.camera_, nullptr);
-    }
-    return *this;
-  }
-  Camera(const Camera&) = delete;
-  Camera& operator=(const Camera&) = delete;
+  Camera(const mjfast_host_api* host, mjfast_camera* camera) : camera_(host, camera) {}
 
-  explicit operator bool() const { return camera_ != nullptr; }
-  void close() {
-    if (camera_ != nullptr) host_->camera_close(std::exchange(camera_, nullptr));
-  }
+  explicit operator bool() const { return camera_.get() != nullptr; }
+  void close() { camera_.reset(); }
 
   void set_geom_group(int group, bool enabled) {
-    call([&](mjfast_error* e) { return host_->camera_set_geom_group(get(), group, enabled, e); });
+    call(&mjfast_host_api::camera_set_geom_group, group, int{enabled});
   }
   void set_visual_flag(int flag, bool enabled) {  // flag: an mjtVisFlag
-    call([&](mjfast_error* e) { return host_->camera_set_visual_flag(get(), flag, enabled, e); });
+    call(&mjfast_host_api::camera_set_visual_flag, flag, int{enabled});
   }
-  void enable_frames(int history = 1) {
-    call([&](mjfast_error* e) { return host_->camera_enable_frames(get(), history, e); });
-  }
+  void enable_frames(int history = 1) { call(&mjfast_host_api::camera_enable_frames, history); }
   bool geom_group_enabled(int group) {
-    int result = 0;
-    call([&](mjfast_error* e) {
-      return host_->camera_geom_group_enabled(get(), group, &result, e);
-    });
-    return result != 0;
+    return query(&mjfast_host_api::camera_geom_group_enabled, group);
   }
   bool visual_flag_enabled(int flag) {
-    int result = 0;
-    call([&](mjfast_error* e) {
-      return host_->camera_visual_flag_enabled(get(), flag, &result, e);
-    });
-    return result != 0;
+    return query(&mjfast_host_api::camera_visual_flag_enabled, flag);
   }
   bool plane_configured(Plane plane) {
-    int result = 0;
-    call([&](mjfast_error* e) {
-      return host_->camera_plane_configured(get(), static_cast<int>(plane), &result, e);
-    });
-    return result != 0;
+    return query(&mjfast_host_api::camera_plane_configured, static_cast<int>(plane));
   }
   // The newest completed frame newer than the last one taken; an empty lease if none.
   FrameLease take_latest(Plane plane = Plane::kRgb) {
     mjfast_frame_lease* lease = nullptr;
     mjfast_frame_view view{};
-    call([&](mjfast_error* e) {
-      return host_->camera_take_latest(get(), static_cast<int>(plane), &lease, &view, e);
-    });
+    call(&mjfast_host_api::camera_take_latest, static_cast<int>(plane), &lease, &view);
     if (lease == nullptr) return FrameLease();
-    return FrameLease(host_, lease, view);
+    return FrameLease(camera_.host(), lease, view);
   }
 
  private:
-  mjfast_camera* get() const {
-    if (camera_ == nullptr) throw std::logic_error("mjfast::Camera used after close() or a move");
-    return camera_;
-  }
-  template <class Body>
-  void call(Body&& body) {
+  // Calls the host table's `entry` on this camera with `args` and an error record, rethrowing a
+  // failure; a closed, moved-from or default-constructed camera throws before the host is asked.
+  template <class Entry, class... Args>
+  void call(Entry mjfast_host_api::*entry, Args... args) {
+    mjfast_camera* camera = camera_.get();
+    if (camera == nullptr) throw std::logic_error("mjfast::Camera used after close() or a move");
     mjfast_error error{};
-    detail::check_host(body(&error), error);
+    detail::check_host((camera_.host()->*entry)(camera, args..., &error), error);
+  }
+  // A yes/no the host writes through an `int*` out-parameter after `args`.
+  template <class Entry, class... Args>
+  bool query(Entry mjfast_host_api::*entry, Args... args) {
+    int result = 0;
+    call(entry, args..., &result);
+    return result != 0;
   }
 
-  const mjfast_host_api* host_ = nullptr;
-  mjfast_camera* camera_ = nullptr;
+  detail::HostHandle<mjfast_camera, &mjfast_host_api::camera_close> camera_;
 };
 
 // ------------------------------------------------------------------------------------------------
