@@ -1,10 +1,10 @@
 // Exposes the control side of EnvCore (SPEC §7): read() returning a ControlState of owned arrays,
-// write() validating and staging commands. Validation and array building happen with the GIL held;
-// the GIL is released only to wait for the control mutex or to run update_read/update_write
-// plugins (which take the host mutex, then the GIL).
+// write() validating and staging commands; EnvCore decides what locks and what runs. Validation
+// and array building happen with the GIL held; it is released only where EnvCore may block.
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <mutex>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -15,7 +15,6 @@
 
 #include "bindings.h"
 #include "env_core.h"
-#include "hooks.h"
 
 namespace mjfast {
 namespace {
@@ -24,42 +23,19 @@ using Array = py::array_t<double, py::array::c_style | py::array::forcecast>;
 
 struct ControlState {
   double time = 0.0;
-  Array qpos, qvel, act, qfrc_actuator, sensordata, ctrl;
+  std::array<Array, kStateFieldCount> fields;  // as kStateFields
 };
 
-Array owned_copy(const mjtNum* source, int size) {
+Array owned_copy(const mjtNum* source, mjtSize size) {
   Array array(size);
   std::copy_n(source, size, array.mutable_data());
   return array;
 }
 
-// Locks the control mutex; if another control caller holds it (maybe waiting for the GIL inside a
-// Python update_read/update_write plugin), waits without the GIL.
-std::unique_lock<std::mutex> lock_control(ControlBridge& bridge) {
-  std::unique_lock<std::mutex> lock(bridge.control_mutex(), std::try_to_lock);
-  if (!lock.owns_lock()) {
-    without_gil([&] { lock.lock(); });  // the holder may need the GIL to finish
-  }
-  return lock;
-}
-
-// With update_read/update_write plugins a control call dispatches, taking the host mutex after
-// the control mutex; from inside a plugin callback (which holds the host) or an acquire_plugin
-// block that order would invert, so it is refused there before any lock is taken.
-void check_not_inside_dispatch(EnvCore& env, Callback callback, const char* what) {
-  if (!env.host().has_callback(callback)) return;
-  if (hooks::in_dispatch_of(&env) || env.host().scope_held_by_this_thread()) {
-    throw std::logic_error(std::string(what) +
-                           " with control plugins loaded, from inside a plugin callback or an "
-                           "acquire_plugin() block, would deadlock");
-  }
-}
-
-void arm(EnvCore& env) {
-  if (env.control().armed()) return;
-  // Arming pauses stepping, which may wait for a Python plugin.
-  without_gil([&] { env.arm_control(); });
-}
+// Where EnvCore may wait for another thread that may need the GIL (a control caller inside a
+// Python update_read/update_write plugin, a pause waiting for a step's Python plugin), or runs
+// those plugins (which take the host mutex, then the GIL): without it.
+void wait_without_gil(const std::function<void()>& work) { without_gil(work); }
 
 std::string shape_text(const std::vector<py::ssize_t>& shape) {
   std::ostringstream text;
@@ -120,86 +96,60 @@ std::optional<Array> validated(const py::object& value, const char* field,
   return array;
 }
 
+std::vector<py::ssize_t> shape_of(const DataField& field, const mjModel* m) {
+  if (field.columns == 0) return {field.size(m)};
+  return {m->*field.rows, field.columns};
+}
+
 ControlState control_read(EnvCore& env) {
-  env.check_open("control.read()");
-  check_not_inside_dispatch(env, Callback::kUpdateRead, "control.read()");
-  arm(env);
-  ControlBridge& bridge = env.control();
-  auto lock = lock_control(bridge);
-  const mjModel* m = bridge.model();
-  PluginHost* plugins = env.host().has_callback(Callback::kUpdateRead) ? &env.host() : nullptr;
-  ControlStateView view;
-  if (plugins) {
-    // update_read plugins take the host mutex, then the GIL. A plugin calling reset/step/read of
-    // this env from there is refused.
-    view = without_gil([&] {
-      hooks::DispatchScope dispatching(&env);
-      return bridge.read_locked(plugins, env.model_generation());
-    });
-  } else {
-    view = bridge.read_locked(nullptr, env.model_generation());
-  }
   ControlState state;
-  state.time = view.time;
-  state.qpos = owned_copy(view.qpos, m->nq);
-  state.qvel = owned_copy(view.qvel, m->nv);
-  state.act = owned_copy(view.act, m->na);
-  state.qfrc_actuator = owned_copy(view.qfrc_actuator, m->nv);
-  state.sensordata = owned_copy(view.sensordata, m->nsensordata);
-  state.ctrl = owned_copy(view.ctrl, m->nu);
+  env.control_read(wait_without_gil, [&](const mjModel* m, const ControlStateView& view) {
+    state.time = view.time;
+    for (std::size_t i = 0; i < kStateFieldCount; ++i) {
+      state.fields[i] = owned_copy(view.fields[i], kStateFields[i].size(m));
+    }
+  });
   return state;
 }
 
 void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_applied,
                    const py::object& xfrc_applied) {
-  env.check_open("control.write()");
-  check_not_inside_dispatch(env, Callback::kUpdateWrite, "control.write()");
-  arm(env);
-  ControlBridge& bridge = env.control();
-  auto lock = lock_control(bridge);
-  const mjModel* m = bridge.model();
-  // All three are validated before anything is staged.
-  const auto ctrl_array = validated(ctrl, "ctrl", {m->nu});
-  const auto qfrc_array = validated(qfrc_applied, "qfrc_applied", {m->nv});
-  const auto xfrc_array = validated(xfrc_applied, "xfrc_applied", {m->nbody, 6});
-  const mjtNum* ctrl_values = ctrl_array ? ctrl_array->data() : nullptr;
-  const mjtNum* qfrc_values = qfrc_array ? qfrc_array->data() : nullptr;
-  const mjtNum* xfrc_values = xfrc_array ? xfrc_array->data() : nullptr;
-  PluginHost* plugins = env.host().has_callback(Callback::kUpdateWrite) ? &env.host() : nullptr;
-  if (plugins) {
-    // The arrays stay alive (held above) and are only read; update_write plugins take the host
-    // mutex, then the GIL.
-    without_gil([&] {
-      hooks::DispatchScope dispatching(&env);
-      bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, plugins, env.model_generation());
-    });
-  } else {
-    bridge.write_locked(ctrl_values, qfrc_values, xfrc_values, nullptr, env.model_generation());
-  }
+  static_assert(kCommandFieldCount == 3, "control_write takes one argument per command field");
+  const std::array<const py::object*, kCommandFieldCount> given{&ctrl, &qfrc_applied,
+                                                                 &xfrc_applied};
+  // Held until the commands are staged; they are only read, also by plugins without the GIL.
+  std::array<std::optional<Array>, kCommandFieldCount> arrays;
+  env.control_write(wait_without_gil, [&](const mjModel* m) {
+    Commands commands{};
+    for (std::size_t i = 0; i < kCommandFieldCount; ++i) {
+      arrays[i] = validated(*given[i], kCommandFields[i].name, shape_of(kCommandFields[i], m));
+      if (arrays[i]) commands[i] = arrays[i]->data();
+    }
+    return commands;
+  });
 }
 
 }  // namespace
 
 void bind_control(py::module_& module) {
-  py::class_<ControlState>(module, "ControlState",
-                           "One completed physics step's control state; the arrays are the "
-                           "caller's own copies.")
-      .def_readonly("time", &ControlState::time)
-      .def_readonly("qpos", &ControlState::qpos)
-      .def_readonly("qvel", &ControlState::qvel)
-      .def_readonly("act", &ControlState::act)
-      .def_readonly("qfrc_actuator", &ControlState::qfrc_actuator)
-      .def_readonly("sensordata", &ControlState::sensordata)
-      .def_readonly("ctrl", &ControlState::ctrl)
+  py::class_<ControlState> state(module, "ControlState",
+                                 "One completed physics step's control state; the arrays are the "
+                                 "caller's own copies.");
+  state.def_readonly("time", &ControlState::time)
       .def("__repr__", [](const ControlState& s) {
         return "<ControlState time=" + std::to_string(s.time) + ">";
       });
+  for (std::size_t i = 0; i < kStateFieldCount; ++i) {
+    state.def_property_readonly(kStateFields[i].name,
+                                [i](const ControlState& s) -> const Array& { return s.fields[i]; });
+  }
 
   py::class_<EnvCore, std::shared_ptr<EnvCore>> env(module.attr("EnvCore"));
   env.def("control_read", &control_read,
           "The newest control state, passed through update_read plugins (SPEC §7).")
-      .def("control_write", &control_write, py::arg("ctrl") = py::none(),
-           py::arg("qfrc_applied") = py::none(), py::arg("xfrc_applied") = py::none(),
+      .def("control_write", &control_write, py::arg(kCommandFields[0].name) = py::none(),
+           py::arg(kCommandFields[1].name) = py::none(),
+           py::arg(kCommandFields[2].name) = py::none(),
            "Validate and stage commands, passed through update_write plugins (SPEC §7).");
 }
 

@@ -5,51 +5,50 @@
 namespace mjfast {
 namespace {
 
-void copy_into(std::vector<mjtNum>& target, const mjtNum* source, int size) {
-  std::copy_n(source, size, target.data());
+template <std::size_t N>
+void size_fields(FieldValues<N>& values, const DataField (&table)[N], const mjModel* m) {
+  for (std::size_t i = 0; i < N; ++i) values[i].assign(table[i].size(m), 0);
 }
 
-void size_state(ControlStateBuffer& state, const mjModel* m) {
-  state.qpos.assign(m->nq, 0);
-  state.qvel.assign(m->nv, 0);
-  state.act.assign(m->na, 0);
-  state.qfrc_actuator.assign(m->nv, 0);
-  state.sensordata.assign(m->nsensordata, 0);
-  state.ctrl.assign(m->nu, 0);
-}
-
-void size_commands(CommandBuffer& commands, const mjModel* m) {
-  commands.fields = 0;
-  commands.ctrl.assign(m->nu, 0);
-  commands.qfrc_applied.assign(m->nv, 0);
-  commands.xfrc_applied.assign(6 * m->nbody, 0);
-}
-
-void adopt_rewritten(std::vector<mjtNum>& commanded, const mjtNum* rewritten, unsigned field,
-                     unsigned& fields) {
-  if (!std::equal(commanded.begin(), commanded.end(), rewritten)) {
-    std::copy_n(rewritten, commanded.size(), commanded.data());
-    fields |= field;
+template <std::size_t N>
+void copy_from_data(FieldValues<N>& values, const DataField (&table)[N], const mjModel* m,
+                    const mjData* d) {
+  for (std::size_t i = 0; i < N; ++i) {
+    std::copy_n(d->*table[i].member, table[i].size(m), values[i].data());
   }
 }
+
+template <std::size_t N>
+void copy_into_data(mjData* d, const DataField (&table)[N], const mjModel* m,
+                    const FieldValues<N>& values) {
+  for (std::size_t i = 0; i < N; ++i) {
+    std::copy_n(values[i].data(), table[i].size(m), d->*table[i].member);
+  }
+}
+
+constexpr unsigned field_bit(std::size_t i) { return 1u << i; }
 
 }  // namespace
 
 void ControlBridge::rebind(const mjModel* model, mjData* scratch, const mjData* live) {
   model_ = model;
   scratch_ = scratch;
-  for (ControlStateBuffer& state : snapshots_.all_slots()) size_state(state, model);
-  for (CommandBuffer& commands : commands_.all_slots()) size_commands(commands, model);
+  for (ControlStateBuffer& state : snapshots_.all_slots()) {
+    size_fields(state.fields, kStateFields, model);
+  }
+  for (CommandBuffer& commands : commands_.all_slots()) {
+    commands.written = 0;
+    size_fields(commands.fields, kCommandFields, model);
+  }
   clear(live);
 }
 
 void ControlBridge::clear(const mjData* live) {
   snapshots_.discard();
   commands_.discard();
-  size_commands(commanded_, model_);
-  copy_into(commanded_.ctrl, live->ctrl, model_->nu);
-  copy_into(commanded_.qfrc_applied, live->qfrc_applied, model_->nv);
-  copy_into(commanded_.xfrc_applied, live->xfrc_applied, 6 * model_->nbody);
+  commanded_.written = 0;
+  size_fields(commanded_.fields, kCommandFields, model_);
+  copy_from_data(commanded_.fields, kCommandFields, model_, live);
   if (armed()) {
     publish_snapshot(live);
     snapshots_.take();
@@ -63,99 +62,78 @@ void ControlBridge::arm(const mjData* live) {
 }
 
 void ControlBridge::publish_snapshot(const mjData* live) {
-  const mjModel* m = model_;
   ControlStateBuffer& state = snapshots_.back();
   state.time = live->time;
-  copy_into(state.qpos, live->qpos, m->nq);
-  copy_into(state.qvel, live->qvel, m->nv);
-  copy_into(state.act, live->act, m->na);
-  copy_into(state.qfrc_actuator, live->qfrc_actuator, m->nv);
-  copy_into(state.sensordata, live->sensordata, m->nsensordata);
-  copy_into(state.ctrl, live->ctrl, m->nu);
+  copy_from_data(state.fields, kStateFields, model_, live);
   snapshots_.publish();
 }
 
 void ControlBridge::apply_commands(mjData* live) {
   commands_.take();
   const CommandBuffer& commands = commands_.front();
-  const mjModel* m = model_;
-  if (commands.fields & kCtrl) std::copy_n(commands.ctrl.data(), m->nu, live->ctrl);
-  if (commands.fields & kQfrcApplied) {
-    std::copy_n(commands.qfrc_applied.data(), m->nv, live->qfrc_applied);
-  }
-  if (commands.fields & kXfrcApplied) {
-    std::copy_n(commands.xfrc_applied.data(), 6 * m->nbody, live->xfrc_applied);
+  for (std::size_t i = 0; i < kCommandFieldCount; ++i) {
+    if (commands.written & field_bit(i)) {
+      std::copy_n(commands.fields[i].data(), kCommandFields[i].size(model_),
+                  live->*kCommandFields[i].member);
+    }
   }
 }
 
 void ControlBridge::copy_state_into_scratch(const ControlStateBuffer& state) {
-  const mjModel* m = model_;
   scratch_->time = state.time;
-  std::copy_n(state.qpos.data(), m->nq, scratch_->qpos);
-  std::copy_n(state.qvel.data(), m->nv, scratch_->qvel);
-  std::copy_n(state.act.data(), m->na, scratch_->act);
-  std::copy_n(state.qfrc_actuator.data(), m->nv, scratch_->qfrc_actuator);
-  std::copy_n(state.sensordata.data(), m->nsensordata, scratch_->sensordata);
-  std::copy_n(state.ctrl.data(), m->nu, scratch_->ctrl);
+  copy_into_data(scratch_, kStateFields, model_, state.fields);
 }
 
 ControlStateView ControlBridge::read_locked(PluginHost* plugins, ModelGeneration tag) {
   snapshots_.take();
   const ControlStateBuffer& state = snapshots_.front();
+  ControlStateView view{state.time, {}};
   if (plugins == nullptr) {
-    return {state.time,       state.qpos.data(),       state.qvel.data(), state.act.data(),
-            state.qfrc_actuator.data(), state.sensordata.data(), state.ctrl.data()};
+    for (std::size_t i = 0; i < kStateFieldCount; ++i) view.fields[i] = state.fields[i].data();
+    return view;
   }
   copy_state_into_scratch(state);
   if (DispatchError error = plugins->dispatch_update_read(tag, model_, scratch_)) {
     std::rethrow_exception(error);
   }
-  return {scratch_->time,         scratch_->qpos,       scratch_->qvel, scratch_->act,
-          scratch_->qfrc_actuator, scratch_->sensordata, scratch_->ctrl};
+  view.time = scratch_->time;
+  for (std::size_t i = 0; i < kStateFieldCount; ++i) {
+    view.fields[i] = scratch_->*kStateFields[i].member;
+  }
+  return view;
 }
 
-void ControlBridge::write_locked(const mjtNum* ctrl, const mjtNum* qfrc_applied,
-                                 const mjtNum* xfrc_applied, PluginHost* plugins,
+void ControlBridge::write_locked(const Commands& commands, PluginHost* plugins,
                                  ModelGeneration tag) {
-  const mjModel* m = model_;
   CommandBuffer& staged = commands_.back();
   if (plugins != nullptr) {
     // The plugins run on a copy of the commands, so that a plugin error stages nothing.
     staged = commanded_;
   }
-  if (ctrl) {
-    copy_into(commanded_.ctrl, ctrl, m->nu);
-    commanded_.fields |= kCtrl;
-  }
-  if (qfrc_applied) {
-    copy_into(commanded_.qfrc_applied, qfrc_applied, m->nv);
-    commanded_.fields |= kQfrcApplied;
-  }
-  if (xfrc_applied) {
-    copy_into(commanded_.xfrc_applied, xfrc_applied, 6 * m->nbody);
-    commanded_.fields |= kXfrcApplied;
+  for (std::size_t i = 0; i < kCommandFieldCount; ++i) {
+    if (commands[i] == nullptr) continue;
+    std::copy_n(commands[i], kCommandFields[i].size(model_), commanded_.fields[i].data());
+    commanded_.written |= field_bit(i);
   }
   if (plugins != nullptr) {
     snapshots_.take();
     copy_state_into_scratch(snapshots_.front());
-    std::copy_n(commanded_.ctrl.data(), m->nu, scratch_->ctrl);
-    std::copy_n(commanded_.qfrc_applied.data(), m->nv, scratch_->qfrc_applied);
-    std::copy_n(commanded_.xfrc_applied.data(), 6 * m->nbody, scratch_->xfrc_applied);
+    copy_into_data(scratch_, kCommandFields, model_, commanded_.fields);
     if (DispatchError error = plugins->dispatch_update_write(tag, model_, scratch_)) {
       commanded_ = staged;  // back to the commands before this write
       std::rethrow_exception(error);
     }
     // A field the plugins rewrote is a command from now on; one nobody wrote stays its owner's.
-    adopt_rewritten(commanded_.ctrl, scratch_->ctrl, kCtrl, commanded_.fields);
-    adopt_rewritten(commanded_.qfrc_applied, scratch_->qfrc_applied, kQfrcApplied,
-                    commanded_.fields);
-    adopt_rewritten(commanded_.xfrc_applied, scratch_->xfrc_applied, kXfrcApplied,
-                    commanded_.fields);
+    for (std::size_t i = 0; i < kCommandFieldCount; ++i) {
+      std::vector<mjtNum>& commanded = commanded_.fields[i];
+      const mjtNum* rewritten = scratch_->*kCommandFields[i].member;
+      if (!std::equal(commanded.begin(), commanded.end(), rewritten)) {
+        std::copy_n(rewritten, commanded.size(), commanded.data());
+        commanded_.written |= field_bit(i);
+      }
+    }
   }
-  staged.fields = commanded_.fields;
-  staged.ctrl = commanded_.ctrl;
-  staged.qfrc_applied = commanded_.qfrc_applied;
-  staged.xfrc_applied = commanded_.xfrc_applied;
+  staged = commanded_;
   commands_.publish();
 }
 

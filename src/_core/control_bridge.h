@@ -4,17 +4,18 @@
 // meet only through lock-free triple buffers, so neither ever waits for the other. It owns no
 // plugins (it calls the host's update_read/update_write dispatch) and knows nothing of Python.
 //
-// Threads and locks:
+// Threads and locks (the order: env_core.h):
 //   physics side (whoever steps, under EnvCore's step mutex): publish(), apply_staged(). Lock-free.
-//   control side (any thread): everything under control_mutex(), which serialises control callers
-//   among themselves; it is never held by the physics side, so it is never held across mj_step.
-//   rebind()/clear() run with stepping paused AND control_mutex() held.
+//   control side (any thread): the rest, serialised by the owner's control mutex
+//   (EnvCore::control_mutex_), which the physics side never holds, so it is never held across
+//   mj_step. rebind()/clear()/arm() run with stepping paused AND that mutex held.
 #pragma once
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <mutex>
+#include <iterator>
 #include <vector>
 
 #include <mujoco/mujoco.h>
@@ -55,23 +56,57 @@ class TripleBuffer {
   unsigned front_ = 2;  // consumer's
 };
 
+// One mjData array the bridge carries, and its shape for a model: `rows`, or (rows, columns).
+struct DataField {
+  const char* name;
+  mjtNum* mjData::*member;
+  mjtSize mjModel::*rows;
+  int columns;  // 0: a vector of `rows` values
+  mjtSize size(const mjModel* m) const { return m->*rows * (columns ? columns : 1); }
+};
+
+// THE control-state fields (time aside) in ControlState's order, and the command fields in
+// write()'s order: everything that copies, sizes, validates or names them is derived from these.
+inline constexpr DataField kStateFields[] = {
+    {"qpos", &mjData::qpos, &mjModel::nq, 0},
+    {"qvel", &mjData::qvel, &mjModel::nv, 0},
+    {"act", &mjData::act, &mjModel::na, 0},
+    {"qfrc_actuator", &mjData::qfrc_actuator, &mjModel::nv, 0},
+    {"sensordata", &mjData::sensordata, &mjModel::nsensordata, 0},
+    {"ctrl", &mjData::ctrl, &mjModel::nu, 0},
+};
+inline constexpr DataField kCommandFields[] = {
+    {"ctrl", &mjData::ctrl, &mjModel::nu, 0},
+    {"qfrc_applied", &mjData::qfrc_applied, &mjModel::nv, 0},
+    {"xfrc_applied", &mjData::xfrc_applied, &mjModel::nbody, 6},
+};
+inline constexpr std::size_t kStateFieldCount = std::size(kStateFields);
+inline constexpr std::size_t kCommandFieldCount = std::size(kCommandFields);
+
+// One value per field of a table, in its order.
+template <std::size_t N>
+using FieldValues = std::array<std::vector<mjtNum>, N>;
+template <std::size_t N>
+using FieldPointers = std::array<const mjtNum*, N>;
+
 struct ControlStateBuffer {
   double time = 0.0;
-  std::vector<mjtNum> qpos, qvel, act, qfrc_actuator, sensordata, ctrl;
+  FieldValues<kStateFieldCount> fields;
 };
 
 struct CommandBuffer {
-  unsigned fields = 0;  // CommandField bits: which entries to apply
-  std::vector<mjtNum> ctrl, qfrc_applied, xfrc_applied;
+  unsigned written = 0;  // bit i: kCommandFields[i] is to be applied
+  FieldValues<kCommandFieldCount> fields;
 };
-
-enum CommandField : unsigned { kCtrl = 1, kQfrcApplied = 2, kXfrcApplied = 4 };
 
 // Pointers to one consistent control state (a snapshot or the scratch data after update_read).
 struct ControlStateView {
   double time;
-  const mjtNum *qpos, *qvel, *act, *qfrc_actuator, *sensordata, *ctrl;
+  FieldPointers<kStateFieldCount> fields;
 };
+
+// Commands to stage, one per kCommandFields entry (null: not written).
+using Commands = FieldPointers<kCommandFieldCount>;
 
 class ControlBridge {
  public:
@@ -91,8 +126,7 @@ class ControlBridge {
     if (commands_.has_fresh()) apply_commands(live);
   }
 
-  // Control side: call with control_mutex() held.
-  std::mutex& control_mutex() { return control_mutex_; }
+  // Control side: call with the owner's control mutex held.
   const mjModel* model() const { return model_; }
   // The newest snapshot. With `plugins` (the host, when it has update_read plugins), it is copied
   // into the scratch data and passed through them first; a plugin error is thrown.
@@ -100,8 +134,7 @@ class ControlBridge {
   // Stages commands (null: not written), validated by the caller. With `plugins` (the host, when
   // it has update_write plugins), they run on the scratch data holding a recent snapshot and the
   // commands, and may rewrite them; a plugin error is thrown and nothing is staged.
-  void write_locked(const mjtNum* ctrl, const mjtNum* qfrc_applied, const mjtNum* xfrc_applied,
-                    PluginHost* plugins, ModelGeneration tag);
+  void write_locked(const Commands& commands, PluginHost* plugins, ModelGeneration tag);
 
  private:
   void publish_snapshot(const mjData* live);
@@ -113,9 +146,8 @@ class ControlBridge {
   std::atomic<bool> armed_{false};
   TripleBuffer<ControlStateBuffer> snapshots_;
   TripleBuffer<CommandBuffer> commands_;
-  std::mutex control_mutex_;
   // Control side's record of every command written so far (an entry never written keeps its
-  // last value): guarded by control_mutex_.
+  // last value): guarded by the owner's control mutex.
   CommandBuffer commanded_;
 };
 

@@ -92,7 +92,7 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
   {
     // A control read()/write() in progress holds this mutex while it uses the old scratch data:
     // once it is ours, nothing reaches the old binding any more.
-    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    std::lock_guard<std::mutex> control_lock(control_mutex_);
     control_.rebind(model, control_scratch, data);
   }
   std::swap(bound_owner_, owner);  // `owner` now holds the old binding: released on return
@@ -377,7 +377,7 @@ void EnvCore::resume() {
 
 void EnvCore::reset_plugins() {
   {
-    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    std::lock_guard<std::mutex> control_lock(control_mutex_);
     control_.clear(data_);
   }
   hooks::DispatchScope dispatching(this);
@@ -393,7 +393,7 @@ void EnvCore::arm_control() {
   if (control_.armed()) return;
   pause();
   try {
-    std::lock_guard<std::mutex> control_lock(control_.control_mutex());
+    std::lock_guard<std::mutex> control_lock(control_mutex_);
     control_.arm(data_);
   }
   MJFAST_RETHROW_FORCED_UNWIND
@@ -402,6 +402,54 @@ void EnvCore::arm_control() {
     throw;
   }
   resume();
+}
+
+std::unique_lock<std::mutex> EnvCore::enter_control(Callback plugins, const char* what,
+                                                    const Blocking& blocking) {
+  check_open(what);
+  // With plugins the call dispatches, taking the host's control mutex after ours; from inside a
+  // plugin callback (which holds the host) or an acquire_plugin block that order would invert,
+  // so it is refused there before any lock is taken.
+  if (host_.has_callback(plugins) &&
+      (hooks::in_dispatch_of(this) || host_.scope_held_by_this_thread())) {
+    throw std::logic_error(std::string(what) +
+                           " with control plugins loaded, from inside a plugin callback or an "
+                           "acquire_plugin() block, would deadlock");
+  }
+  if (!control_.armed()) blocking([this] { arm_control(); });
+  std::unique_lock<std::mutex> lock(control_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) blocking([&lock] { lock.lock(); });
+  return lock;
+}
+
+template <class Call>
+void EnvCore::call_control_plugins(Callback callback, const Blocking& blocking, Call&& call) {
+  if (!host_.has_callback(callback)) {
+    call(nullptr);
+    return;
+  }
+  // A plugin calling step, reset or a blocking control call of this env from there is refused.
+  blocking([&] {
+    hooks::DispatchScope dispatching(this);
+    call(&host_);
+  });
+}
+
+void EnvCore::control_read(const Blocking& blocking, const ControlStateUse& use) {
+  const auto lock = enter_control(Callback::kUpdateRead, "control.read()", blocking);
+  ControlStateView state;
+  call_control_plugins(Callback::kUpdateRead, blocking, [&](PluginHost* plugins) {
+    state = control_.read_locked(plugins, model_generation());
+  });
+  use(control_.model(), state);
+}
+
+void EnvCore::control_write(const Blocking& blocking, const CommandSource& commands) {
+  const auto lock = enter_control(Callback::kUpdateWrite, "control.write()", blocking);
+  const Commands staged = commands(control_.model());
+  call_control_plugins(Callback::kUpdateWrite, blocking, [&](PluginHost* plugins) {
+    control_.write_locked(staged, plugins, model_generation());
+  });
 }
 
 void EnvCore::start(std::optional<double> realtime_factor) {

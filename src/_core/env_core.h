@@ -11,7 +11,8 @@
 //                                  load, reset, reload, close, geometry edits, section 13 calls.
 //   2. EnvCore::step_mutex_        whoever steps, for one step (physics thread) or one step(n)
 //                                  stretch (caller's thread); a pause() holder for its pause.
-//   3. ControlBridge::control_mutex_   one control read()/write() at a time; bind/clear/arm.
+//   3. EnvCore::control_mutex_     one control read()/write() at a time (enter_control); the
+//                                  bridge's rebind/clear/arm.
 //   4. PluginHost::control_mutex_  update_read/update_write dispatch; generation changes.
 //   5. RenderCore::bound_mutex_    the cameras' binding; held by the capture (after_step).
 //   6. PluginHost::mutex_          physics-side dispatch (one StepLock per step); generation
@@ -28,7 +29,8 @@
 //
 // Which thread calls what: user threads call everything public; the physics thread (start())
 // steps and dispatches the physics-side callbacks; a control thread calls read()/write(), which
-// take 3 and 4 but never 2 or 6, so a control loop never waits for a step; the render thread
+// take 3 and 4 but never 6, nor 2 after the first call (which arms the bridge at a step
+// boundary), so a control loop never waits for a step; the render thread
 // takes only leaves (7) and the GL context, so a step may wait for it (render_sync) and it never
 // waits for a step.
 //
@@ -39,10 +41,10 @@
 // binding calls from a render_callback or an acquire_plugin block; step() of another env that is
 // busy, from inside a plugin callback (try_lock: two envs stepping each other would deadlock).
 //
-// EnvCore's own mutexes: step_mutex_ (2) above; thread_mutex_ guards the physics thread's
-// lifecycle, pause requests and pacing waits (never held across a step); stats_mutex_ the
-// figures; pending_mutex_ a plugin error or fault waiting to be raised; request_mutex_ a plugin's
-// reset request and its handler.
+// EnvCore's own mutexes: step_mutex_ (2) and control_mutex_ (3) above; thread_mutex_ guards the
+// physics thread's lifecycle, pause requests and pacing waits (never held across a step);
+// stats_mutex_ the figures; pending_mutex_ a plugin error or fault waiting to be raised;
+// request_mutex_ a plugin's reset request and its handler.
 #pragma once
 
 #include <atomic>
@@ -153,9 +155,22 @@ class EnvCore : public hooks::HookTarget,
 
   EnvStatistics statistics() const;
 
-  // The control side (SPEC §7); see ControlBridge for the threading. arm_control() runs paused.
-  ControlBridge& control() { return control_; }
-  void arm_control();
+  // ---- The control side (SPEC §7; ControlBridge holds the buffers) ----------------------------
+  // Runs the given work where a control call may block: waiting for control_mutex_ (its holder
+  // may be inside an update_read/update_write plugin), arming (a pause) or running those plugins.
+  // The bindings release the GIL there.
+  using Blocking = std::function<void(const std::function<void()>&)>;
+  using ControlStateUse = std::function<void(const mjModel*, const ControlStateView&)>;
+  using CommandSource = std::function<Commands(const mjModel*)>;
+  // The newest control state, through the update_read plugins: `use(model, state)` is called with
+  // control_mutex_ held, while `state` is valid. A plugin error is thrown.
+  void control_read(const Blocking& blocking, const ControlStateUse& use);
+  // Stages the commands `commands(model)` returns (it validates all of them first, and they stay
+  // valid until this returns), through the update_write plugins. It is called with
+  // control_mutex_ held; a plugin error is thrown and nothing is staged.
+  // Both are refused (std::logic_error) on a closed env and, with plugins of their kind, from
+  // inside this env's plugin callback or an acquire_plugin block.
+  void control_write(const Blocking& blocking, const CommandSource& commands);
   // Raises the error a control-side dispatch returned, if any.
   static void raise_if(const DispatchError& error);
 
@@ -226,9 +241,20 @@ class EnvCore : public hooks::HookTarget,
   // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
                        std::uint64_t steps, std::chrono::steady_clock::duration elapsed);
+  // The start of a control call `what` that dispatches `plugins` callbacks: refused where it
+  // would deadlock, then the bridge armed and control_mutex_ taken.
+  std::unique_lock<std::mutex> enter_control(Callback plugins, const char* what,
+                                             const Blocking& blocking);
+  // Publishing snapshots starts here, at a step boundary.
+  void arm_control();
+  // Calls `call(plugins)`: with the host, in a dispatch scope inside `blocking`, when it has
+  // `callback` plugins, else with null.
+  template <class Call>
+  void call_control_plugins(Callback callback, const Blocking& blocking, Call&& call);
 
   PluginHost host_;
   ControlBridge control_;
+  std::mutex control_mutex_;  // the bridge's control side
   std::shared_ptr<void> bound_owner_;  // keeps model_, data_ and the bridge's scratch alive
   std::mutex pending_mutex_;
   std::exception_ptr fault_;                  // under pending_mutex_
