@@ -17,7 +17,7 @@ from mjfast.plugins.base_velocity import BaseVelocity
 from mjfast.plugins.free_joint_state import FreeJointStatePublisher
 from mjfast.plugins.fts_grav_comp import FtsGravComp
 from mjfast.plugins.heartbeat import HeartbeatPublisher
-from support import arm_xml, plugins_param, wait_for
+from support import arm_xml, plugins_param, run_python, wait_for
 
 DT = 0.002
 
@@ -418,3 +418,51 @@ def test_heartbeat_on_a_configured_topic_while_running(make_env):
     finally:
         env.stop()
     assert env.bus.latest("/beat")["count"] >= 2
+
+
+def test_control_read_and_write_inside_a_callback_or_acquire_block_are_refused_not_deadlocked(
+) -> None:
+    # With control plugins loaded, read()/write() take the control lock and dispatch the plugins;
+    # from a plugin callback (the step holds the host) or inside acquire_plugin (the caller holds
+    # the host) that would wait on the caller's own lock. A child interpreter, so that a
+    # regression shows as a timeout instead of a hung suite.
+    result = run_python("""
+        import mjfast
+        from support import Recording, arm_xml
+
+        class Reader(mjfast.ControlPlugin):
+            def init(self, node, model, data): return True
+            def cleanup(self): pass
+            def update_read(self, model, data): pass
+            def update_write(self, model, data): pass
+
+        refused = []
+
+        class Inner(Recording):
+            def last_stage_callback(self, model, data):
+                for call in (self.env.control.read, self.env.control.write):
+                    try:
+                        call()
+                    except mjfast.LogicError as error:
+                        refused.append(("callback", str(error)))
+
+        mjfast.register_plugin("t/Reader", Reader)
+        mjfast.register_plugin("t/Inner", Inner)
+        params = {"MujocoPlugins": [{"type": "t/Inner"}, {"type": "t/Reader"}]}
+        with mjfast.MujocoEnv(arm_xml(), params=params) as env:
+            env.control.read()
+            env.step(1)
+            with env.acquire_plugin(env.plugins[0].name):
+                for call in (env.control.read, env.control.write):
+                    try:
+                        call()
+                    except mjfast.LogicError as error:
+                        refused.append(("acquire", str(error)))
+            assert env.control.read().time > 0  # and the env goes on afterwards
+        for where, message in refused:
+            print(where, message)
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["callback"] * 2 + ["acquire"] * 2
+    assert all("would deadlock" in line for line in lines), lines
