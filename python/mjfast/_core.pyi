@@ -1,12 +1,12 @@
 """
-mjfast's compiled core: hooks, PluginHost, env stepping.
+mjfast's compiled core: EnvCore (stepping, the physics thread, the control bridge's read/write), PluginHost with its Python and native plugin adapters and the callback table (CALLBACKS), RenderCore with offscreen cameras and frame leases, the MuJoCo callback trampolines, and the translation of core errors to mjfast.errors.
 """
 from __future__ import annotations
 import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -330,6 +330,7 @@ def passive_trampoline_address() -> int:
     ...
 def python_adapter(name: str, type: str, instance: typing.Any, style: str, model: typing.Any, data: typing.Any, control_data: typing.Any, node: typing.Any, callbacks: collections.abc.Iterable) -> AdapterEntry:
     ...
+CALLBACKS: tuple = (('control_callback', 'control_callback', None), ('passive_callback', 'passive_callback', None), ('render_callback', 'render_callback', None), ('last_stage_callback', 'last_stage_callback', None), ('on_geom_changed', 'on_geom_changed', None), ('reset', 'reset', 'on_reset'), ('pre_step', None, 'pre_step'), ('update_read', None, 'update_read'), ('update_write', None, 'update_write'))
 MUJOCO_VERSION_BUILT: str = '4.0.0'
 PLUGIN_ABI_VERSION: int = 1
 TIMING_SAMPLE_INTERVAL: int = 64

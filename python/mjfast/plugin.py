@@ -1,8 +1,10 @@
 """The plugin base classes users subclass, and the records the host reports about them.
 
 `MujocoPlugin` is the mujoco_ros-style plugin, `ControlPlugin` the ros2_control-style one; both
-are adapted onto the same compiled PluginHost. This module owns no dispatching: the adapter in
-`mjfast._core` decides which callbacks a class overrides and calls only those.
+are adapted onto the same compiled PluginHost. This module owns no dispatching:
+`overridden_callbacks` names the callbacks a class overrides, read against the core's one callback
+table (`_core.CALLBACKS`), and the env hands that list to the adapter in `mjfast._core`, which
+dispatches only those.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from mjfast._core_loader import _core
 
 if TYPE_CHECKING:
     import mujoco
@@ -158,16 +162,10 @@ class ControlPlugin(_PluginBase):
 
 _warned_update_classes: set[type] = set()
 
-# Callback names as the compiled core knows them, per base class: (method, callback id).
-_MUJOCO_CALLBACKS = (
-    "control_callback",
-    "passive_callback",
-    "render_callback",
-    "last_stage_callback",
-    "on_geom_changed",
-    "reset",
-)
-_CONTROL_CALLBACKS = ("update_read", "update_write", "pre_step", "on_reset")
+# The per-event callback methods of each base class, in dispatch-table order. `_core.CALLBACKS`
+# rows are (name, MujocoPlugin method, ControlPlugin method), None where the base has none.
+_MUJOCO_CALLBACKS = tuple(row[1] for row in _core.CALLBACKS if row[1] is not None)
+_CONTROL_CALLBACKS = tuple(row[2] for row in _core.CALLBACKS if row[2] is not None)
 
 
 def overridden_callbacks(cls: type) -> frozenset[str]:

@@ -83,9 +83,23 @@ void dispatch_from_python(Dispatch&& dispatch) {
   if (error) std::rethrow_exception(error);
 }
 
+// kCallbacks for Python, in dispatch order: (name, MujocoPlugin method, ControlPlugin method),
+// None where that base class has no such callback.
+py::tuple callbacks_table() {
+  py::tuple table(kCallbackCount);
+  for (std::size_t i = 0; i < kCallbackCount; ++i) {
+    const CallbackInfo& info = kCallbacks[i];
+    // pybind11 casts a null const char* to None.
+    table[i] = py::make_tuple(callback_name(info.callback), info.mujoco_method,
+                              info.control_method);
+  }
+  return table;
+}
+
 }  // namespace
 
 void bind_plugin_host(py::module_& module) {
+  module.attr("CALLBACKS") = callbacks_table();
   py::class_<FactoryEntry, std::shared_ptr<FactoryEntry>>(module, "AdapterEntry")
       .def_readonly("name", &FactoryEntry::name)
       .def_readonly("type", &FactoryEntry::type)

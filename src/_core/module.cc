@@ -10,7 +10,11 @@
 #endif
 
 PYBIND11_MODULE(_core, module) {
-  module.doc() = "mjfast's compiled core: hooks, PluginHost, env stepping.";
+  module.doc() =
+      "mjfast's compiled core: EnvCore (stepping, the physics thread, the control bridge's "
+      "read/write), PluginHost with its Python and native plugin adapters and the callback table "
+      "(CALLBACKS), RenderCore with offscreen cameras and frame leases, the MuJoCo callback "
+      "trampolines, and the translation of core errors to mjfast.errors.";
   // The soname pins the library version, but a header/library mismatch inside one version would
   // still corrupt memory silently: refuse to load instead.
   if (mj_version() != mjVERSION_HEADER) {

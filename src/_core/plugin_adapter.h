@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <string>
 
@@ -11,7 +12,8 @@
 
 namespace mjfast {
 
-// The per-event callbacks a plugin may override; the value is the index of its dispatch table.
+// The per-event callbacks a plugin may override; the value is the index of its dispatch table
+// and its row in kCallbacks.
 enum class Callback : std::uint8_t {
   kControl,
   kPassive,
@@ -23,16 +25,54 @@ enum class Callback : std::uint8_t {
   kUpdateRead,
   kUpdateWrite,
 };
-inline constexpr std::size_t kCallbackCount = 9;
+
+// The one table of callback names: the Python method that receives each callback on a
+// MujocoPlugin and on a ControlPlugin (nullptr where that base has none). callback_name, the
+// Python adapter's method lookup and, through `_core.CALLBACKS`, plugin.py's overridden_callbacks
+// all read it.
+struct CallbackInfo {
+  Callback callback;
+  const char* mujoco_method;
+  const char* control_method;
+};
+
+inline constexpr CallbackInfo kCallbacks[] = {
+    {Callback::kControl, "control_callback", nullptr},
+    {Callback::kPassive, "passive_callback", nullptr},
+    {Callback::kRender, "render_callback", nullptr},
+    {Callback::kLastStage, "last_stage_callback", nullptr},
+    {Callback::kGeomChanged, "on_geom_changed", nullptr},
+    {Callback::kReset, "reset", "on_reset"},
+    {Callback::kPreStep, nullptr, "pre_step"},
+    {Callback::kUpdateRead, nullptr, "update_read"},
+    {Callback::kUpdateWrite, nullptr, "update_write"},
+};
+inline constexpr std::size_t kCallbackCount = std::size(kCallbacks);
+
+constexpr std::size_t index_of(Callback callback) { return static_cast<std::size_t>(callback); }
+
+// Lookups index kCallbacks by the enum's value: each row must sit at its callback's index.
+constexpr bool callbacks_in_enum_order() {
+  for (std::size_t i = 0; i < kCallbackCount; ++i) {
+    if (index_of(kCallbacks[i].callback) != i) return false;
+  }
+  return true;
+}
+static_assert(callbacks_in_enum_order(), "kCallbacks must list each Callback once, in enum order");
 
 using CallbackMask = std::uint32_t;
+static_assert(kCallbackCount <= 32, "a CallbackMask has one bit per callback");
 constexpr CallbackMask mask_of(Callback callback) {
   return CallbackMask{1} << static_cast<unsigned>(callback);
 }
-constexpr std::size_t index_of(Callback callback) { return static_cast<std::size_t>(callback); }
 
-// The name a user knows a callback by (the Python method name).
-const char* callback_name(Callback callback);
+// The name a user knows a callback by: its MujocoPlugin method, or its ControlPlugin method for
+// a callback only a ControlPlugin has.
+constexpr const char* callback_name(Callback callback) {
+  if (index_of(callback) >= kCallbackCount) return "unknown";
+  const CallbackInfo& info = kCallbacks[index_of(callback)];
+  return info.mujoco_method != nullptr ? info.mujoco_method : info.control_method;
+}
 
 class IPluginAdapter {
  public:

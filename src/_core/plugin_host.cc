@@ -76,21 +76,6 @@ PluginHost::StepLock::~StepLock() {
   host_.mutex_.unlock();
 }
 
-const char* callback_name(Callback callback) {
-  switch (callback) {
-    case Callback::kControl: return "control_callback";
-    case Callback::kPassive: return "passive_callback";
-    case Callback::kRender: return "render_callback";
-    case Callback::kLastStage: return "last_stage_callback";
-    case Callback::kGeomChanged: return "on_geom_changed";
-    case Callback::kReset: return "reset";
-    case Callback::kPreStep: return "pre_step";
-    case Callback::kUpdateRead: return "update_read";
-    case Callback::kUpdateWrite: return "update_write";
-  }
-  return "unknown";
-}
-
 std::string describe_exception(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);

@@ -9,23 +9,11 @@
 namespace mjfast {
 namespace {
 
-struct CallbackBinding {
-  Callback callback;
-  const char* mujoco_method;   // on a MujocoPlugin
-  const char* control_method;  // on a ControlPlugin
-};
-
-constexpr CallbackBinding kBindings[] = {
-    {Callback::kControl, "control_callback", nullptr},
-    {Callback::kPassive, "passive_callback", nullptr},
-    {Callback::kRender, "render_callback", nullptr},
-    {Callback::kLastStage, "last_stage_callback", nullptr},
-    {Callback::kGeomChanged, "on_geom_changed", nullptr},
-    {Callback::kReset, "reset", "on_reset"},
-    {Callback::kPreStep, nullptr, "pre_step"},
-    {Callback::kUpdateRead, nullptr, "update_read"},
-    {Callback::kUpdateWrite, nullptr, "update_write"},
-};
+// The method a plugin of `style` receives `callback` by, or nullptr if that base class has none.
+const char* method_of(PythonPluginAdapter::Style style, Callback callback) {
+  const CallbackInfo& info = kCallbacks[index_of(callback)];
+  return style == PythonPluginAdapter::Style::kMujoco ? info.mujoco_method : info.control_method;
+}
 
 std::string python_error_text(const py::error_already_set& error) {
   // Called with the GIL held (every adapter method holds it where Python can raise).
@@ -83,12 +71,12 @@ PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::o
   for (py::handle item : callbacks) {
     const auto name = item.cast<std::string>();
     bool known = false;
-    for (const CallbackBinding& binding : kBindings) {
-      const char* method = style_ == Style::kMujoco ? binding.mujoco_method : binding.control_method;
+    for (const CallbackInfo& info : kCallbacks) {
+      const char* method = method_of(style_, info.callback);
       if (method == nullptr || name != method) continue;
-      const std::size_t slot = index_of(binding.callback);
+      const std::size_t slot = index_of(info.callback);
       methods_[slot] = instance_.attr(method);
-      switch (binding.callback) {
+      switch (info.callback) {
         case Callback::kReset:
           arguments_[slot] = style_ == Style::kMujoco ? py::tuple() : py::make_tuple(data_);
           break;
@@ -102,7 +90,7 @@ PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::o
         default:
           arguments_[slot] = py::make_tuple(model_, data_);
       }
-      callbacks_ |= mask_of(binding.callback);
+      callbacks_ |= mask_of(info.callback);
       known = true;
     }
     if (!known) throw std::invalid_argument("unknown plugin callback '" + name + "'");
@@ -208,8 +196,8 @@ void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
 }
 
 const char* PythonPluginAdapter::name_of(Callback callback) const {
-  if (callback == Callback::kReset && style_ == Style::kControl) return "on_reset";
-  return callback_name(callback);
+  const char* method = method_of(style_, callback);
+  return method != nullptr ? method : callback_name(callback);
 }
 
 void PythonPluginAdapter::unload() {
