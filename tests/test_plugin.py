@@ -1,16 +1,20 @@
 """Tests of the plugin base classes: the ros2_control-style ControlPlugin's lifecycle under the env
-(init, pre_step, on_reset, cleanup), the deprecated update() alias, and which callbacks a class
-counts as overriding (SPEC §4)."""
+(init, pre_step, on_reset, cleanup), the deprecated update() alias, which callbacks a class
+counts as overriding, and that the core's callback table, overridden_callbacks and the host's
+dispatch agree (SPEC §4)."""
 
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import mujoco
+import numpy as np
 import pytest
 
 import mjfast
 from mjfast import PluginState
+from mjfast._core_loader import _core
 from mjfast.plugin import overridden_callbacks
 from support import JOURNAL, TIMESTEP, ControlCounter, FullRecorder, plugins_param
 
@@ -243,6 +247,69 @@ def test_overridden_callbacks():
     assert overridden_callbacks(FullRecorder) == {"control_callback", "reset", "on_geom_changed"}
     with pytest.raises(TypeError):
         overridden_callbacks(int)
+
+
+# -- the callback table ---------------------------------------------------------------------------
+
+# Every (base class, callback method) the core's table lists.
+TABLE_METHODS = [
+    (base, method)
+    for _, mujoco_method, control_method in _core.CALLBACKS
+    for base, method in ((mjfast.MujocoPlugin, mujoco_method),
+                         (mjfast.ControlPlugin, control_method))
+    if method is not None
+]
+# What each base class has besides its per-event callbacks: its lifecycle (and the deprecated
+# alias of update_write).
+LIFECYCLE = {mjfast.MujocoPlugin: {"load", "unload"},
+             mjfast.ControlPlugin: {"init", "cleanup", "update"}}
+
+
+def test_callback_table_lists_every_callback_method_of_both_bases():
+    for base, lifecycle in LIFECYCLE.items():
+        methods = {name for name, value in vars(base).items()
+                   if callable(value) and not name.startswith("_")}
+        assert {m for b, m in TABLE_METHODS if b is base} == methods - lifecycle
+    names = [name for name, _, _ in _core.CALLBACKS]
+    assert len(set(names)) == len(names)
+
+
+def only_overriding(base: type, method: str, calls: list[str]) -> type:
+    """A plugin class of `base` overriding `method` alone, noting each call in `calls`."""
+
+    def callback(self: Any, *args: Any) -> None:
+        calls.append(method)
+
+    body: dict[str, Any] = {method: callback}
+    if base is mjfast.MujocoPlugin:
+        body["load"] = lambda self, model, data: True
+    else:
+        body["init"] = lambda self, node, model, data: True
+        body["cleanup"] = lambda self: None
+    return type(f"Only_{method}", (base,), body)
+
+
+@pytest.mark.parametrize(("base", "method"), TABLE_METHODS,
+                         ids=[f"{b.__name__}.{m}" for b, m in TABLE_METHODS])
+def test_the_host_dispatches_exactly_the_table_callback_a_class_overrides(make_env, arm, register,
+                                                                          base, method):
+    calls: list[str] = []
+    cls = only_overriding(base, method, calls)
+    assert overridden_callbacks(cls) == {method}
+    env = make_env(arm, params=plugins_param(register(cls)))
+    # Every event a plugin can receive, each at least once.
+    env.step(2)
+    env.reset()
+    env.set_geom_properties(0, rgba=[1, 0, 0, 1])
+    env.host.dispatch_render()
+    env.control.read()
+    env.control.write(ctrl=np.zeros(env.model.nu))
+    assert calls and set(calls) == {method}
+    (plugin,) = env.statistics()["plugins"]
+    assert plugin["state"] == "ACTIVE"
+    # The host reports the callback under the method's name, counting each dispatch.
+    assert {name: stats["calls"] for name, stats in plugin["callbacks"].items()} == {
+        method: len(calls)}
 
 
 def test_plugin_records():
