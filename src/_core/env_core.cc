@@ -514,149 +514,223 @@ void EnvCore::stop_thread() {
   running_.store(false, std::memory_order_release);
 }
 
+// ---- The physics thread ---------------------------------------------------------------------
+
+// The physics thread's pace at a real-time factor: when the next step is due. Simulated time is
+// measured from an anchor (a wall time and the simulated time then), so that rounding does not
+// add up over steps.
+class EnvCore::Pacer {
+ public:
+  Pacer(double factor, Clock::time_point now, double sim_time)
+      : factor_(factor), anchor_wall_(now), anchor_sim_(sim_time) {}
+
+  double factor() const { return factor_; }
+  // Anchors again at the start of the next step (after a pause or a stall).
+  void reanchor() { reanchor_ = true; }
+  void step_starts(Clock::time_point now, double sim_time) {
+    if (!reanchor_) return;
+    anchor(now, sim_time);
+    reanchor_ = false;
+  }
+  // set_realtime_factor(): the new pace counts from here, with no catch-up or lag carried.
+  void change_factor(double factor, Clock::time_point now, double sim_time) {
+    factor_ = factor;
+    anchor(now, sim_time);
+  }
+  // When the step that reached `sim_time` at `now` lets the next one start, if later than now.
+  // Unpaced, or behind: none (further behind than kMaxPacingLag, the next step re-anchors
+  // instead of running flat out to catch up).
+  std::optional<Clock::time_point> wait_until(Clock::time_point now, double sim_time) {
+    if (factor_ <= 0) return std::nullopt;
+    const auto due = anchor_wall_ + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(
+                                            (sim_time - anchor_sim_) / factor_));
+    if (now - due > kMaxPacingLag) {
+      reanchor_ = true;
+      return std::nullopt;
+    }
+    if (due > now) return due;
+    return std::nullopt;
+  }
+
+ private:
+  void anchor(Clock::time_point now, double sim_time) {
+    anchor_wall_ = now;
+    anchor_sim_ = sim_time;
+  }
+
+  double factor_;
+  Clock::time_point anchor_wall_;
+  double anchor_sim_;
+  bool reanchor_ = false;
+};
+
+// The physics thread's figures not yet added to the shared statistics: handed over every
+// kFlushSteps steps and whenever the thread waits (for pacing or a pause) or ends, so that an
+// unpaced step takes no statistics lock.
+class EnvCore::StatisticsTally {
+ public:
+  StatisticsTally(EnvCore& env, Clock::time_point now) : env_(env), running_since_(now) {}
+
+  void add_step(Clock::duration wall, double sim_start, double sim_end) {
+    stepping_ += wall;
+    if (sim_end > sim_start) simulated_ += sim_end - sim_start;
+    ++steps_;
+  }
+  // Counts the running time (stepping and pacing waits) up to `now`.
+  void run_until(Clock::time_point now) {
+    elapsed_ += now - running_since_;
+    running_since_ = now;
+  }
+  // Running time starts again at `now`: paused time is not running time.
+  void resume_at(Clock::time_point now) { running_since_ = now; }
+  void flush() {
+    env_.record_stepping(stepping_, simulated_, steps_, elapsed_);
+    stepping_ = elapsed_ = Clock::duration{};
+    simulated_ = 0.0;
+    steps_ = 0;
+  }
+  void flush_if_due() {
+    constexpr std::uint64_t kFlushSteps = 256;
+    if (steps_ >= kFlushSteps) flush();
+  }
+
+ private:
+  EnvCore& env_;
+  Clock::time_point running_since_;  // start of the running time not yet added up
+  std::uint64_t steps_ = 0;
+  Clock::duration stepping_{};
+  Clock::duration elapsed_{};
+  double simulated_ = 0.0;
+};
+
 void EnvCore::run_physics() {
   if (thread_hooks_.on_start) thread_hooks_.on_start();
   const mujoco_guard::Scope guard;  // MuJoCo errors on this thread are raised, not fatal
-  // Figures are added up here and handed to the shared statistics every kFlushSteps steps and
-  // whenever the thread waits (for pacing or a pause) or ends, so that an unpaced step takes no
-  // statistics lock.
-  constexpr std::uint64_t kFlushSteps = 256;
-  struct {
-    std::uint64_t steps = 0;
-    Clock::duration stepping{};
-    Clock::duration elapsed{};
-    double simulated = 0.0;
-  } unflushed;
-  const auto flush = [&] {
-    record_stepping(unflushed.stepping, unflushed.simulated, unflushed.steps, unflushed.elapsed);
-    unflushed = {};
-  };
-
-  auto anchor_wall = Clock::now();
-  double anchor_sim = data_->time;
-  bool reanchor = false;
-  auto elapsed_mark = anchor_wall;  // start of the running time not yet added up
+  const auto start = Clock::now();
+  StatisticsTally tally(*this, start);
+  Pacer pacer(realtime_factor_.load(std::memory_order_acquire), start, data_->time);
   bool faulted = false;
-  double realtime_factor = realtime_factor_.load(std::memory_order_acquire);
-  // A user pause holds the thread too, except to carry out a plugin's reset request.
-  const auto held = [&] {
-    return pause_requests_.load(std::memory_order_acquire) > 0 ||
-           (stepping_paused() && !reset_requested());
-  };
   while (!stop_requested_.load(std::memory_order_acquire)) {
-    if (held()) {
-      unflushed.elapsed += Clock::now() - elapsed_mark;
-      flush();
-      {
-        std::unique_lock<std::mutex> control(thread_mutex_);
-        thread_wakeup_.wait(control, [&] { return stop_requested_.load() || !held(); });
-      }
-      elapsed_mark = Clock::now();  // paused time is not running time
-      reanchor = true;              // a reset or reload may have moved time
+    if (physics_held()) {
+      tally.run_until(Clock::now());
+      tally.flush();
+      wait_while_held();
+      tally.resume_at(Clock::now());
+      pacer.reanchor();  // a reset or reload may have moved time
       continue;
     }
-    double sim_time = 0.0;
-    Clock::time_point step_end;
-    {
-      std::lock_guard<std::mutex> step_lock(step_mutex_);
-      if (reset_requested()) honour_reset_request_locked();
-      if (stepping_paused()) continue;  // paused since the check above: not one more step
-      hooks::SteppingScope stepping(model_, data_, this);
-      const auto step_start = Clock::now();
-      if (reanchor) {
-        anchor_wall = step_start;
-        anchor_sim = data_->time;
-        reanchor = false;
-      }
-      const double sim_start = data_->time;
-      try {
-        if (!step_once_checked()) faulted = true;
-      }
-      MJFAST_RETHROW_FORCED_UNWIND
-      catch (...) {
-        record_error(std::current_exception());  // nothing but stop() or a fault ends it
-      }
-      sim_time = data_->time;
-      step_end = Clock::now();
-      unflushed.stepping += step_end - step_start;
-      if (sim_time > sim_start) unflushed.simulated += sim_time - sim_start;
-      ++unflushed.steps;
+    const std::optional<PhysicsStep> step = physics_step(pacer, tally);
+    if (!step) continue;  // paused since the check above: not one more step
+    if (step->faulted) {
+      faulted = true;
+      break;
     }
-    if (faulted) break;
-    if (has_pending_error()) {
-      // The failed plugin is already out of the generation; the others keep running.
-      try {
-        rethrow_pending_error();
-      } catch (const Interrupted&) {
-        // A plugin raised SystemExit or KeyboardInterrupt here: not its failure, but nobody on
-        // this thread can take it, so the thread stops and the next step/stop/start raises it.
-        record_fault(std::current_exception());
-        break;
-      }
-      MJFAST_RETHROW_FORCED_UNWIND
-      catch (...) {
-        try {
-          if (thread_hooks_.on_error) thread_hooks_.on_error(std::current_exception());
-        }
-        MJFAST_RETHROW_FORCED_UNWIND
-        catch (...) {
-          // Reporting failed too (logging raised): the error is still in the plugin's record.
-        }
-      }
-    }
-    auto now = step_end;
-    if (const double target = realtime_factor_.load(std::memory_order_acquire);
-        target != realtime_factor) {
-      // set_realtime_factor(): the new pace counts from here, with no catch-up or lag carried,
-      // and so does its measurement.
-      realtime_factor = target;
-      anchor_wall = now;
-      anchor_sim = sim_time;
-      unflushed.elapsed += now - elapsed_mark;
-      elapsed_mark = now;
-      flush();
-      restart_measure();
-    }
-    if (realtime_factor > 0) {
-      const auto due = anchor_wall + std::chrono::duration_cast<Clock::duration>(
-                                         std::chrono::duration<double>(
-                                             (sim_time - anchor_sim) / realtime_factor));
-      if (now - due > kMaxPacingLag) {
-        reanchor = true;
-      } else if (due > now) {
-        flush();  // ahead of the clock: there is time to publish the figures
-        std::unique_lock<std::mutex> control(thread_mutex_);
-        thread_wakeup_.wait_until(control, due, [&] {
-          return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) > 0 ||
-                 stepping_paused() || reset_requested() ||
-                 realtime_factor_.load(std::memory_order_acquire) != realtime_factor;
-        });
-        now = Clock::now();
-      }
-    }
-    unflushed.elapsed += now - elapsed_mark;
-    elapsed_mark = now;
-    if (unflushed.steps >= kFlushSteps) flush();
+    if (has_pending_error() && !report_plugin_error()) break;
+    pace(pacer, tally, step->sim_time, step->end);
   }
-  unflushed.elapsed += Clock::now() - elapsed_mark;
-  flush();
-  if (faulted || fault_pending_.load(std::memory_order_acquire)) {
-    // Ended by a fault, not by stop(): say so now (the next step/stop/start raises it).
-    std::exception_ptr fault;
-    {
-      std::lock_guard<std::mutex> lock(pending_mutex_);
-      fault = fault_;
-    }
-    try {
-      if (fault && thread_hooks_.on_error) thread_hooks_.on_error(fault);
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-    }
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    running_.store(false, std::memory_order_release);
-  }
+  tally.run_until(Clock::now());
+  tally.flush();
+  if (faulted || fault_pending_.load(std::memory_order_acquire)) end_on_fault();
   if (thread_hooks_.on_exit) thread_hooks_.on_exit();
+}
+
+bool EnvCore::physics_held() const {
+  // A user pause holds the thread too, except to carry out a plugin's reset request.
+  return pause_requests_.load(std::memory_order_acquire) > 0 ||
+         (stepping_paused() && !reset_requested());
+}
+
+void EnvCore::wait_while_held() {
+  std::unique_lock<std::mutex> lock(thread_mutex_);
+  thread_wakeup_.wait(lock, [&] { return stop_requested_.load() || !physics_held(); });
+}
+
+std::optional<EnvCore::PhysicsStep> EnvCore::physics_step(Pacer& pacer, StatisticsTally& tally) {
+  std::lock_guard<std::mutex> step_lock(step_mutex_);
+  if (reset_requested()) honour_reset_request_locked();
+  if (stepping_paused()) return std::nullopt;
+  hooks::SteppingScope stepping(model_, data_, this);
+  const auto step_start = Clock::now();
+  pacer.step_starts(step_start, data_->time);
+  const double sim_start = data_->time;
+  bool faulted = false;
+  try {
+    faulted = !step_once_checked();
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+    record_error(std::current_exception());  // nothing but stop() or a fault ends it
+  }
+  const PhysicsStep step{data_->time, Clock::now(), faulted};
+  tally.add_step(step.end - step_start, sim_start, step.sim_time);
+  return step;
+}
+
+bool EnvCore::report_plugin_error() {
+  // The failed plugin is already out of the generation; the others keep running.
+  try {
+    rethrow_pending_error();
+  } catch (const Interrupted&) {
+    // A plugin raised SystemExit or KeyboardInterrupt here: not its failure, but nobody on
+    // this thread can take it, so the thread stops and the next step/stop/start raises it.
+    record_fault(std::current_exception());
+    return false;
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+    // Reporting may fail too (logging raised): the error is still in the plugin's record.
+    report_quietly(std::current_exception());
+  }
+  return true;
+}
+
+void EnvCore::report_quietly(std::exception_ptr error) {
+  try {
+    if (error && thread_hooks_.on_error) thread_hooks_.on_error(error);
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+  }
+}
+
+void EnvCore::pace(Pacer& pacer, StatisticsTally& tally, double sim_time, Clock::time_point now) {
+  if (const double target = realtime_factor_.load(std::memory_order_acquire);
+      target != pacer.factor()) {
+    // set_realtime_factor(): its measurement starts here too.
+    pacer.change_factor(target, now, sim_time);
+    tally.run_until(now);
+    tally.flush();
+    restart_measure();
+  }
+  if (const std::optional<Clock::time_point> due = pacer.wait_until(now, sim_time)) {
+    tally.flush();  // ahead of the clock: there is time to publish the figures
+    wait_for_pace(*due, pacer.factor());
+    now = Clock::now();
+  }
+  tally.run_until(now);
+  tally.flush_if_due();
+}
+
+void EnvCore::wait_for_pace(Clock::time_point due, double factor) {
+  std::unique_lock<std::mutex> lock(thread_mutex_);
+  thread_wakeup_.wait_until(lock, due, [&] {
+    return stop_requested_.load() || pause_requests_.load(std::memory_order_acquire) > 0 ||
+           stepping_paused() || reset_requested() ||
+           realtime_factor_.load(std::memory_order_acquire) != factor;
+  });
+}
+
+void EnvCore::end_on_fault() {
+  // Ended by a fault, not by stop(): say so now (the next step/stop/start raises it).
+  std::exception_ptr fault;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    fault = fault_;
+  }
+  report_quietly(fault);
+  std::lock_guard<std::mutex> lock(thread_mutex_);
+  running_.store(false, std::memory_order_release);
 }
 
 void EnvCore::close() {

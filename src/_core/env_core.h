@@ -236,7 +236,33 @@ class EnvCore : public hooks::HookTarget,
   void dispatch_guarded(Dispatch&& dispatch);
   bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
   void step_once_locked(bool& simulation_failed, std::string& simulation_error);
+
+  // The physics thread (start()): run_physics() loops over the parts below.
+  using Clock = std::chrono::steady_clock;
+  class Pacer;
+  class StatisticsTally;
+  struct PhysicsStep {
+    double sim_time;          // simulated time the step reached
+    Clock::time_point end;    // when it ended
+    bool faulted;             // a fault ended stepping (recorded)
+  };
   void run_physics();
+  // Whether a pause() or the user's pause holds the thread before its next step.
+  bool physics_held() const;
+  void wait_while_held();
+  // One step under step_mutex_, counted in `tally`; none if the user paused meanwhile.
+  std::optional<PhysicsStep> physics_step(Pacer& pacer, StatisticsTally& tally);
+  // Hands a plugin's error from the last step to on_error; false if it was an interrupt, which
+  // ends the thread as a fault.
+  bool report_plugin_error();
+  // on_error(error) if set, whatever it raises swallowed (logging failed: nowhere left to say it).
+  void report_quietly(std::exception_ptr error);
+  // After a step that reached `sim_time` at `now`: takes a new real-time factor, waits until
+  // the next step is due, and counts the running time.
+  void pace(Pacer& pacer, StatisticsTally& tally, double sim_time, Clock::time_point now);
+  void wait_for_pace(Clock::time_point due, double factor);
+  // The thread ends on a fault: reports it and clears running_.
+  void end_on_fault();
   // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
   // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,

@@ -47,7 +47,8 @@ class HeldMark {
 };
 
 // A single writer's increment of a counter that other threads read: no locked instruction.
-void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
+// Always inlined: it runs once per plugin call, where a call to it cost more than the increment.
+__attribute__((always_inline)) inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
@@ -309,38 +310,61 @@ DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
       PluginDispatchError(report.name, report.type, name, message, error));
 }
 
+void PluginHost::throw_stale_generation(Callback callback, ModelGeneration tag) const {
+  throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
+                             " tagged with model generation " + std::to_string(tag.value()) +
+                             ", but generation " + std::to_string(model_generation_.value()) +
+                             " is active");
+}
+
+// Inlined into each dispatch_*: the plugin loop then keeps the model and data in registers, and
+// the common case (this thread's StepLock holds mutex_) takes neither a lock nor a mark.
 template <class Invoke>
-DispatchError PluginHost::dispatch(Callback callback, std::optional<ModelGeneration> tag,
-                                   Invoke&& invoke) {
+__attribute__((always_inline)) inline DispatchError PluginHost::dispatch(
+    Callback callback, std::optional<ModelGeneration> tag, Invoke&& invoke) {
   const bool control_side = is_control_side(callback);
-  std::unique_lock<std::mutex> lock;
-  if (control_side || step_locked_host != this) lock = lock_for_dispatch(callback);  // else ours
+  if (!control_side && step_locked_host == this) return dispatch_locked(callback, tag, invoke);
+  const std::unique_lock<std::mutex> lock = lock_for_dispatch(callback);
   const HeldMark held(control_side ? control_held_host : step_locked_host, this);
+  return dispatch_locked(callback, tag, invoke);
+}
+
+template <class Invoke>
+__attribute__((always_inline)) inline DispatchError PluginHost::dispatch_locked(
+    Callback callback, std::optional<ModelGeneration> tag, Invoke& invoke) {
   if (!generation_active_) return nullptr;
-  if (tag && *tag != model_generation_) {
-    throw StaleGenerationError("dispatch of " + std::string(callback_name(callback)) +
-                               " tagged with model generation " + std::to_string(tag->value()) +
-                               ", but generation " + std::to_string(model_generation_.value()) +
-                               " is active");
-  }
+  if (tag && *tag != model_generation_) throw_stale_generation(callback, *tag);
   DispatchTable& table = dispatch_tables_[index_of(callback)];
-  const bool timed = table.dispatches++ % kTimingSampleInterval == 0;
+  if (table.dispatches++ % kTimingSampleInterval != 0) [[likely]] {
+    return call_entries</*timed=*/false>(callback, table, invoke);
+  }
+  return call_entries</*timed=*/true>(callback, table, invoke);
+}
+
+template <bool timed, class Invoke>
+__attribute__((always_inline)) inline DispatchError PluginHost::call_entries(
+    Callback callback, const DispatchTable& table, Invoke& invoke) {
+  const bool control_side = is_control_side(callback);
   for (const DispatchEntry& entry : table.entries) {
     // The control side's tables are not rebuilt when the physics side fails a plugin.
     if (control_side && !entry.record->dispatchable.load(std::memory_order_acquire)) continue;
     LiveStats& stats = *entry.stats;
-    bump(stats.calls);
+    if (control_side) {
+      bump(stats.calls);
+    } else {
+      ++stats.locked_calls;
+    }
     try {
-      if (!timed) {  // the common case: no clock
+      if constexpr (!timed) {  // the common case: no clock
         invoke(*entry.adapter);
-        continue;
+      } else {
+        const auto start = Clock::now();
+        invoke(*entry.adapter);
+        const std::uint64_t took = elapsed_ns(start);
+        stats.last_ns.store(took, std::memory_order_relaxed);
+        bump(stats.timed_total_ns, took);
+        bump(stats.timed_calls);
       }
-      const auto start = Clock::now();
-      invoke(*entry.adapter);
-      const std::uint64_t took = elapsed_ns(start);
-      stats.last_ns.store(took, std::memory_order_relaxed);
-      bump(stats.timed_total_ns, took);
-      bump(stats.timed_calls);
     } catch (const Interrupted&) {
       // The user's interrupt, not the plugin's failure: it stays as it was; the rest of this
       // dispatch is skipped and the interrupt raised where unwinding is allowed.
@@ -440,7 +464,7 @@ std::vector<PluginReport> PluginHost::report() const {
     }
     for (std::size_t i = 0; i < kCallbackCount; ++i) {
       const LiveStats& live = record->live_stats[i];
-      report.callback_stats[i] = {live.calls.load(std::memory_order_relaxed),
+      report.callback_stats[i] = {live.locked_calls + live.calls.load(std::memory_order_relaxed),
                                   live.timed_calls.load(std::memory_order_relaxed),
                                   live.timed_total_ns.load(std::memory_order_relaxed),
                                   live.last_ns.load(std::memory_order_relaxed)};
@@ -509,7 +533,10 @@ void PluginHost::release_scope() {
 }
 
 bool PluginHost::scope_held_by_this_thread() const {
-  return scope_owner_.load() == std::this_thread::get_id();
+  // The hooks ask on every control/passive call: with no scope held anywhere (the common case)
+  // the answer needs no call for this thread's id.
+  const std::thread::id owner = scope_owner_.load();
+  return owner != std::thread::id{} && owner == std::this_thread::get_id();
 }
 
 IPluginAdapter* PluginHost::scoped_adapter(const std::string& name) const {

@@ -165,8 +165,12 @@ class PluginHost {
 
  private:
   // Live counters of one callback of one plugin. Each has a single writer (the dispatch of that
-  // callback, under its side's mutex); reports read them from any thread.
+  // callback, under its side's mutex); reports read them from any thread, under mutex_.
   struct LiveStats {
+    // Calls of a physics-side callback: written and read only under mutex_, so a plain counter
+    // (one instruction per plugin call).
+    std::uint64_t locked_calls = 0;
+    // Calls of a control-side callback, whose dispatch holds control_mutex_, not mutex_.
     std::atomic<std::uint64_t> calls{0};
     std::atomic<std::uint64_t> timed_calls{0};
     std::atomic<std::uint64_t> timed_total_ns{0};
@@ -189,8 +193,18 @@ class PluginHost {
   std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> lock_for_change(
       const char* what) const;
 
+  struct DispatchTable;
+  // The dispatch path: lock (unless this thread's StepLock holds the mutex), check the
+  // generation, choose whether this dispatch is timed, call the table's adapters in order.
   template <class Invoke>
   DispatchError dispatch(Callback callback, std::optional<ModelGeneration> tag, Invoke&& invoke);
+  template <class Invoke>
+  DispatchError dispatch_locked(Callback callback, std::optional<ModelGeneration> tag,
+                                Invoke& invoke);
+  template <bool timed, class Invoke>
+  DispatchError call_entries(Callback callback, const DispatchTable& table, Invoke& invoke);
+  [[noreturn]] __attribute__((noinline, cold)) void throw_stale_generation(
+      Callback callback, ModelGeneration tag) const;
   void quiesce_and_destroy_locked();
   // Rebuilds the tables of the physics side, and of the control side if `control_side` (whose
   // tables only a holder of control_mutex_ may touch).
