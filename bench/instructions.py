@@ -21,6 +21,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 # The two step counts whose difference is measured, for each counter (callgrind runs ~50x slower).
@@ -42,16 +45,26 @@ def child(variant: str, model_name: str, plugins: int, steps: int) -> None:
         mujoco.set_mjcb_control(None)
         mujoco.set_mjcb_passive(None)
         data = mujoco.MjData(model)
-        mujoco.mj_step(model, data, nstep=steps)
+        on_worker_thread(lambda: mujoco.mj_step(model, data, nstep=steps))
         return
     mjfast.install_hooks()
     config = [{"type": "mjfast/NoOp", "name": f"noop{i}"} for i in range(plugins)]
     with mjfast.MujocoEnv(model, params={"MujocoPlugins": config}) as env:
-        env.step(steps)
+        on_worker_thread(lambda: env.step(steps))
         if plugins:
             stats = env.statistics()
             calls = stats["plugins"][-1]["callbacks"]["control_callback"]["calls"]
             assert calls == steps, (calls, steps)
+
+
+def on_worker_thread(work: Callable[[], object]) -> None:
+    """Runs `work` on a thread other than the main one. On the main thread env.step(n) reads the
+    clock every so many steps to run Python's signal handlers (Ctrl-C), with a stride that adapts
+    to the step rate: under callgrind, ~50x slower, that is many more reads, and a count that
+    depends on the machine's speed. Elsewhere it does not poll, and the count is the step's."""
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
 
 
 def perf_counts() -> bool:
@@ -77,12 +90,18 @@ def count(counter: str, variant: str, model_name: str, plugins: int, steps: int)
             if len(fields) > 2 and fields[2].startswith("instructions"):
                 return int(fields[0])
         raise RuntimeError(f"no instruction count in perf's output:\n{result.stderr}")
-    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *child_command]
-    result = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
-    match = re.search(r"Collected : (\d+)", result.stderr)
-    if match is None:
-        raise RuntimeError(f"no instruction count in callgrind's output:\n{result.stderr}")
-    return int(match.group(1))
+    # One output file per thread: the stepping thread's alone, without the interpreter's start-up
+    # and the model's compilation on the main thread (which vary by a few million instructions).
+    with tempfile.TemporaryDirectory() as out:
+        command = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+                   f"--callgrind-out-file={out}/callgrind.out", *child_command]
+        subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+        # The thread started last is on_worker_thread's (an import starts one of its own).
+        worker = max(Path(out).glob("callgrind.out-*"), key=lambda path: int(path.name[15:]))
+        match = re.search(r"^totals: (\d+)", worker.read_text(), re.MULTILINE)
+        if match is None:
+            raise RuntimeError(f"no instruction total in {worker.name}")
+        return int(match.group(1))
 
 
 def per_step(counter: str, variant: str, model_name: str, plugins: int) -> float:

@@ -95,10 +95,6 @@ bool writer_fence() {
   return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0;
 }
 
-// initial-exec: read straight off the thread pointer. The default model for a dlopen'ed library
-// calls __tls_get_addr on every access, which cost ~50 ns per step across the trampolines; these
-// few bytes fit in the static TLS surplus that glibc reserves for such libraries.
-#define MJFAST_FAST_TLS __attribute__((tls_model("initial-exec")))
 thread_local const mjModel* tls_model MJFAST_FAST_TLS = nullptr;
 thread_local mjData* tls_data MJFAST_FAST_TLS = nullptr;
 thread_local HookTarget* tls_target MJFAST_FAST_TLS = nullptr;

@@ -14,11 +14,12 @@ namespace mjfast::mujoco_guard {
 namespace {
 
 // This thread's guard state: whether a Scope is active, the handler it replaced, and the guarded
-// mj_step in progress (where to jump, and the dispatch depth it was entered at).
-thread_local bool tls_active = false;
-thread_local mjfLogHandler tls_previous = nullptr;
-thread_local std::jmp_buf* tls_jump = nullptr;
-thread_local int tls_jump_dispatch_depth = 0;
+// mj_step in progress (where to jump, and the dispatch depth it was entered at). Read around every
+// step, so MJFAST_FAST_TLS (hooks.h); the message buffer is large and read only on an error.
+thread_local bool tls_active MJFAST_FAST_TLS = false;
+thread_local mjfLogHandler tls_previous MJFAST_FAST_TLS = nullptr;
+thread_local std::jmp_buf* tls_jump MJFAST_FAST_TLS = nullptr;
+thread_local int tls_jump_dispatch_depth MJFAST_FAST_TLS = 0;
 thread_local char tls_message[sizeof(mjLogMessage::subject)];
 
 void handle(const mjLogMessage* message) {

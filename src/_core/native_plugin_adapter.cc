@@ -170,6 +170,22 @@ void NativePluginAdapter::unload() {
   error_.message[0] = '\0';
 }
 
+DirectCallback NativePluginAdapter::direct(Callback callback) {
+  decltype(DirectCallback::function) function = nullptr;
+  switch (callback) {
+    case Callback::kControl: function = api_->control; break;
+    case Callback::kPassive: function = api_->passive; break;
+    case Callback::kLastStage: function = api_->last_stage; break;
+    case Callback::kReset: function = api_->reset; break;
+    case Callback::kPreStep: function = api_->pre_step; break;
+    case Callback::kUpdateRead: function = api_->update_read; break;
+    case Callback::kUpdateWrite: function = api_->update_write; break;
+    case Callback::kRender:
+    case Callback::kGeomChanged: break;  // other arguments: through the virtual
+  }
+  return {function, instance_, &error_};
+}
+
 std::map<std::string, double> NativePluginAdapter::statistics() {
   std::string reply;
   auto sink = [](void* context, const char* data, std::size_t size) {

@@ -71,6 +71,10 @@ class NativePluginAdapter final : public IPluginAdapter {
   void update_write(const mjModel* m, mjData* d) override {
     check(api_->update_write(instance_, m, d, &error_));
   }
+  // The plugin table's own function for the (model, data) callbacks: the host calls it directly.
+  DirectCallback direct(Callback callback) override;
+  void direct_failed(int status) override { check(status); }
+
   // Never throws: an error from the plugin's unload is printed to stderr (a native plugin has no
   // Python logger) and the unload goes on.
   void unload() override;

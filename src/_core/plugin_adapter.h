@@ -10,6 +10,8 @@
 
 #include <mujoco/mujoco.h>
 
+struct mjfast_error;  // the native plugin ABI's error buffer (mjfast/plugin_abi.h), passed on
+
 namespace mjfast {
 
 // The per-event callbacks a plugin may override; the value is the index of its dispatch table
@@ -74,6 +76,20 @@ constexpr const char* callback_name(Callback callback) {
   return info.mujoco_method != nullptr ? info.mujoco_method : info.control_method;
 }
 
+// A callback of (model, data) as a plain C function, which the host may call instead of the
+// adapter's virtual: what a native plugin's table holds. One indirect call per plugin call
+// instead of a virtual call and then the plugin's. A non-zero status goes to direct_failed().
+struct DirectCallback {
+  int (*function)(void* instance, const mjModel* m, mjData* d, mjfast_error* error) = nullptr;
+  void* instance = nullptr;
+  mjfast_error* error = nullptr;
+};
+
+// The callbacks that take just (model, data) and so may have a DirectCallback.
+constexpr bool takes_model_and_data(Callback callback) {
+  return callback != Callback::kRender && callback != Callback::kGeomChanged;
+}
+
 class IPluginAdapter {
  public:
   virtual ~IPluginAdapter() = default;
@@ -98,6 +114,13 @@ class IPluginAdapter {
 
   // Before the adapter is destroyed (shutdown or reload); never throws out of the host.
   virtual void unload() {}
+
+  // `callback` as a plain C function (takes_model_and_data callbacks only), or none: the host then
+  // calls the virtual. Asked when the dispatch tables are built; valid until unload().
+  virtual DirectCallback direct(Callback) { return {}; }
+  // A DirectCallback returned `status` != 0: throws what the virtual would have thrown, or
+  // returns where the virtual would have returned.
+  virtual void direct_failed(int /*status*/) {}
 
   // The name the plugin's author knows `callback` by (a ControlPlugin's reset is on_reset).
   virtual const char* name_of(Callback callback) const { return callback_name(callback); }

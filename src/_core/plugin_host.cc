@@ -25,11 +25,9 @@ double elapsed_s(Clock::time_point since) {
 // The host whose mutex_ this thread holds (a StepLock, a physics-side dispatch, a load), and the
 // host whose control_mutex_ it holds (a control-side dispatch, a load), if any: queries from this
 // thread (a plugin asking for statistics) then read without locking, and changes are refused.
-// initial-exec: read on every dispatch, so no __tls_get_addr call (see hooks.cc).
-thread_local const PluginHost* step_locked_host __attribute__((tls_model("initial-exec"))) =
-    nullptr;
-thread_local const PluginHost* control_held_host __attribute__((tls_model("initial-exec"))) =
-    nullptr;
+// Read on every dispatch: MJFAST_FAST_TLS (hooks.h).
+thread_local const PluginHost* step_locked_host MJFAST_FAST_TLS = nullptr;
+thread_local const PluginHost* control_held_host MJFAST_FAST_TLS = nullptr;
 
 // Marks `host` in `slot` for the lifetime of the mark.
 class HeldMark {
@@ -282,7 +280,9 @@ void PluginHost::rebuild_dispatch_tables_locked(bool control_side) {
       active |= mask_of(callback);
       if (rebuild) {
         dispatch_tables_[i].entries.push_back(
-            {record->adapter.get(), &record->live_stats[i], record.get()});
+            {record->adapter.get(), &record->live_stats[i], record.get(),
+             takes_model_and_data(callback) ? record->adapter->direct(callback)
+                                            : DirectCallback{}});
       }
     }
   }
@@ -356,10 +356,10 @@ __attribute__((always_inline)) inline DispatchError PluginHost::call_entries(
     }
     try {
       if constexpr (!timed) {  // the common case: no clock
-        invoke(*entry.adapter);
+        invoke(entry);
       } else {
         const auto start = Clock::now();
-        invoke(*entry.adapter);
+        invoke(entry);
         const std::uint64_t took = elapsed_ns(start);
         stats.last_ns.store(took, std::memory_order_relaxed);
         bump(stats.timed_total_ns, took);
@@ -379,67 +379,98 @@ __attribute__((always_inline)) inline DispatchError PluginHost::call_entries(
   return nullptr;
 }
 
+namespace {
+
+// One plugin's (model, data) callback: its plain C function where the adapter has one (a native
+// plugin: one indirect call), else the adapter's virtual `method`.
+template <auto method, class Entry>
+__attribute__((always_inline)) inline void call_model_data(const Entry& entry, const mjModel* m,
+                                                           mjData* d) {
+  if (const DirectCallback& direct = entry.direct; direct.function != nullptr) {
+    if (const int status = direct.function(direct.instance, m, d, direct.error)) [[unlikely]] {
+      entry.adapter->direct_failed(status);
+    }
+  } else {
+    (entry.adapter->*method)(m, d);
+  }
+}
+
+}  // namespace
+
+template <auto method>
+DispatchError PluginHost::dispatch_model_data(Callback callback, ModelGeneration tag,
+                                              const mjModel* m, mjData* d) {
+  return dispatch(callback, tag,
+                  [&](const DispatchEntry& entry) { call_model_data<method>(entry, m, d); });
+}
+
 DispatchError PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch(Callback::kControl, tag, [&](IPluginAdapter& a) { a.control(m, d); });
+  return dispatch_model_data<&IPluginAdapter::control>(Callback::kControl, tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch(Callback::kPassive, tag, [&](IPluginAdapter& a) { a.passive(m, d); });
+  return dispatch_model_data<&IPluginAdapter::passive>(Callback::kPassive, tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
                                           mjvScene* scene) {
-  return dispatch(Callback::kRender, tag, [&](IPluginAdapter& a) { a.render(m, d, scene); });
+  return dispatch(Callback::kRender, tag,
+                  [&](const DispatchEntry& entry) { entry.adapter->render(m, d, scene); });
 }
 
 DispatchError PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch(Callback::kLastStage, tag, [&](IPluginAdapter& a) { a.last_stage(m, d); });
+  return dispatch_model_data<&IPluginAdapter::last_stage>(Callback::kLastStage, tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch(Callback::kPreStep, tag, [&](IPluginAdapter& a) { a.pre_step(m, d); });
+  return dispatch_model_data<&IPluginAdapter::pre_step>(Callback::kPreStep, tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch(Callback::kUpdateRead, tag, [&](IPluginAdapter& a) { a.update_read(m, d); });
+  return dispatch_model_data<&IPluginAdapter::update_read>(Callback::kUpdateRead, tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m,
                                                 mjData* d) {
-  return dispatch(Callback::kUpdateWrite, tag, [&](IPluginAdapter& a) { a.update_write(m, d); });
+  return dispatch_model_data<&IPluginAdapter::update_write>(Callback::kUpdateWrite, tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
                                          mjvScene* scene, int geom_id) {
   // model_ and data_ are read inside the dispatch, under the lock that checks the generation.
-  return dispatch(callback, tag, [&](IPluginAdapter& a) {
+  return dispatch(callback, tag, [&](const DispatchEntry& entry) {
+    IPluginAdapter& a = *entry.adapter;
     switch (callback) {
-      case Callback::kControl: return a.control(model_, data_);
-      case Callback::kPassive: return a.passive(model_, data_);
+      case Callback::kControl: return call_model_data<&IPluginAdapter::control>(entry, model_, data_);
+      case Callback::kPassive: return call_model_data<&IPluginAdapter::passive>(entry, model_, data_);
       case Callback::kRender: return a.render(model_, data_, scene);
-      case Callback::kLastStage: return a.last_stage(model_, data_);
+      case Callback::kLastStage:
+        return call_model_data<&IPluginAdapter::last_stage>(entry, model_, data_);
       case Callback::kGeomChanged: return a.geom_changed(model_, data_, geom_id);
-      case Callback::kReset: return a.reset(model_, data_);  // reset() also times it
-      case Callback::kPreStep: return a.pre_step(model_, data_);
-      case Callback::kUpdateRead: return a.update_read(model_, data_);
-      case Callback::kUpdateWrite: return a.update_write(model_, data_);
+      case Callback::kReset:  // reset() also times it
+        return call_model_data<&IPluginAdapter::reset>(entry, model_, data_);
+      case Callback::kPreStep: return call_model_data<&IPluginAdapter::pre_step>(entry, model_, data_);
+      case Callback::kUpdateRead:
+        return call_model_data<&IPluginAdapter::update_read>(entry, model_, data_);
+      case Callback::kUpdateWrite:
+        return call_model_data<&IPluginAdapter::update_write>(entry, model_, data_);
     }
   });
 }
 
 DispatchError PluginHost::notify_geometry_changed(std::optional<ModelGeneration> tag,
                                                   int geom_id) {
-  return dispatch(Callback::kGeomChanged, tag,
-                  [&](IPluginAdapter& a) { a.geom_changed(model_, data_, geom_id); });
+  return dispatch(Callback::kGeomChanged, tag, [&](const DispatchEntry& entry) {
+    entry.adapter->geom_changed(model_, data_, geom_id);
+  });
 }
 
 DispatchError PluginHost::reset(std::optional<ModelGeneration> tag) {
-  return dispatch(Callback::kReset, tag, [&](IPluginAdapter& a) {
+  return dispatch(Callback::kReset, tag, [&](const DispatchEntry& entry) {
     const auto start = Clock::now();
-    a.reset(model_, data_);
-    for (auto& record : records_) {  // under mutex_: reset is a physics-side dispatch
-      if (record->adapter.get() == &a) record->report.reset_time_s += elapsed_s(start);
-    }
+    call_model_data<&IPluginAdapter::reset>(entry, model_, data_);
+    // under mutex_: reset is a physics-side dispatch
+    entry.record->report.reset_time_s += elapsed_s(start);
   });
 }
 

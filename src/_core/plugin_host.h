@@ -201,6 +201,10 @@ class PluginHost {
   template <class Invoke>
   DispatchError dispatch_locked(Callback callback, std::optional<ModelGeneration> tag,
                                 Invoke& invoke);
+  // The (model, data) callbacks: through each adapter's DirectCallback where it has one.
+  template <auto method>
+  DispatchError dispatch_model_data(Callback callback, ModelGeneration tag, const mjModel* m,
+                                    mjData* d);
   template <bool timed, class Invoke>
   DispatchError call_entries(Callback callback, const DispatchTable& table, Invoke& invoke);
   [[noreturn]] __attribute__((noinline, cold)) void throw_stale_generation(
@@ -227,6 +231,7 @@ class PluginHost {
     IPluginAdapter* adapter;
     LiveStats* stats;
     Record* record;
+    DirectCallback direct;  // the adapter's plain C function for this callback, if it has one
   };
   struct DispatchTable {
     std::vector<DispatchEntry> entries;
