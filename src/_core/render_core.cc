@@ -491,18 +491,7 @@ void RenderCore::run_render_thread() {
   if (!render_sync_) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kRenderThreadNice);
   }
-  try {
-    gl_ = GlContext::create(800, 800);
-    gl_->make_current();
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    stats_.backend = gl_->backend();
-  } catch (...) {
-    gl_.reset();
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    thread_error_ = std::current_exception();
-    queue_changed_.notify_all();
-    return;
-  }
+  if (!start_gl()) return;
   std::unique_lock<std::mutex> lock(queue_mutex_);
   thread_ready_ = true;
   queue_changed_.notify_all();
@@ -511,41 +500,60 @@ void RenderCore::run_render_thread() {
     if (stopping_) break;
     const int index = queue_.front();
     queue_.erase(queue_.begin());
-    Slot& slot = slots_[static_cast<std::size_t>(index)];
-    if (slot.render_generation != render_generation_) {
-      // Generation check at pick-up: the cameras of this turn were retired.
-      slot.jobs.clear();
-      slot.state = SlotState::kFree;
-      {
-        std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-        ++stats_.stale_turns;
-      }
-      queue_changed_.notify_all();
-      continue;
-    }
-    slot.state = SlotState::kRendering;
-    rendering_ = true;
-    lock.unlock();
-    const auto start = std::chrono::steady_clock::now();
-    render_turn(slot);
-    const auto wall = std::chrono::steady_clock::now() - start;
-    {
-      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-      ++stats_.turns;
-      stats_.render_wall_ns += static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count());
-    }
-    lock.lock();
-    slot.jobs.clear();
-    slot.state = SlotState::kFree;
-    rendering_ = false;
-    queue_changed_.notify_all();
+    take_turn(slots_[static_cast<std::size_t>(index)], lock);
   }
   // Pending sync waiters were released by stopping_; drop the GL state on its own thread.
   lock.unlock();
   if (context_made_) mjr_freeContext(&context_);
   context_made_ = false;
   gl_.reset();
+}
+
+bool RenderCore::start_gl() {
+  try {
+    gl_ = GlContext::create(800, 800);
+    gl_->make_current();
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.backend = gl_->backend();
+    return true;
+  } catch (...) {
+    gl_.reset();
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    thread_error_ = std::current_exception();
+    queue_changed_.notify_all();
+    return false;
+  }
+}
+
+void RenderCore::take_turn(Slot& slot, std::unique_lock<std::mutex>& lock) {
+  if (slot.render_generation != render_generation_) {
+    // Generation check at pick-up: the cameras of this turn were retired.
+    slot.jobs.clear();
+    slot.state = SlotState::kFree;
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+      ++stats_.stale_turns;
+    }
+    queue_changed_.notify_all();
+    return;
+  }
+  slot.state = SlotState::kRendering;
+  rendering_ = true;
+  lock.unlock();
+  const auto start = std::chrono::steady_clock::now();
+  render_turn(slot);
+  const auto wall = std::chrono::steady_clock::now() - start;
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    ++stats_.turns;
+    stats_.render_wall_ns += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count());
+  }
+  lock.lock();
+  slot.jobs.clear();
+  slot.state = SlotState::kFree;
+  rendering_ = false;
+  queue_changed_.notify_all();
 }
 
 void RenderCore::render_turn(Slot& slot) {

@@ -180,6 +180,11 @@ class RenderCore final : public StepObserver {
   // The render thread.
   void ensure_render_thread();
   void run_render_thread();
+  // Makes the GL context current on this thread; false (thread_error_ set) where it cannot.
+  bool start_gl();
+  // A turn picked up from the queue (queue_mutex_ held by `lock`, released while rendering):
+  // renders it, or discards it where its cameras were retired; frees the slot.
+  void take_turn(Slot& slot, std::unique_lock<std::mutex>& lock);
   void render_turn(Slot& slot);
   void render_job(const Slot& slot, const Job& job);
   void fit_offscreen(int width, int height);
