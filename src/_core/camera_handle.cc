@@ -4,9 +4,9 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "errors.h"
-#include "render_core.h"
 
 namespace mjfast {
 namespace {
@@ -49,30 +49,32 @@ void CameraHandle::require_usable_locked() const {
   }
 }
 
-void CameraHandle::set_geom_group(int group, bool enabled) {
+void CameraHandle::set_geom_group(int group, bool enabled) { set_option({false, group, enabled}); }
+
+void CameraHandle::set_visual_flag(int flag, bool enabled) { set_option({true, flag, enabled}); }
+
+void CameraHandle::set_option(const Setting& setting) {
   std::lock_guard<std::mutex> lock(mutex_);
   require_usable_locked();
-  check_group(group);
-  if (state_ == State::kPending) {
-    queued_.push_back({false, group, enabled});
+  if (setting.is_flag) {
+    check_flag(setting.index);
   } else {
-    option_.geomgroup[group] = enabled ? 1 : 0;
+    check_group(setting.index);
+  }
+  if (state_ == State::kPending) {
+    queued_.push_back(setting);
+  } else {
+    apply_locked(setting);
   }
 }
 
-void CameraHandle::set_visual_flag(int flag, bool enabled) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  require_usable_locked();
-  check_flag(flag);
-  if (state_ == State::kPending) {
-    queued_.push_back({true, flag, enabled});
-  } else {
-    option_.flags[flag] = enabled ? 1 : 0;
-  }
+void CameraHandle::apply_locked(const Setting& setting) {
+  mjtByte* values = setting.is_flag ? option_.flags : option_.geomgroup;
+  values[setting.index] = setting.enabled ? 1 : 0;
 }
 
 void CameraHandle::enable_frames(int history) {
-  RenderCore* wake = nullptr;
+  std::function<void()> wake;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     require_usable_locked();
@@ -89,10 +91,10 @@ void CameraHandle::enable_frames(int history) {
     // While pending, the request is applied when the camera is bound (bind() sees it).
     if (state_ == State::kLive) {
       allocate_stores_locked();
-      wake = core_;
+      wake = wake_;
     }
   }
-  if (wake) wake->wake();
+  if (wake) wake();
 }
 
 void CameraHandle::allocate_stores_locked() {
@@ -181,9 +183,9 @@ CameraStatistics CameraHandle::statistics() const {
 }
 
 void CameraHandle::bind(int camera_id, const CameraConfig& config,
-                        std::array<mjvScene*, 2> scenes, RenderCore* core) {
+                        std::array<mjvScene*, 2> scenes, std::function<void()> wake) {
   std::lock_guard<std::mutex> lock(mutex_);
-  core_ = core;
+  wake_ = std::move(wake);
   camera_id_ = camera_id;
   config_ = config;
   mjv_defaultCamera(&camera_);
@@ -191,13 +193,7 @@ void CameraHandle::bind(int camera_id, const CameraConfig& config,
   camera_.fixedcamid = camera_id;
   scenes_ = scenes;
   // Queued setter calls, in call order, on top of the settings kept from earlier generations.
-  for (const QueuedSetting& setting : queued_) {
-    if (setting.is_flag) {
-      option_.flags[setting.index] = setting.enabled ? 1 : 0;
-    } else {
-      option_.geomgroup[setting.index] = setting.enabled ? 1 : 0;
-    }
-  }
+  for (const Setting& setting : queued_) apply_locked(setting);
   queued_.clear();
   if (frames_requested_) allocate_stores_locked();
   state_ = State::kLive;
@@ -212,7 +208,7 @@ std::array<mjvScene*, 2> CameraHandle::unbind(State next) {
   }
   const auto scenes = scenes_;
   scenes_ = {nullptr, nullptr};
-  core_ = nullptr;
+  wake_ = nullptr;
   camera_id_ = -1;
   state_ = next;
   return scenes;
@@ -221,6 +217,23 @@ std::array<mjvScene*, 2> CameraHandle::unbind(State next) {
 void CameraHandle::set_state(State state) {
   std::lock_guard<std::mutex> lock(mutex_);
   state_ = state;
+}
+
+mjvScene* CameraHandle::update_scene(const mjModel* model, mjData* data, std::size_t slot) {
+  mjvOption option;
+  {
+    // Copied, not held: mjv_updateScene takes a while, and handle methods must not wait for it.
+    std::lock_guard<std::mutex> lock(mutex_);
+    option = option_;
+  }
+  mjvScene* scene = scenes_[slot];
+  mjv_updateScene(model, data, &option, nullptr, &camera_, mjCAT_ALL, scene);
+  return scene;
+}
+
+FrameStore* CameraHandle::store(Plane plane) const {
+  const auto p = static_cast<std::size_t>(plane);
+  return config_.planes[p] ? stores_[p].get() : nullptr;
 }
 
 }  // namespace mjfast

@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,8 +23,6 @@
 #include "frame_store.h"
 
 namespace mjfast {
-
-class RenderCore;
 
 inline constexpr const char* kCameraUnavailableMessage = "camera is unavailable during reload";
 
@@ -69,10 +68,41 @@ class CameraHandle {
   CameraConfig config() const;
   CameraStatistics statistics() const;
 
- private:
-  friend class RenderCore;
+  // -- The bound state, for RenderCore -------------------------------------------------------
+  // bind, unbind and set_state run under RenderCore's bound_mutex_ and take this handle's mutex
+  // (lock order in env_core.h). The rest is read by the capture (under bound_mutex_, so never
+  // during a bind) and by the render thread (a turn of a generation that retire() waits for
+  // before it unbinds): lock-free, or for a moment under the handle's mutex.
 
-  struct QueuedSetting {
+  // Binds to camera `camera_id` of the model, with its scenes (one per snapshot slot) already
+  // made; applies the setter calls queued while pending. `wake` is called, with no lock held,
+  // when frames are enabled on the bound camera (a new capture is due at once).
+  void bind(int camera_id, const CameraConfig& config, std::array<mjvScene*, 2> scenes,
+            std::function<void()> wake);
+  // Drops the bound state and enters `next`; returns the scenes for the caller to release.
+  std::array<mjvScene*, 2> unbind(State next);
+  void set_state(State state);
+
+  // Set by bind: width, height, planes and rate. Read without the lock (see above).
+  const CameraConfig& bound_config() const { return config_; }
+  bool frames_enabled() const { return frames_enabled_.load(std::memory_order_acquire); }
+  // The simulated time at which the next capture is due (-inf: at once).
+  double next_due() const { return next_due_.load(); }
+  void set_next_due(double time) { next_due_.store(time); }
+  // Builds this camera's view of `data`, with the handle's settings at this moment, into its
+  // scene for snapshot slot `slot`; returns that scene.
+  mjvScene* update_scene(const mjModel* model, mjData* data, std::size_t slot);
+  // The store `plane` renders into, or null where the plane is off or frames are not enabled.
+  FrameStore* store(Plane plane) const;
+  void count_capture() { captures_.fetch_add(1, std::memory_order_relaxed); }
+  void count_capture_drop() { capture_drops_.fetch_add(1, std::memory_order_relaxed); }
+  void count_frames_rendered(std::uint64_t n) {
+    frames_rendered_.fetch_add(n, std::memory_order_relaxed);
+  }
+
+ private:
+  // One set_geom_group / set_visual_flag call, applied at once or queued while pending.
+  struct Setting {
     bool is_flag;  // else a geom group
     int index;
     bool enabled;
@@ -80,26 +110,21 @@ class CameraHandle {
 
   void require_live_locked() const;
   void require_usable_locked() const;  // live or pending: setters may run or queue
+  void set_option(const Setting& setting);
+  void apply_locked(const Setting& setting);
   void allocate_stores_locked();
-
-  // RenderCore, with the camera's scenes already made: binds to camera `camera_id` of the model.
-  void bind(int camera_id, const CameraConfig& config, std::array<mjvScene*, 2> scenes,
-            RenderCore* core);
-  // RenderCore: drops the bound state; returns the scenes for the core to release.
-  std::array<mjvScene*, 2> unbind(State next);
-  void set_state(State state);
 
   const std::string name_;
   mutable std::mutex mutex_;
   State state_ = State::kPending;
-  std::vector<QueuedSetting> queued_;
+  std::vector<Setting> queued_;
   mjvOption option_;  // the handle's settings; copied by each capture
   bool frames_requested_ = false;
   int history_ = 1;
   std::array<std::uint64_t, kPlaneCount> last_taken_{};
 
   // Bound state: set by bind(), read by the physics thread (captures) and the render thread.
-  RenderCore* core_ = nullptr;
+  std::function<void()> wake_;
   int camera_id_ = -1;
   CameraConfig config_;
   mjvCamera camera_;

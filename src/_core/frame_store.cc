@@ -27,6 +27,36 @@ Plane parse_plane(const char* name) {
                               "' (planes: rgb, depth, segmentation)");
 }
 
+void linearise_depth(float* depth, std::size_t count, float znear, float zfar, bool orthographic) {
+  // Exactly as mujoco.Renderer: float32 coefficients of the reversed-Z perspective (or
+  // orthographic) projection, undone in double, stored as float32.
+  const float c_linear = zfar - znear;
+  float c_coef = -(zfar + znear) / (zfar - znear);
+  float d_coef = -(2.0f * zfar * znear) / (zfar - znear);
+  c_coef = -0.5f * c_coef - 0.5f;
+  d_coef = -0.5f * d_coef;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double z = depth[i];
+    const double metres = orthographic
+                              ? static_cast<double>(zfar) - z * static_cast<double>(c_linear)
+                              : static_cast<double>(d_coef) / (z + static_cast<double>(c_coef));
+    depth[i] = static_cast<float>(metres);
+  }
+}
+
+void decode_segments(const unsigned char* colours, std::size_t count,
+                     const std::vector<std::int32_t>& objects, std::int32_t* pairs) {
+  const std::size_t entries = objects.size() / 2;
+  for (std::size_t i = 0; i < count; ++i) {
+    const unsigned char* colour = colours + 3 * i;
+    const std::size_t segid = colour[0] + (colour[1] << 8) +
+                              (static_cast<unsigned>(colour[2]) << 16);
+    const std::size_t entry = segid < entries ? segid : 0;
+    pairs[2 * i] = objects[entry * 2];
+    pairs[2 * i + 1] = objects[entry * 2 + 1];
+  }
+}
+
 std::size_t Frame::channels() const {
   return plane == Plane::kRgb ? 3 : plane == Plane::kDepth ? 1 : 2;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -32,6 +33,29 @@ struct Frame {
   std::size_t channels() const;
   std::size_t element_size() const;
 };
+
+// -- Filling a frame from an OpenGL readout (render thread) ----------------------------------
+// Free of GL and of MuJoCo, so that the frame layout above is tested on its own (tests/cpp).
+
+// Rows come out of OpenGL bottom-up; frames are top-down like mujoco.Renderer's.
+template <class T>
+void copy_flipped(const T* source, T* target, int width, int height, int channels) {
+  const std::size_t row = static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
+  for (int r = 0; r < height; ++r) {
+    std::memcpy(target + static_cast<std::size_t>(r) * row,
+                source + static_cast<std::size_t>(height - 1 - r) * row, row * sizeof(T));
+  }
+}
+
+// Depth as OpenGL reads it with MuJoCo's reversed Z ([0 far..1 near], mjDEPTH_ZEROFAR) to metres,
+// in place. `znear` and `zfar` are the clip planes in metres (vis.map.znear/zfar * stat.extent).
+void linearise_depth(float* depth, std::size_t count, float znear, float zfar, bool orthographic);
+
+// Segmentation colours (3 bytes per pixel: segment id + 1, 0 the background) to (object id,
+// object type) pairs: entry i of `objects` is the pair at objects[2i], objects[2i + 1]; a colour
+// with no entry is the background (entry 0).
+void decode_segments(const unsigned char* colours, std::size_t count,
+                     const std::vector<std::int32_t>& objects, std::int32_t* pairs);
 
 class FrameStore {
  public:

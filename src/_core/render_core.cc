@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 
@@ -58,14 +57,33 @@ class NativeSceneProvider final : public SceneProvider {
   }
 };
 
-// Rows come out of OpenGL bottom-up; frames are top-down like mujoco.Renderer's.
-template <class T>
-void copy_flipped(const T* source, T* target, int width, int height, int channels) {
-  const std::size_t row = static_cast<std::size_t>(width) * static_cast<std::size_t>(channels);
-  for (int r = 0; r < height; ++r) {
-    std::memcpy(target + static_cast<std::size_t>(r) * row,
-                source + static_cast<std::size_t>(height - 1 - r) * row, row * sizeof(T));
-  }
+bool is_due(const CameraHandle& handle, double now) {
+  return handle.frames_enabled() && now + kDueTolerance >= handle.next_due();
+}
+
+// Whether `handle` is due at `now`; if so, its next capture moves on by one period (to a period
+// from now where it fell behind).
+bool take_if_due(CameraHandle& handle, double now) {
+  if (!is_due(handle, now)) return false;
+  const double rate_hz = handle.bound_config().rate_hz;
+  const double period = rate_hz > 0 ? 1.0 / rate_hz : 0.0;
+  double next = handle.next_due() + period;
+  if (next <= now + kDueTolerance) next = now + period;
+  handle.set_next_due(next);
+  return true;
+}
+
+// One plane's frame of a render job: a free frame of the plane's store to render into, or none
+// (the plane is off; or dropped: the store had no free frame, and counted it).
+struct PlaneWrite {
+  explicit PlaneWrite(FrameStore* plane_store)
+      : store(plane_store), frame(plane_store ? plane_store->begin_write() : nullptr) {}
+  FrameStore* store;
+  std::shared_ptr<Frame> frame;
+};
+
+std::size_t pixel_count(int width, int height) {
+  return static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
 }
 
 }  // namespace
@@ -198,7 +216,7 @@ std::vector<std::string> RenderCore::bind(const std::map<std::string, CameraConf
 
 void RenderCore::bind_locked(CameraHandle& handle, int camera_id, const CameraConfig& config,
                              std::array<mjvScene*, 2> scenes) {
-  handle.bind(camera_id, config, scenes, this);
+  handle.bind(camera_id, config, scenes, [this] { wake(); });
   bound_.push_back(&handle);
 }
 
@@ -314,7 +332,7 @@ void RenderCore::close_unchecked() {
 void RenderCore::notify_time_reset() {
   check_can_wait("reset()");
   std::lock_guard<std::mutex> lock(bound_mutex_);
-  for (CameraHandle* handle : bound_) handle->next_due_.store(-kInfinity);
+  for (CameraHandle* handle : bound_) handle->set_next_due(-kInfinity);
   recompute_due_locked();
 }
 
@@ -329,9 +347,7 @@ void RenderCore::wake() {
 void RenderCore::recompute_due_locked() {
   double due = kInfinity;
   for (CameraHandle* handle : bound_) {
-    if (handle->frames_enabled_.load(std::memory_order_acquire)) {
-      due = std::min(due, handle->next_due_.load());
-    }
+    if (handle->frames_enabled()) due = std::min(due, handle->next_due());
   }
   next_due_time_.store(due);
   // With nothing scheduled, a jump back in time has nothing to restart: keep due() false.
@@ -343,12 +359,8 @@ void RenderCore::recompute_due_locked() {
 
 std::exception_ptr RenderCore::after_step(const mjModel* model, mjData* data,
                                           ModelGeneration generation) {
-  const double now = data->time;
-  int slot_index = -1;
-  std::exception_ptr error;  // the first one: what the step raises
-  auto keep = [&error](std::exception_ptr raised) {
-    if (!error) error = std::move(raised);
-  };
+  int slot_index = -1;  // the snapshot slot captured into; none while nothing is due or free
+  std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
     const CaptureMark capturing(this);
@@ -356,88 +368,93 @@ std::exception_ptr RenderCore::after_step(const mjModel* model, mjData* data,
       recompute_due_locked();
       return nullptr;
     }
-    // Time went back (a reset, or user code setting data.time, mj_resetData, a keyframe): the
-    // schedule restarts, every camera is due now.
-    if (now < last_observed_time_.load()) {
-      for (CameraHandle* handle : bound_) handle->next_due_.store(-kInfinity);
-    }
-    last_observed_time_.store(now);
-    bool any_due = false;
-    for (CameraHandle* handle : bound_) {
-      if (handle->frames_enabled_.load(std::memory_order_acquire) &&
-          now + kDueTolerance >= handle->next_due_.load()) {
-        any_due = true;
-        break;
-      }
-    }
-    if (any_due) {
-      std::lock_guard<std::mutex> queue_lock(queue_mutex_);
-      for (int i = 0; i < 2; ++i) {
-        if (slots_[static_cast<std::size_t>(i)].state == SlotState::kFree) {
-          slot_index = i;
-          break;
-        }
-      }
-    }
-    Slot* slot = slot_index >= 0 ? &slots_[static_cast<std::size_t>(slot_index)] : nullptr;
-    if (slot) {
-      slot->jobs.clear();
-      slot->model = model;
-      slot->model_generation = generation;
-    }
-    const auto time_ns = static_cast<std::int64_t>(std::llround(now * 1e9));
-    for (CameraHandle* handle : bound_) {
-      if (!handle->frames_enabled_.load(std::memory_order_acquire)) continue;
-      const double due = handle->next_due_.load();
-      if (now + kDueTolerance < due) continue;
-      const double period = handle->config_.rate_hz > 0 ? 1.0 / handle->config_.rate_hz : 0.0;
-      double next = due + period;
-      if (next <= now + kDueTolerance) next = now + period;
-      handle->next_due_.store(next);
-      if (!slot) {
-        handle->capture_drops_.fetch_add(1, std::memory_order_relaxed);
-        capture_drops_.fetch_add(1, std::memory_order_relaxed);
-        continue;
-      }
-      mjvScene* scene = handle->scenes_[static_cast<std::size_t>(slot_index)];
-      mjvOption option;
-      {
-        std::lock_guard<std::mutex> handle_lock(handle->mutex_);
-        option = handle->option_;
-      }
-      mjv_updateScene(model, data, &option, nullptr, &handle->camera_, mjCAT_ALL, scene);
-      // MuJoCo truncates a full scene with only a global warning: refuse the frame instead.
-      if (scene->ngeom >= scene->maxgeom) {
-        keep(std::make_exception_ptr(std::length_error(
-            "camera '" + handle->name() + "': the scene is full (max_geom " +
-            std::to_string(scene->maxgeom) + "): the model has at least as much visual "
-            "geometry; raise the camera's max_geom parameter")));
-        continue;
-      }
-      if (host_ && host_->has_callback(Callback::kRender)) {
-        hooks::DispatchScope dispatching;
-        if (std::exception_ptr raised = host_->dispatch_render(generation, model, data, scene)) {
-          keep(std::move(raised));
-          continue;
-        }
-        if (scene->ngeom > scene->maxgeom || scene->ngeom < 0) {
-          keep(std::make_exception_ptr(std::length_error(
-              "render_callback geometry overflows the scene of camera '" + handle->name() +
-              "': ngeom " + std::to_string(scene->ngeom) + " > max_geom " +
-              std::to_string(scene->maxgeom) + " (raise the camera's max_geom parameter)")));
-          continue;
-        }
-      }
-      handle->captures_.fetch_add(1, std::memory_order_relaxed);
-      captures_.fetch_add(1, std::memory_order_relaxed);
-      slot->jobs.push_back(Job{handle, scene, time_ns, next_capture_id_++});
-    }
+    if (any_due_locked(data->time)) slot_index = find_free_slot();
+    error = capture_locked(model, data, generation, slot_index);
     recompute_due_locked();
   }
-  if (slot_index < 0) return error;
+  if (slot_index >= 0) queue_turn(slot_index);
+  return error;
+}
+
+bool RenderCore::any_due_locked(double now) {
+  // Time went back (a reset, or user code setting data.time, mj_resetData, a keyframe): the
+  // schedule restarts, every camera is due now.
+  if (now < last_observed_time_.load()) {
+    for (CameraHandle* handle : bound_) handle->set_next_due(-kInfinity);
+  }
+  last_observed_time_.store(now);
+  return std::any_of(bound_.begin(), bound_.end(),
+                     [now](const CameraHandle* handle) { return is_due(*handle, now); });
+}
+
+int RenderCore::find_free_slot() {
+  // A free slot is the capture's alone (the render thread takes only queued ones, and captures
+  // run one at a time under bound_mutex_): it stays free, unclaimed, until queue_turn.
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    if (slots_[i].state == SlotState::kFree) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::exception_ptr RenderCore::capture_locked(const mjModel* model, mjData* data,
+                                              ModelGeneration generation, int slot_index) {
+  Slot* slot = slot_index >= 0 ? &slots_[static_cast<std::size_t>(slot_index)] : nullptr;
+  if (slot) {
+    slot->jobs.clear();
+    slot->model = model;
+    slot->model_generation = generation;
+  }
+  const double now = data->time;
+  const auto time_ns = static_cast<std::int64_t>(std::llround(now * 1e9));
+  std::exception_ptr error;  // the first one: what the step raises
+  for (CameraHandle* handle : bound_) {
+    if (!take_if_due(*handle, now)) continue;
+    if (!slot) {
+      handle->count_capture_drop();
+      capture_drops_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    mjvScene* scene = handle->update_scene(model, data, static_cast<std::size_t>(slot_index));
+    if (std::exception_ptr raised = complete_scene(*handle, model, data, generation, scene)) {
+      if (!error) error = std::move(raised);
+      continue;
+    }
+    handle->count_capture();
+    captures_.fetch_add(1, std::memory_order_relaxed);
+    slot->jobs.push_back(Job{handle, scene, time_ns, next_capture_id_++});
+  }
+  return error;
+}
+
+std::exception_ptr RenderCore::complete_scene(const CameraHandle& handle, const mjModel* model,
+                                              mjData* data, ModelGeneration generation,
+                                              mjvScene* scene) {
+  // MuJoCo truncates a full scene with only a global warning: refuse the frame instead.
+  if (scene->ngeom >= scene->maxgeom) {
+    return std::make_exception_ptr(std::length_error(
+        "camera '" + handle.name() + "': the scene is full (max_geom " +
+        std::to_string(scene->maxgeom) + "): the model has at least as much visual "
+        "geometry; raise the camera's max_geom parameter"));
+  }
+  if (!host_ || !host_->has_callback(Callback::kRender)) return nullptr;
+  hooks::DispatchScope dispatching;
+  if (std::exception_ptr raised = host_->dispatch_render(generation, model, data, scene)) {
+    return raised;
+  }
+  if (scene->ngeom > scene->maxgeom || scene->ngeom < 0) {
+    return std::make_exception_ptr(std::length_error(
+        "render_callback geometry overflows the scene of camera '" + handle.name() +
+        "': ngeom " + std::to_string(scene->ngeom) + " > max_geom " +
+        std::to_string(scene->maxgeom) + " (raise the camera's max_geom parameter)"));
+  }
+  return nullptr;
+}
+
+void RenderCore::queue_turn(int slot_index) {
   std::unique_lock<std::mutex> lock(queue_mutex_);
   Slot& slot = slots_[static_cast<std::size_t>(slot_index)];
-  if (slot.jobs.empty()) return error;  // still free
+  if (slot.jobs.empty()) return;  // nothing captured: the slot stays free
   slot.render_generation = render_generation_;  // generation check at queue time
   slot.state = SlotState::kQueued;
   queue_.push_back(slot_index);
@@ -446,7 +463,6 @@ std::exception_ptr RenderCore::after_step(const mjModel* model, mjData* data,
     // The render thread never takes the step lock or the GIL, so waiting here cannot deadlock.
     queue_changed_.wait(lock, [&] { return slot.state == SlotState::kFree || stopping_; });
   }
-  return error;
 }
 
 // -- the render thread ---------------------------------------------------------------------
@@ -475,18 +491,7 @@ void RenderCore::run_render_thread() {
   if (!render_sync_) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kRenderThreadNice);
   }
-  try {
-    gl_ = GlContext::create(800, 800);
-    gl_->make_current();
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    stats_.backend = gl_->backend();
-  } catch (...) {
-    gl_.reset();
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    thread_error_ = std::current_exception();
-    queue_changed_.notify_all();
-    return;
-  }
+  if (!start_gl()) return;
   std::unique_lock<std::mutex> lock(queue_mutex_);
   thread_ready_ = true;
   queue_changed_.notify_all();
@@ -495,41 +500,60 @@ void RenderCore::run_render_thread() {
     if (stopping_) break;
     const int index = queue_.front();
     queue_.erase(queue_.begin());
-    Slot& slot = slots_[static_cast<std::size_t>(index)];
-    if (slot.render_generation != render_generation_) {
-      // Generation check at pick-up: the cameras of this turn were retired.
-      slot.jobs.clear();
-      slot.state = SlotState::kFree;
-      {
-        std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-        ++stats_.stale_turns;
-      }
-      queue_changed_.notify_all();
-      continue;
-    }
-    slot.state = SlotState::kRendering;
-    rendering_ = true;
-    lock.unlock();
-    const auto start = std::chrono::steady_clock::now();
-    render_turn(slot);
-    const auto wall = std::chrono::steady_clock::now() - start;
-    {
-      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-      ++stats_.turns;
-      stats_.render_wall_ns += static_cast<std::uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count());
-    }
-    lock.lock();
-    slot.jobs.clear();
-    slot.state = SlotState::kFree;
-    rendering_ = false;
-    queue_changed_.notify_all();
+    take_turn(slots_[static_cast<std::size_t>(index)], lock);
   }
   // Pending sync waiters were released by stopping_; drop the GL state on its own thread.
   lock.unlock();
   if (context_made_) mjr_freeContext(&context_);
   context_made_ = false;
   gl_.reset();
+}
+
+bool RenderCore::start_gl() {
+  try {
+    gl_ = GlContext::create(800, 800);
+    gl_->make_current();
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.backend = gl_->backend();
+    return true;
+  } catch (...) {
+    gl_.reset();
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    thread_error_ = std::current_exception();
+    queue_changed_.notify_all();
+    return false;
+  }
+}
+
+void RenderCore::take_turn(Slot& slot, std::unique_lock<std::mutex>& lock) {
+  if (slot.render_generation != render_generation_) {
+    // Generation check at pick-up: the cameras of this turn were retired.
+    slot.jobs.clear();
+    slot.state = SlotState::kFree;
+    {
+      std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+      ++stats_.stale_turns;
+    }
+    queue_changed_.notify_all();
+    return;
+  }
+  slot.state = SlotState::kRendering;
+  rendering_ = true;
+  lock.unlock();
+  const auto start = std::chrono::steady_clock::now();
+  render_turn(slot);
+  const auto wall = std::chrono::steady_clock::now() - start;
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    ++stats_.turns;
+    stats_.render_wall_ns += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(wall).count());
+  }
+  lock.lock();
+  slot.jobs.clear();
+  slot.state = SlotState::kFree;
+  rendering_ = false;
+  queue_changed_.notify_all();
 }
 
 void RenderCore::render_turn(Slot& slot) {
@@ -548,133 +572,100 @@ void RenderCore::render_turn(Slot& slot) {
 
 void RenderCore::render_job(const Slot& slot, const Job& job) {
   CameraHandle& camera = *job.camera;
-  const CameraConfig& config = camera.config_;
-  const int width = config.width;
-  const int height = config.height;
+  const CameraConfig& config = camera.bound_config();
+  fit_offscreen(config.width, config.height);
+  const mjrRect viewport{0, 0, config.width, config.height};
+  std::uint64_t rendered = 0;
+  std::uint64_t dropped = 0;  // planes whose store had no free frame (the store counts it too)
+  auto publish = [&](const PlaneWrite& write) {
+    if (!write.store) return;
+    if (!write.frame) {
+      ++dropped;
+      return;
+    }
+    write.frame->simulation_time_ns = job.simulation_time_ns;
+    write.frame->capture_id = job.capture_id;
+    write.frame->frame_generation = slot.model_generation.value();
+    write.store->commit(write.frame);
+    ++rendered;
+  };
+  const PlaneWrite rgb(camera.store(Plane::kRgb));
+  if (rgb.frame) render_rgb(viewport, job.scene, *rgb.frame);
+  publish(rgb);
+  const PlaneWrite depth(camera.store(Plane::kDepth));
+  const PlaneWrite segments(camera.store(Plane::kSegmentation));
+  if (depth.frame || segments.frame) {
+    render_segment_pass(viewport, job.scene, segments.frame != nullptr, depth.frame != nullptr);
+  }
+  if (depth.frame) read_depth(slot.model, *job.scene, *depth.frame);
+  publish(depth);
+  if (segments.frame) read_segmentation(*job.scene, *segments.frame);
+  publish(segments);
+  camera.count_frames_rendered(rendered);
+  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+  stats_.frames_rendered += rendered;
+  stats_.frames_dropped += dropped;
+}
+
+void RenderCore::fit_offscreen(int width, int height) {
   if (width > context_.offWidth || height > context_.offHeight) {
     mjr_resizeOffscreen(std::max(width, context_.offWidth), std::max(height, context_.offHeight),
                         &context_);
     mjr_setBuffer(mjFB_OFFSCREEN, &context_);
   }
-  const mjrRect viewport{0, 0, width, height};
-  const std::size_t pixels = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
-  mjvScene* scene = job.scene;
-  std::uint64_t rendered = 0;
-  std::uint64_t dropped = 0;  // planes whose store had no free slot (the store counts it too)
-  auto stamp = [&](Frame& frame) {
-    frame.simulation_time_ns = job.simulation_time_ns;
-    frame.capture_id = job.capture_id;
-    frame.frame_generation = slot.model_generation.value();
-  };
+}
 
-  const auto& rgb_store = camera.stores_[static_cast<std::size_t>(Plane::kRgb)];
-  if (config.planes[static_cast<std::size_t>(Plane::kRgb)] && rgb_store) {
-    if (auto frame = rgb_store->begin_write()) {
-      scratch_rgb_.resize(pixels * 3);
-      mjr_render(viewport, scene, &context_);
-      mjr_readPixels(scratch_rgb_.data(), nullptr, viewport, &context_);
-      copy_flipped(scratch_rgb_.data(), frame->bytes.data(), width, height, 3);
-      stamp(*frame);
-      rgb_store->commit(frame);
-      ++rendered;
-    } else {
-      ++dropped;
-    }
-  }
+void RenderCore::render_rgb(const mjrRect& viewport, mjvScene* scene, Frame& frame) {
+  scratch_rgb_.resize(pixel_count(viewport.width, viewport.height) * 3);
+  mjr_render(viewport, scene, &context_);
+  mjr_readPixels(scratch_rgb_.data(), nullptr, viewport, &context_);
+  copy_flipped(scratch_rgb_.data(), frame.bytes.data(), viewport.width, viewport.height, 3);
+}
 
-  const auto& depth_store = camera.stores_[static_cast<std::size_t>(Plane::kDepth)];
-  const auto& segment_store = camera.stores_[static_cast<std::size_t>(Plane::kSegmentation)];
-  std::shared_ptr<Frame> depth_frame =
-      config.planes[static_cast<std::size_t>(Plane::kDepth)] && depth_store
-          ? depth_store->begin_write() : nullptr;
-  std::shared_ptr<Frame> segment_frame =
-      config.planes[static_cast<std::size_t>(Plane::kSegmentation)] && segment_store
-          ? segment_store->begin_write() : nullptr;
-  if (config.planes[static_cast<std::size_t>(Plane::kDepth)] && depth_store && !depth_frame) {
-    ++dropped;
+void RenderCore::render_segment_pass(const mjrRect& viewport, mjvScene* scene, bool colours,
+                                     bool depth) {
+  // As mujoco.Renderer: depth and segmentation come from one pass with segment colours, which
+  // also keeps depth exact at far distances.
+  const mjtByte segment_flag = scene->flags[mjRND_SEGMENT];
+  const mjtByte idcolor_flag = scene->flags[mjRND_IDCOLOR];
+  scene->flags[mjRND_SEGMENT] = 1;
+  scene->flags[mjRND_IDCOLOR] = 1;
+  mjr_render(viewport, scene, &context_);
+  scene->flags[mjRND_SEGMENT] = segment_flag;
+  scene->flags[mjRND_IDCOLOR] = idcolor_flag;
+  const std::size_t pixels = pixel_count(viewport.width, viewport.height);
+  scratch_rgb_.resize(pixels * 3);
+  scratch_depth_.resize(pixels);
+  mjr_readPixels(colours ? scratch_rgb_.data() : nullptr, depth ? scratch_depth_.data() : nullptr,
+                 viewport, &context_);
+}
+
+void RenderCore::read_depth(const mjModel* model, const mjvScene& scene, Frame& frame) {
+  auto* metres = reinterpret_cast<float*>(frame.bytes.data());
+  copy_flipped(scratch_depth_.data(), metres, frame.width, frame.height, 1);
+  const double extent = model->stat.extent;
+  linearise_depth(metres, pixel_count(frame.width, frame.height),
+                  static_cast<float>(model->vis.map.znear * extent),
+                  static_cast<float>(model->vis.map.zfar * extent),
+                  scene.camera[0].orthographic != 0);
+}
+
+void RenderCore::read_segmentation(const mjvScene& scene, Frame& frame) {
+  // Entry segid + 1 is the (object id, object type) of the geom with that segment id; entry 0,
+  // the background, is (-1, -1).
+  const int ngeom = scene.ngeom;
+  segment_objects_.assign(static_cast<std::size_t>(ngeom + 1) * 2, -1);
+  for (int g = 0; g < ngeom; ++g) {
+    const mjvGeom& geom = scene.geoms[g];
+    if (geom.segid < 0 || geom.segid + 1 > ngeom) continue;
+    segment_objects_[static_cast<std::size_t>(geom.segid + 1) * 2] = geom.objid;
+    segment_objects_[static_cast<std::size_t>(geom.segid + 1) * 2 + 1] = geom.objtype;
   }
-  if (config.planes[static_cast<std::size_t>(Plane::kSegmentation)] && segment_store &&
-      !segment_frame) {
-    ++dropped;
-  }
-  if (depth_frame || segment_frame) {
-    // As mujoco.Renderer: depth and segmentation come from one pass with segment colours, which
-    // also keeps depth exact at far distances.
-    const mjtByte segment_flag = scene->flags[mjRND_SEGMENT];
-    const mjtByte idcolor_flag = scene->flags[mjRND_IDCOLOR];
-    scene->flags[mjRND_SEGMENT] = 1;
-    scene->flags[mjRND_IDCOLOR] = 1;
-    mjr_render(viewport, scene, &context_);
-    scene->flags[mjRND_SEGMENT] = segment_flag;
-    scene->flags[mjRND_IDCOLOR] = idcolor_flag;
-    scratch_rgb_.resize(pixels * 3);
-    scratch_depth_.resize(pixels);
-    mjr_readPixels(segment_frame ? scratch_rgb_.data() : nullptr,
-                   depth_frame ? scratch_depth_.data() : nullptr, viewport, &context_);
-    if (depth_frame) {
-      // Linearise exactly as mujoco.Renderer does: float32 projection coefficients of the
-      // reversed-Z perspective (or orthographic) matrix, undone in double, stored as float32.
-      const mjModel* model = slot.model;
-      const double extent = model->stat.extent;
-      const float znear = static_cast<float>(model->vis.map.znear * extent);
-      const float zfar = static_cast<float>(model->vis.map.zfar * extent);
-      auto* out = reinterpret_cast<float*>(depth_frame->bytes.data());
-      const bool orthographic = scene->camera[0].orthographic != 0;
-      const float c_linear = zfar - znear;
-      float c_coef = -(zfar + znear) / (zfar - znear);
-      float d_coef = -(2.0f * zfar * znear) / (zfar - znear);
-      c_coef = -0.5f * c_coef - 0.5f;
-      d_coef = -0.5f * d_coef;
-      for (int r = 0; r < height; ++r) {
-        const float* source = scratch_depth_.data() + static_cast<std::size_t>(height - 1 - r) *
-                                                           static_cast<std::size_t>(width);
-        float* target = out + static_cast<std::size_t>(r) * static_cast<std::size_t>(width);
-        for (int c = 0; c < width; ++c) {
-          const double z = source[c];
-          const double metres = orthographic
-                                    ? static_cast<double>(zfar) - z * static_cast<double>(c_linear)
-                                    : static_cast<double>(d_coef) / (z + static_cast<double>(c_coef));
-          target[c] = static_cast<float>(metres);
-        }
-      }
-      stamp(*depth_frame);
-      depth_store->commit(depth_frame);
-      ++rendered;
-    }
-    if (segment_frame) {
-      // Segment id (colour) -> (object id, object type); 0 is the background: (-1, -1).
-      const int ngeom = scene->ngeom;
-      segment_map_.assign(static_cast<std::size_t>(ngeom + 1) * 2, -1);
-      for (int g = 0; g < ngeom; ++g) {
-        const mjvGeom& geom = scene->geoms[g];
-        if (geom.segid < 0 || geom.segid + 1 > ngeom) continue;
-        segment_map_[static_cast<std::size_t>(geom.segid + 1) * 2] = geom.objid;
-        segment_map_[static_cast<std::size_t>(geom.segid + 1) * 2 + 1] = geom.objtype;
-      }
-      auto* out = reinterpret_cast<std::int32_t*>(segment_frame->bytes.data());
-      for (int r = 0; r < height; ++r) {
-        const unsigned char* source =
-            scratch_rgb_.data() + static_cast<std::size_t>(height - 1 - r) *
-                                      static_cast<std::size_t>(width) * 3;
-        std::int32_t* target =
-            out + static_cast<std::size_t>(r) * static_cast<std::size_t>(width) * 2;
-        for (int c = 0; c < width; ++c) {
-          const unsigned segid = source[3 * c] + (source[3 * c + 1] << 8) +
-                                 (static_cast<unsigned>(source[3 * c + 2]) << 16);
-          const std::size_t entry = segid <= static_cast<unsigned>(ngeom) ? segid : 0;
-          target[2 * c] = segment_map_[entry * 2];
-          target[2 * c + 1] = segment_map_[entry * 2 + 1];
-        }
-      }
-      stamp(*segment_frame);
-      segment_store->commit(segment_frame);
-      ++rendered;
-    }
-  }
-  camera.frames_rendered_.fetch_add(rendered, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> stats_lock(stats_mutex_);
-  stats_.frames_rendered += rendered;
-  stats_.frames_dropped += dropped;
+  const std::size_t pixels = pixel_count(frame.width, frame.height);
+  scratch_segments_.resize(pixels * 2);
+  decode_segments(scratch_rgb_.data(), pixels, segment_objects_, scratch_segments_.data());
+  copy_flipped(scratch_segments_.data(), reinterpret_cast<std::int32_t*>(frame.bytes.data()),
+               frame.width, frame.height, 2);
 }
 
 // -- statistics ----------------------------------------------------------------------------

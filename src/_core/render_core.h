@@ -39,7 +39,7 @@
 //
 // Queries callable from anywhere (any thread, a render_callback, an acquire_plugin block) take no
 // lock the capture holds while calling into plugins: statistics() (stats_mutex_ and atomics),
-// render_sync(), wake() and every handle method.
+// render_sync(), wake() (the handles' wake callback) and every handle method.
 #pragma once
 
 #include <array>
@@ -138,9 +138,6 @@ class RenderCore final : public StepObserver {
   std::exception_ptr after_step(const mjModel* model, mjData* data,
                                 ModelGeneration generation) override;
 
-  // Called by a handle whose frames were just enabled.
-  void wake();
-
  private:
   std::vector<std::string> names_in_state(CameraHandle::State state, const char* what) const;
   enum class SlotState : std::uint8_t { kFree, kQueued, kRendering };
@@ -164,10 +161,37 @@ class RenderCore final : public StepObserver {
   void release_scenes(const std::vector<std::array<mjvScene*, 2>>& scenes);
   void prune_unreferenced_locked();
   void recompute_due_locked();
+  // The wake callback of the bound handles: frames were just enabled on one.
+  void wake();
+
+  // The capture (physics thread), in after_step's order.
+  bool any_due_locked(double now);
+  int find_free_slot();
+  // Captures each due camera into slot `slot_index`, or with -1 (no free slot) drops and counts
+  // each due camera's capture. Returns the first error, which the step raises.
+  std::exception_ptr capture_locked(const mjModel* model, mjData* data, ModelGeneration generation,
+                                    int slot_index);
+  // Refuses a full scene, then adds the plugins' render_callback geometry; returns what went
+  // wrong (the camera's capture is then skipped).
+  std::exception_ptr complete_scene(const CameraHandle& handle, const mjModel* model,
+                                    mjData* data, ModelGeneration generation, mjvScene* scene);
+  void queue_turn(int slot_index);
+
+  // The render thread.
   void ensure_render_thread();
   void run_render_thread();
+  // Makes the GL context current on this thread; false (thread_error_ set) where it cannot.
+  bool start_gl();
+  // A turn picked up from the queue (queue_mutex_ held by `lock`, released while rendering):
+  // renders it, or discards it where its cameras were retired; frees the slot.
+  void take_turn(Slot& slot, std::unique_lock<std::mutex>& lock);
   void render_turn(Slot& slot);
   void render_job(const Slot& slot, const Job& job);
+  void fit_offscreen(int width, int height);
+  void render_rgb(const mjrRect& viewport, mjvScene* scene, Frame& frame);
+  void render_segment_pass(const mjrRect& viewport, mjvScene* scene, bool colours, bool depth);
+  void read_depth(const mjModel* model, const mjvScene& scene, Frame& frame);
+  void read_segmentation(const mjvScene& scene, Frame& frame);
   void retire_handles(CameraHandle::State next);
   void close_unchecked();
 
@@ -209,7 +233,8 @@ class RenderCore final : public StepObserver {
   std::uint64_t context_generation_ = 0;
   std::vector<unsigned char> scratch_rgb_;
   std::vector<float> scratch_depth_;
-  std::vector<std::int32_t> segment_map_;
+  std::vector<std::int32_t> segment_objects_;  // see decode_segments
+  std::vector<std::int32_t> scratch_segments_;
 };
 
 }  // namespace mjfast
