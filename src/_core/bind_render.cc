@@ -297,7 +297,7 @@ void bind_render(py::module_& module) {
       .def_property_readonly("render_sync", &RenderCore::render_sync)
       .def("check_can_open",
            [](const RenderCore& core) {
-             RenderCore::check_can_open();
+             check_can_open_camera();
              core.check_can_wait("open_offscreen_camera()");
            })
       .def("statistics", [](const RenderCore& core) {

@@ -7,8 +7,16 @@
 #include <utility>
 
 #include "errors.h"
+#include "hooks.h"
 
 namespace mjfast {
+
+void check_can_open_camera() {
+  if (hooks::in_dispatch()) {
+    throw std::logic_error("open_offscreen_camera() called from a step callback: open cameras "
+                           "from load() (or outside callbacks)");
+  }
+}
 namespace {
 
 void check_group(int group) {

@@ -42,6 +42,10 @@ struct CameraStatistics {
   std::uint64_t frames_dropped = 0;  // rendered into a full frame store (every frame leased)
 };
 
+// Throws std::logic_error on a thread inside a plugin callback: opening a camera would re-enter
+// the step. Cheap and GIL-free; RenderCore::open and the native plugins' host services ask first.
+void check_can_open_camera();
+
 class CameraHandle {
  public:
   enum class State : std::uint8_t { kPending, kLive, kRetiring, kMissing, kClosed };

@@ -8,7 +8,6 @@
 #include <utility>
 
 #include "frame_store.h"
-#include "render_core.h"
 
 // The opaque C handles of plugin_abi.h.
 struct mjfast_camera {
@@ -200,7 +199,7 @@ NativeHostServices::~NativeHostServices() {
 mjfast_camera* NativeHostServices::open_camera(const std::string& name) {
   // Before anything else, and without the GIL: from a step callback, the same refusal as a
   // Python plugin gets (the opener would take the GIL on the physics thread).
-  RenderCore::check_can_open();
+  check_can_open_camera();
   if (!loading_) {
     throw std::logic_error("open_offscreen_camera() called outside load(): a native plugin "
                            "opens its cameras from load()");

@@ -220,16 +220,9 @@ void RenderCore::bind_locked(CameraHandle& handle, int camera_id, const CameraCo
   bound_.push_back(&handle);
 }
 
-void RenderCore::check_can_open() {
-  if (hooks::in_dispatch()) {
-    throw std::logic_error("open_offscreen_camera() called from a step callback: open cameras "
-                           "from load() (or outside callbacks)");
-  }
-}
-
 std::shared_ptr<CameraHandle> RenderCore::open(const std::string& name,
                                                const CameraConfig& config) {
-  check_can_open();
+  check_can_open_camera();
   check_can_wait("open_offscreen_camera()");
   auto handle = std::make_shared<CameraHandle>(name);
   bool bind_now = false;

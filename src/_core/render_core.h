@@ -111,11 +111,9 @@ class RenderCore final : public StepObserver {
   std::vector<std::string> bind(const std::map<std::string, CameraConfig>& configs);
 
   // Opens a handle on camera `name` (which the caller checked exists): pending while loading,
-  // bound at once otherwise. Refuses (std::logic_error) as check_can_open() and check_can_wait()
-  // do.
+  // bound at once otherwise. Refuses (std::logic_error) as check_can_open_camera() (camera_handle.h)
+  // and check_can_wait() do.
   std::shared_ptr<CameraHandle> open(const std::string& name, const CameraConfig& config);
-  // Throws std::logic_error on a thread inside a plugin callback (opening would re-enter the step).
-  static void check_can_open();
   // Throws std::logic_error where taking bound_mutex_ could wait forever: on a thread inside this
   // core's capture (a render_callback), or holding this env's acquire_plugin scope. `what` names
   // the call in the message.
