@@ -1,6 +1,8 @@
 // Exposes the control side of EnvCore (SPEC §7): read() returning a ControlState of owned arrays,
 // write() validating and staging commands; EnvCore decides what locks and what runs. Validation
 // and array building happen with the GIL held; it is released only where EnvCore may block.
+#include <pybind11/numpy.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -10,8 +12,6 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <pybind11/numpy.h>
 
 #include "bindings.h"
 #include "env_core.h"
@@ -52,10 +52,11 @@ std::string shape_text(const std::vector<py::ssize_t>& shape) {
 std::optional<Array> validated(const py::object& value, const char* field,
                                const std::vector<py::ssize_t>& shape) {
   if (value.is_none()) return std::nullopt;
-  const std::string expected = std::string(field) +
-                               ": expected an array of real numbers (an int or float dtype; bool, "
-                               "complex, object, string and datetime dtypes are refused) of shape " +
-                               shape_text(shape) + ", got ";
+  const std::string expected =
+      std::string(field) +
+      ": expected an array of real numbers (an int or float dtype; bool, "
+      "complex, object, string and datetime dtypes are refused) of shape " +
+      shape_text(shape) + ", got ";
   py::array given;
   try {
     given = py::array::ensure(value);  // its own dtype: nothing is converted yet
@@ -89,8 +90,7 @@ std::optional<Array> validated(const py::object& value, const char* field,
     if (!std::isfinite(values[i])) {
       throw std::invalid_argument(std::string(field) + ": expected finite values of shape " +
                                   shape_text(shape) + ", got " + std::to_string(values[i]) +
-                                  " at flat index " + std::to_string(i) +
-                                  "; nothing was staged");
+                                  " at flat index " + std::to_string(i) + "; nothing was staged");
     }
   }
   return array;
@@ -116,7 +116,7 @@ void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_
                    const py::object& xfrc_applied) {
   static_assert(kCommandFieldCount == 3, "control_write takes one argument per command field");
   const std::array<const py::object*, kCommandFieldCount> given{&ctrl, &qfrc_applied,
-                                                                 &xfrc_applied};
+                                                                &xfrc_applied};
   // Held until the commands are staged; they are only read, also by plugins without the GIL.
   std::array<std::optional<Array>, kCommandFieldCount> arrays;
   env.control_write(wait_without_gil, [&](const mjModel* m) {
@@ -135,10 +135,9 @@ void bind_control(py::module_& module) {
   py::class_<ControlState> state(module, "ControlState",
                                  "One completed physics step's control state; the arrays are the "
                                  "caller's own copies.");
-  state.def_readonly("time", &ControlState::time)
-      .def("__repr__", [](const ControlState& s) {
-        return "<ControlState time=" + std::to_string(s.time) + ">";
-      });
+  state.def_readonly("time", &ControlState::time).def("__repr__", [](const ControlState& s) {
+    return "<ControlState time=" + std::to_string(s.time) + ">";
+  });
   for (std::size_t i = 0; i < kStateFieldCount; ++i) {
     state.def_property_readonly(kStateFields[i].name,
                                 [i](const ControlState& s) -> const Array& { return s.fields[i]; });

@@ -48,10 +48,8 @@ std::exception_ptr poll_signals() {
 }  // namespace
 
 void bind_env(py::module_& module) {
-  main_thread_ident = py::module_::import("threading")
-                          .attr("main_thread")()
-                          .attr("ident")
-                          .cast<unsigned long>();
+  main_thread_ident =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
       .def(py::init([] {
         std::shared_ptr<EnvCore> env(new EnvCore(), [](EnvCore* core) {
@@ -167,8 +165,7 @@ void bind_env(py::module_& module) {
       // ---- Simulation control (SPEC §13) ----
       // pause_stepping waits for the step in progress; the others take thread_mutex_ only.
       .def("pause_stepping", &EnvCore::pause_stepping, py::call_guard<py::gil_scoped_release>())
-      .def("resume_stepping", &EnvCore::resume_stepping,
-           py::call_guard<py::gil_scoped_release>())
+      .def("resume_stepping", &EnvCore::resume_stepping, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("stepping_paused", &EnvCore::stepping_paused)
       .def_property_readonly("step_count", &EnvCore::step_count)
       .def("reset_step_count", &EnvCore::reset_step_count)

@@ -35,8 +35,8 @@ void raise_plugin_error(const PluginDispatchError& error) {
   } catch (...) {
     cause = py::reinterpret_borrow<py::object>(PyExc_RuntimeError)("unknown C++ exception");
   }
-  py::object raised = error_types->plugin_error(error.what(), error.plugin_name,
-                                                error.plugin_type, error.callback);
+  py::object raised =
+      error_types->plugin_error(error.what(), error.plugin_name, error.plugin_type, error.callback);
   PyException_SetCause(raised.ptr(), cause.release().ptr());  // steals the reference
   PyErr_SetObject(error_types->plugin_error.ptr(), raised.ptr());
 }
@@ -56,10 +56,10 @@ void raise_interrupt(const Interrupted& interrupted) {
 
 void bind_errors(py::module_& /*module*/) {  // registers translators, defines no names
   py::module_ errors = py::module_::import("mjfast.errors");
-  error_types = new ErrorTypes{errors.attr("PluginError"), errors.attr("StaleGenerationError"),
-                               errors.attr("HookOwnershipError"),
-                               errors.attr("CameraUnavailableError"), errors.attr("LogicError"),
-                               errors.attr("SimulationError")};
+  error_types =
+      new ErrorTypes{errors.attr("PluginError"),        errors.attr("StaleGenerationError"),
+                     errors.attr("HookOwnershipError"), errors.attr("CameraUnavailableError"),
+                     errors.attr("LogicError"),         errors.attr("SimulationError")};
   py::register_exception_translator([](std::exception_ptr thrown) {
     try {
       if (thrown) std::rethrow_exception(thrown);

@@ -16,12 +16,10 @@ struct CallbackFree {
 }  // namespace
 
 void bind_hooks(py::module_& module) {
-  module.def("control_trampoline_address", [] {
-    return reinterpret_cast<std::uintptr_t>(&hooks::control_trampoline);
-  });
-  module.def("passive_trampoline_address", [] {
-    return reinterpret_cast<std::uintptr_t>(&hooks::passive_trampoline);
-  });
+  module.def("control_trampoline_address",
+             [] { return reinterpret_cast<std::uintptr_t>(&hooks::control_trampoline); });
+  module.def("passive_trampoline_address",
+             [] { return reinterpret_cast<std::uintptr_t>(&hooks::passive_trampoline); });
   module.def("hooks_owned", [] { return hooks::control_owned() && hooks::passive_owned(); });
   module.def("control_hook_owned", &hooks::control_owned,
              "Whether MuJoCo's mjcb_control holds mjfast's trampoline.");
@@ -36,7 +34,8 @@ void bind_hooks(py::module_& module) {
   // mj_forward that the env runs after a reset (plugins get reset(), not a control callback).
   py::class_<CallbackFree>(module, "CallbackFree")
       .def(py::init<>())
-      .def("__enter__", [](CallbackFree& self) { self.scope = std::make_unique<hooks::DispatchScope>(); })
+      .def("__enter__",
+           [](CallbackFree& self) { self.scope = std::make_unique<hooks::DispatchScope>(); })
       .def("__exit__", [](CallbackFree& self, const py::args&) { self.scope.reset(); });
 }
 

@@ -1,6 +1,8 @@
 // Exposes native (shared-library) plugins to the Python factory: `native_adapter(...)` builds the
 // AdapterEntry for one configured plugin, and NativePluginHandle is what acquire_plugin yields
 // for a native plugin.
+#include <pybind11/numpy.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -8,8 +10,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <pybind11/numpy.h>
 
 #include "bindings.h"
 #include "camera_handle.h"
@@ -110,15 +110,15 @@ CameraOpener python_camera_opener(py::object opener) {
     } catch (py::error_already_set& error) {
       const py::object value = error.value();
       // str(KeyError) quotes its message; the message itself reads better in a load failure.
-      const bool key_error = py::isinstance(value, py::handle(PyExc_KeyError)) &&
-                             py::len(value.attr("args")) == 1;
+      const bool key_error =
+          py::isinstance(value, py::handle(PyExc_KeyError)) && py::len(value.attr("args")) == 1;
       std::string message = py::str(key_error ? value.attr("args")[py::int_(0)] : value);
       const py::object logic_error = py::module_::import("mjfast.errors").attr("LogicError");
       if (py::isinstance(value, logic_error)) throw std::logic_error(message);
       // Anything but a RuntimeError (CameraUnavailableError is one) keeps its type's name.
       if (!py::isinstance(value, py::handle(PyExc_RuntimeError))) {
-        message = py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>() +
-                  ": " + message;
+        message = py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>() + ": " +
+                  message;
       }
       throw std::runtime_error(message);
     }
@@ -145,10 +145,18 @@ Publisher python_publisher(py::object publisher) {
           value = py::str(static_cast<const char*>(field.data));
         } else if (field.ndim == 0) {
           switch (field.type) {
-            case MJFAST_FIELD_FLOAT64: value = py::float_(*static_cast<const double*>(field.data)); break;
-            case MJFAST_FIELD_FLOAT32: value = py::float_(*static_cast<const float*>(field.data)); break;
-            case MJFAST_FIELD_INT64: value = py::int_(*static_cast<const std::int64_t*>(field.data)); break;
-            case MJFAST_FIELD_INT32: value = py::int_(*static_cast<const std::int32_t*>(field.data)); break;
+            case MJFAST_FIELD_FLOAT64:
+              value = py::float_(*static_cast<const double*>(field.data));
+              break;
+            case MJFAST_FIELD_FLOAT32:
+              value = py::float_(*static_cast<const float*>(field.data));
+              break;
+            case MJFAST_FIELD_INT64:
+              value = py::int_(*static_cast<const std::int64_t*>(field.data));
+              break;
+            case MJFAST_FIELD_INT32:
+              value = py::int_(*static_cast<const std::int32_t*>(field.data));
+              break;
             default: value = py::int_(*static_cast<const std::uint8_t*>(field.data)); break;
           }
         } else {

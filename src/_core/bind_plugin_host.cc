@@ -4,7 +4,6 @@
 #include <optional>
 #include <string>
 
-#include "plugin_host.h"
 #include "bindings.h"
 #include "errors.h"
 #include "hooks.h"
@@ -40,7 +39,8 @@ py::dict report_to_dict(const PluginReport& report) {
                                                static_cast<double>(stats.timed_calls)
                                          : 0.0;
     entry["last_ns"] = stats.last_ns;
-    callbacks[report.callback_names[i] ? report.callback_names[i] : callback_name(callback)] = entry;
+    callbacks[report.callback_names[i] ? report.callback_names[i] : callback_name(callback)] =
+        entry;
   }
   py::dict result;
   result["name"] = report.name;
@@ -90,8 +90,8 @@ py::tuple callbacks_table() {
   for (std::size_t i = 0; i < kCallbackCount; ++i) {
     const CallbackInfo& info = kCallbacks[i];
     // pybind11 casts a null const char* to None.
-    table[i] = py::make_tuple(callback_name(info.callback), info.mujoco_method,
-                              info.control_method);
+    table[i] =
+        py::make_tuple(callback_name(info.callback), info.mujoco_method, info.control_method);
   }
   return table;
 }
@@ -164,13 +164,15 @@ void bind_plugin_host(py::module_& module) {
       .def(
           "dispatch_control",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python([&] { return host.dispatch_bound(Callback::kControl, tag_of(tag)); });
+            dispatch_from_python(
+                [&] { return host.dispatch_bound(Callback::kControl, tag_of(tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
           "dispatch_passive",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python([&] { return host.dispatch_bound(Callback::kPassive, tag_of(tag)); });
+            dispatch_from_python(
+                [&] { return host.dispatch_bound(Callback::kPassive, tag_of(tag)); });
           },
           py::arg("model_generation") = py::none())
       .def(
@@ -205,7 +207,8 @@ void bind_plugin_host(py::module_& module) {
       .def(
           "notify_geometry_changed",
           [](PluginHost& host, int geom_id, std::optional<std::uint64_t> tag) {
-            dispatch_from_python([&] { return host.notify_geometry_changed(tag_of(tag), geom_id); });
+            dispatch_from_python(
+                [&] { return host.notify_geometry_changed(tag_of(tag), geom_id); });
           },
           py::arg("geom_id"), py::arg("model_generation") = py::none())
       .def("report",

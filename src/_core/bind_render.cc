@@ -1,14 +1,14 @@
 // Exposes RenderCore, the camera handle and frame leases to Python (mjfast.camera wraps them):
 // plane names, configs from dicts, frames as read-only numpy views that keep their frame alive,
 // and the Python scene provider that lets render_callback receive a mujoco.MjvScene.
+#include <pybind11/numpy.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
-
-#include <pybind11/numpy.h>
 
 #include "bindings.h"
 #include "camera_handle.h"
@@ -36,8 +36,8 @@ class PythonSceneProvider final : public SceneProvider {
 
   mjvScene* make(const mjModel*, int max_geom) override {
     py::gil_scoped_acquire gil;  // called with no RenderCore lock held (SceneProvider contract)
-    mjvScene* raw = register_python_scene(
-        py::module_::import("mujoco").attr("MjvScene")(model_, max_geom));
+    mjvScene* raw =
+        register_python_scene(py::module_::import("mujoco").attr("MjvScene")(model_, max_geom));
     if (raw->maxgeom != max_geom) {
       unregister_python_scene(raw);
       throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
@@ -79,9 +79,8 @@ struct FrameLease {
     // The array's base holds its own reference to the frame: the pixels stay valid (and the
     // store never reuses them) for as long as any view of them exists.
     auto* keep = new std::shared_ptr<const Frame>(frame);
-    py::capsule base(keep, [](void* pointer) {
-      delete static_cast<std::shared_ptr<const Frame>*>(pointer);
-    });
+    py::capsule base(
+        keep, [](void* pointer) { delete static_cast<std::shared_ptr<const Frame>*>(pointer); });
     const auto h = static_cast<py::ssize_t>(height);
     const auto w = static_cast<py::ssize_t>(width);
     void* pixels = const_cast<unsigned char*>(frame->bytes.data());
@@ -90,9 +89,7 @@ struct FrameLease {
       case Plane::kRgb:
         view = py::array(py::dtype::of<std::uint8_t>(), {h, w, py::ssize_t{3}}, pixels, base);
         break;
-      case Plane::kDepth:
-        view = py::array(py::dtype::of<float>(), {h, w}, pixels, base);
-        break;
+      case Plane::kDepth: view = py::array(py::dtype::of<float>(), {h, w}, pixels, base); break;
       case Plane::kSegmentation:
         view = py::array(py::dtype::of<std::int32_t>(), {h, w, py::ssize_t{2}}, pixels, base);
         break;
@@ -115,7 +112,9 @@ py::object lease_or_none(std::shared_ptr<const Frame> frame) {
 
 Plane plane_of(const std::string& name) { return parse_plane(name.c_str()); }
 
-int visual_flag_of(const py::handle& flag) { return py::int_(py::reinterpret_borrow<py::object>(flag)); }
+int visual_flag_of(const py::handle& flag) {
+  return py::int_(py::reinterpret_borrow<py::object>(flag));
+}
 
 CameraConfig config_of(const py::dict& values) {
   CameraConfig config;
@@ -144,8 +143,7 @@ py::dict statistics_dict(const CameraStatistics& stats) {
 mjvScene* register_python_scene(py::object scene) {
   // mujoco.MjvScene does not expose its address, but its `flags` array views the struct's own
   // field: step back by the field's offset.
-  const auto flags_address =
-      scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
+  const auto flags_address = scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
   auto* raw = reinterpret_cast<mjvScene*>(flags_address - offsetof(mjvScene, flags));
   if (raw->maxgeom != scene.attr("maxgeom").cast<int>()) {
     throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
@@ -178,10 +176,10 @@ void bind_render(py::module_& module) {
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](FrameLease& l, const py::args&) { l.release(); })
       .def("__repr__", [](const FrameLease& l) {
-        return "<FrameLease " + std::string(plane_name(l.plane)) + " " +
-               std::to_string(l.width) + "x" + std::to_string(l.height) + " capture " +
-               std::to_string(l.capture_id) + " t=" + std::to_string(l.simulation_time_ns) +
-               "ns" + (l.frame ? "" : " released") + ">";
+        return "<FrameLease " + std::string(plane_name(l.plane)) + " " + std::to_string(l.width) +
+               "x" + std::to_string(l.height) + " capture " + std::to_string(l.capture_id) +
+               " t=" + std::to_string(l.simulation_time_ns) + "ns" + (l.frame ? "" : " released") +
+               ">";
       });
 
   // The handle's methods take only its own short-lived mutexes, which no thread holds while
@@ -240,9 +238,8 @@ void bind_render(py::module_& module) {
                                return "?";
                              })
       .def("statistics", [](const CameraHandle& c) { return statistics_dict(c.statistics()); })
-      .def("__repr__", [](const CameraHandle& c) {
-        return "<OffscreenCamera '" + c.name() + "'>";
-      });
+      .def("__repr__",
+           [](const CameraHandle& c) { return "<OffscreenCamera '" + c.name() + "'>"; });
 
   py::class_<RenderCore, std::shared_ptr<RenderCore>>(module, "RenderCore")
       .def(py::init([](EnvCore& env, bool render_sync) {
@@ -311,9 +308,9 @@ void bind_render(py::module_& module) {
         result["stale_turns"] = stats.stale_turns;
         result["frames_rendered"] = stats.frames_rendered;
         result["frames_dropped"] = stats.frames_dropped;
-        result["mean_turn_ns"] =
-            stats.turns ? static_cast<double>(stats.render_wall_ns) / static_cast<double>(stats.turns)
-                        : 0.0;
+        result["mean_turn_ns"] = stats.turns ? static_cast<double>(stats.render_wall_ns) /
+                                                   static_cast<double>(stats.turns)
+                                             : 0.0;
         result["backend"] = stats.backend;
         return result;
       });

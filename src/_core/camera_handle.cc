@@ -13,8 +13,9 @@ namespace mjfast {
 
 void check_can_open_camera() {
   if (hooks::in_dispatch()) {
-    throw std::logic_error("open_offscreen_camera() called from a step callback: open cameras "
-                           "from load() (or outside callbacks)");
+    throw std::logic_error(
+        "open_offscreen_camera() called from a step callback: open cameras "
+        "from load() (or outside callbacks)");
   }
 }
 namespace {
@@ -109,8 +110,8 @@ void CameraHandle::allocate_stores_locked() {
   // history completed frames, plus one slot to render the next into.
   for (std::size_t p = 0; p < kPlaneCount; ++p) {
     if (!config_.planes[p]) continue;
-    stores_[p] = std::make_shared<FrameStore>(static_cast<Plane>(p), config_.width,
-                                              config_.height, history_ + 1);
+    stores_[p] = std::make_shared<FrameStore>(static_cast<Plane>(p), config_.width, config_.height,
+                                              history_ + 1);
   }
   next_due_.store(-std::numeric_limits<double>::infinity());
   frames_enabled_.store(true, std::memory_order_release);
@@ -151,8 +152,8 @@ std::shared_ptr<const Frame> CameraHandle::take_latest(Plane plane) {
   }
   const auto p = static_cast<std::size_t>(plane);
   if (!config_.planes[p]) {
-    throw std::invalid_argument(std::string("camera '") + name_ + "' has no " +
-                                plane_name(plane) + " plane configured (set its 'planes' "
+    throw std::invalid_argument(std::string("camera '") + name_ + "' has no " + plane_name(plane) +
+                                " plane configured (set its 'planes' "
                                 "parameter)");
   }
   std::shared_ptr<const Frame> frame = stores_[p]->latest_after(last_taken_[p]);
@@ -170,8 +171,8 @@ std::vector<std::shared_ptr<const Frame>> CameraHandle::take_recent(Plane plane,
   if (n < 0) throw std::invalid_argument("take_recent(plane, n) needs n >= 0");
   const auto p = static_cast<std::size_t>(plane);
   if (!config_.planes[p]) {
-    throw std::invalid_argument(std::string("camera '") + name_ + "' has no " +
-                                plane_name(plane) + " plane configured");
+    throw std::invalid_argument(std::string("camera '") + name_ + "' has no " + plane_name(plane) +
+                                " plane configured");
   }
   // The store keeps one slot more than the history (to render into): show only the history.
   return stores_[p]->recent(static_cast<std::size_t>(std::min(n, history_)));
@@ -190,8 +191,8 @@ CameraStatistics CameraHandle::statistics() const {
   return stats;
 }
 
-void CameraHandle::bind(int camera_id, const CameraConfig& config,
-                        std::array<mjvScene*, 2> scenes, std::function<void()> wake) {
+void CameraHandle::bind(int camera_id, const CameraConfig& config, std::array<mjvScene*, 2> scenes,
+                        std::function<void()> wake) {
   std::lock_guard<std::mutex> lock(mutex_);
   wake_ = std::move(wake);
   camera_id_ = camera_id;

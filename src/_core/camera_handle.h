@@ -9,6 +9,8 @@
 // take_latest before enable_frames and for enable_frames twice.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -17,8 +19,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <mujoco/mujoco.h>
 
 #include "frame_store.h"
 

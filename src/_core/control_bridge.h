@@ -11,14 +11,14 @@
 //   mj_step. rebind()/clear()/arm() run with stepping paused AND that mutex held.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <vector>
-
-#include <mujoco/mujoco.h>
 
 #include "generation.h"
 #include "plugin_host.h"
@@ -59,8 +59,8 @@ class TripleBuffer {
 // One mjData array the bridge carries, and its shape for a model: `rows`, or (rows, columns).
 struct DataField {
   const char* name;
-  mjtNum* mjData::*member;
-  mjtSize mjModel::*rows;
+  mjtNum* mjData::* member;
+  mjtSize mjModel::* rows;
   int columns;  // 0: a vector of `rows` values
   mjtSize size(const mjModel* m) const { return m->*rows * (columns ? columns : 1); }
 };

@@ -200,8 +200,8 @@ bool EnvCore::step_once_checked() {
     }
     simulation_invalid_.store(true, std::memory_order_release);
     record_fault(std::make_exception_ptr(SimulationError(
-        "MuJoCo error in mj_step at time " + std::to_string(data_->time) + ": " +
-        simulation_error + " (the simulation state is undefined until env.reset())")));
+        "MuJoCo error in mj_step at time " + std::to_string(data_->time) + ": " + simulation_error +
+        " (the simulation state is undefined until env.reset())")));
     return false;
   }
   return true;
@@ -219,11 +219,10 @@ void EnvCore::raise_fault_if_any(bool refuse_undefined_state) {
     std::lock_guard<std::mutex> lock(pending_mutex_);
     fault = std::exchange(fault_, nullptr);
     fault_pending_.store(false, std::memory_order_release);
-    if (!fault && refuse_undefined_state &&
-        simulation_invalid_.load(std::memory_order_acquire)) {
-      fault = std::make_exception_ptr(SimulationError(
-          "the simulation state is undefined after a MuJoCo error (" + simulation_error_ +
-          "): call env.reset() or env.reload() first"));
+    if (!fault && refuse_undefined_state && simulation_invalid_.load(std::memory_order_acquire)) {
+      fault = std::make_exception_ptr(
+          SimulationError("the simulation state is undefined after a MuJoCo error (" +
+                          simulation_error_ + "): call env.reset() or env.reload() first"));
     }
   }
   if (fault) std::rethrow_exception(fault);
@@ -466,8 +465,9 @@ void EnvCore::start(std::optional<double> realtime_factor) {
   running_.store(true);
   if (step_calls_.load() > 0) {  // see step_calls_: step() checks running_ after counting itself
     running_.store(false);
-    throw std::logic_error("start() while another thread is inside step(): wait for it to "
-                           "return first");
+    throw std::logic_error(
+        "start() while another thread is inside step(): wait for it to "
+        "return first");
   }
   stop_requested_ = false;
   realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
@@ -542,9 +542,9 @@ class EnvCore::Pacer {
   // instead of running flat out to catch up).
   std::optional<Clock::time_point> wait_until(Clock::time_point now, double sim_time) {
     if (factor_ <= 0) return std::nullopt;
-    const auto due = anchor_wall_ + std::chrono::duration_cast<Clock::duration>(
-                                        std::chrono::duration<double>(
-                                            (sim_time - anchor_sim_) / factor_));
+    const auto due =
+        anchor_wall_ + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>((sim_time - anchor_sim_) / factor_));
     if (now - due > kMaxPacingLag) {
       reanchor_ = true;
       return std::nullopt;
@@ -736,8 +736,9 @@ void EnvCore::end_on_fault() {
 void EnvCore::close() {
   if (closed_) return;
   if (host_.scope_held_by_this_thread()) {
-    throw std::logic_error("close() inside an acquire_plugin() block would deadlock: leave the "
-                           "block first");
+    throw std::logic_error(
+        "close() inside an acquire_plugin() block would deadlock: leave the "
+        "block first");
   }
   stop_thread();  // a fault it ended with dies with the env
   // At a step boundary, so that a step(n) running on another thread stops there (it raises

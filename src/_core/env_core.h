@@ -47,6 +47,8 @@
 // request_mutex_ a plugin's reset request and its handler.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -58,8 +60,6 @@
 #include <optional>
 #include <string>
 #include <thread>
-
-#include <mujoco/mujoco.h>
 
 #include "control_bridge.h"
 #include "generation.h"
@@ -242,9 +242,9 @@ class EnvCore : public hooks::HookTarget,
   class Pacer;
   class StatisticsTally;
   struct PhysicsStep {
-    double sim_time;          // simulated time the step reached
-    Clock::time_point end;    // when it ended
-    bool faulted;             // a fault ended stepping (recorded)
+    double sim_time;        // simulated time the step reached
+    Clock::time_point end;  // when it ended
+    bool faulted;           // a fault ended stepping (recorded)
   };
   void run_physics();
   // Whether a pause() or the user's pause holds the thread before its next step.
@@ -280,13 +280,13 @@ class EnvCore : public hooks::HookTarget,
 
   PluginHost host_;
   ControlBridge control_;
-  std::mutex control_mutex_;  // the bridge's control side
+  std::mutex control_mutex_;           // the bridge's control side
   std::shared_ptr<void> bound_owner_;  // keeps model_, data_ and the bridge's scratch alive
   std::mutex pending_mutex_;
-  std::exception_ptr fault_;                  // under pending_mutex_
+  std::exception_ptr fault_;  // under pending_mutex_
   std::atomic<bool> fault_pending_{false};
   std::atomic<bool> simulation_invalid_{false};  // a MuJoCo error left data_ undefined
-  std::string simulation_error_;                  // its message, under pending_mutex_
+  std::string simulation_error_;                 // its message, under pending_mutex_
   DispatchError pending_error_;
   std::atomic<bool> pending_flag_{false};
   const mjModel* model_ = nullptr;
@@ -321,8 +321,8 @@ class EnvCore : public hooks::HookTarget,
   bool reset_requested() const { return reset_requested_.load(std::memory_order_acquire); }
   std::atomic<bool> user_paused_{false};
   std::atomic<std::uint64_t> step_count_{0};  // written only by the holder of step_mutex_
-  std::atomic<double> realtime_factor_{0.0};   // <= 0: unbounded
-  std::mutex request_mutex_;                   // guards the two below
+  std::atomic<double> realtime_factor_{0.0};  // <= 0: unbounded
+  std::mutex request_mutex_;                  // guards the two below
   std::optional<std::string> requested_keyframe_;
   ResetRequestHandler reset_request_handler_;
   std::atomic<bool> reset_requested_{false};

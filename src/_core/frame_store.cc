@@ -9,12 +9,9 @@ namespace mjfast {
 
 const char* plane_name(Plane plane) {
   switch (plane) {
-    case Plane::kRgb:
-      return "rgb";
-    case Plane::kDepth:
-      return "depth";
-    case Plane::kSegmentation:
-      return "segmentation";
+    case Plane::kRgb: return "rgb";
+    case Plane::kDepth: return "depth";
+    case Plane::kSegmentation: return "segmentation";
   }
   return "?";
 }
@@ -49,8 +46,8 @@ void decode_segments(const unsigned char* colours, std::size_t count,
   const std::size_t entries = objects.size() / 2;
   for (std::size_t i = 0; i < count; ++i) {
     const unsigned char* colour = colours + 3 * i;
-    const std::size_t segid = colour[0] + (colour[1] << 8) +
-                              (static_cast<unsigned>(colour[2]) << 16);
+    const std::size_t segid =
+        colour[0] + (colour[1] << 8) + (static_cast<unsigned>(colour[2]) << 16);
     const std::size_t entry = segid < entries ? segid : 0;
     pairs[2 * i] = objects[entry * 2];
     pairs[2 * i + 1] = objects[entry * 2 + 1];

@@ -82,26 +82,36 @@ class EglContext final : public GlContext {
     load_symbol(library_, "eglMakeCurrent", egl_.MakeCurrent);
     load_symbol(library_, "eglReleaseThread", egl_.ReleaseThread);
     load_symbol(library_, "eglGetError", egl_.GetError);
-    egl_.QueryDevicesEXT = reinterpret_cast<decltype(egl_.QueryDevicesEXT)>(
-        egl_.GetProcAddress("eglQueryDevicesEXT"));
+    egl_.QueryDevicesEXT =
+        reinterpret_cast<decltype(egl_.QueryDevicesEXT)>(egl_.GetProcAddress("eglQueryDevicesEXT"));
     egl_.GetPlatformDisplayEXT = reinterpret_cast<decltype(egl_.GetPlatformDisplayEXT)>(
         egl_.GetProcAddress("eglGetPlatformDisplayEXT"));
 
     display_ = open_display();
     if (!display_) {
-      throw std::runtime_error("EGL: no display could be initialised (is a Mesa or GPU EGL "
-                               "vendor installed? libegl-mesa0 provides a software one)");
+      throw std::runtime_error(
+          "EGL: no display could be initialised (is a Mesa or GPU EGL "
+          "vendor installed? libegl-mesa0 provides a software one)");
     }
     // The same framebuffer configuration as mujoco.egl, so that frames match mujoco.Renderer.
-    const EGLint attributes[] = {kEglRedSize,         8,
-                                 kEglGreenSize,       8,
-                                 kEglBlueSize,        8,
-                                 kEglAlphaSize,       8,
-                                 kEglDepthSize,       24,
-                                 kEglStencilSize,     8,
-                                 kEglColorBufferType, kEglRgbBuffer,
-                                 kEglSurfaceType,     kEglPbufferBit,
-                                 kEglRenderableType,  kEglOpenglBit,
+    const EGLint attributes[] = {kEglRedSize,
+                                 8,
+                                 kEglGreenSize,
+                                 8,
+                                 kEglBlueSize,
+                                 8,
+                                 kEglAlphaSize,
+                                 8,
+                                 kEglDepthSize,
+                                 24,
+                                 kEglStencilSize,
+                                 8,
+                                 kEglColorBufferType,
+                                 kEglRgbBuffer,
+                                 kEglSurfaceType,
+                                 kEglPbufferBit,
+                                 kEglRenderableType,
+                                 kEglOpenglBit,
                                  kEglNone};
     EGLConfig config = nullptr;
     EGLint count = 0;
@@ -165,15 +175,17 @@ class EglContext final : public GlContext {
 class OsmesaContext final : public GlContext {
  public:
   OsmesaContext(int max_width, int max_height)
-      : width_(max_width), height_(max_height),
+      : width_(max_width),
+        height_(max_height),
         buffer_(static_cast<std::size_t>(max_width) * static_cast<std::size_t>(max_height) * 4) {
     for (const char* name : {"libOSMesa.so.8", "libOSMesa.so.6", "libOSMesa.so"}) {
       library_ = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
       if (library_) break;
     }
     if (!library_) {
-      throw std::runtime_error("MUJOCO_GL=osmesa but libOSMesa could not be loaded (on "
-                               "Debian/Ubuntu: apt-get install libosmesa6)");
+      throw std::runtime_error(
+          "MUJOCO_GL=osmesa but libOSMesa could not be loaded (on "
+          "Debian/Ubuntu: apt-get install libosmesa6)");
     }
     create_ = reinterpret_cast<decltype(create_)>(dlsym(library_, "OSMesaCreateContextExt"));
     make_current_ = reinterpret_cast<decltype(make_current_)>(dlsym(library_, "OSMesaMakeCurrent"));

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,7 +24,8 @@ struct RegistryEntry {
 };
 using Registry = std::vector<RegistryEntry>;
 
-// The registry: lock-free readers, copy-on-write writers, hazard pointers to free what they replace.
+// The registry: lock-free readers, copy-on-write writers, hazard pointers to free what they
+// replace.
 //
 // Registry lookups happen for calls outside an env's own step loop: user code calling mj_forward
 // on an env's data, model compilation, rollout workers (many threads at once), so the reader
@@ -151,7 +152,7 @@ __attribute__((noinline)) ReaderSlot* claim_reader_slot() {
 
 // Inlined into the trampolines: an out-of-line call cost ~1 ns of the ~3 ns a foreign pair takes.
 __attribute__((always_inline)) inline std::shared_ptr<HookTarget> find_target(const mjModel* m,
-                                                                          const mjData* d) {
+                                                                              const mjData* d) {
   ReaderSlot* slot = tls_reader_slot;
   if (!slot) slot = claim_reader_slot();
   const Registry* version = registry.load(std::memory_order_acquire);
@@ -226,7 +227,9 @@ bool control_owned() { return mjcb_control == &control_trampoline; }
 bool passive_owned() { return mjcb_passive == &passive_trampoline; }
 
 void check_owned() {
-  const char* lost = !control_owned() ? "mjcb_control" : !passive_owned() ? "mjcb_passive" : nullptr;
+  const char* lost = !control_owned()   ? "mjcb_control"
+                     : !passive_owned() ? "mjcb_passive"
+                                        : nullptr;
   if (lost) {
     throw HookOwnershipError(
         std::string("MuJoCo's global ") + lost +

@@ -3,9 +3,9 @@
 // ownership check. It owns no plugins and dispatches nothing itself: it hands the call to the env.
 #pragma once
 
-#include <memory>
-
 #include <mujoco/mujoco.h>
+
+#include <memory>
 
 // For the few thread-locals read on every step: initial-exec reads them straight off the thread
 // pointer. The default model for a dlopen'ed library calls __tls_get_addr on every access (~50 ns

@@ -1,7 +1,7 @@
 // mjfast._core: the compiled core. Each concept is bound by its own bind_<concept>.cc.
-#include <string>
-
 #include <mujoco/mujoco.h>
+
+#include <string>
 
 #include "bindings.h"
 

@@ -11,10 +11,10 @@
 // MujocoCallError instead, so that it unwinds through its caller's frames and their locks.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <stdexcept>
 #include <string>
-
-#include <mujoco/mujoco.h>
 
 namespace mjfast::mujoco_guard {
 

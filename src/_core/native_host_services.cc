@@ -63,8 +63,7 @@ Plane plane_of(int plane) {
   return static_cast<Plane>(plane);
 }
 
-int open_camera(void* context, const char* name, mjfast_camera** out_camera,
-                mjfast_error* error) {
+int open_camera(void* context, const char* name, mjfast_camera** out_camera, mjfast_error* error) {
   return translated(error, [&] {
     if (out_camera == nullptr) throw std::invalid_argument("out_camera is NULL");
     *out_camera = nullptr;
@@ -97,9 +96,8 @@ int camera_visual_flag_enabled(mjfast_camera* camera, int flag, int* out, mjfast
 }
 
 int camera_plane_configured(mjfast_camera* camera, int plane, int* out, mjfast_error* error) {
-  return translated(error, [&] {
-    *out = handle_of(camera).plane_configured(plane_of(plane)) ? 1 : 0;
-  });
+  return translated(error,
+                    [&] { *out = handle_of(camera).plane_configured(plane_of(plane)) ? 1 : 0; });
 }
 
 int camera_take_latest(mjfast_camera* camera, int plane, mjfast_frame_lease** out_lease,
@@ -111,14 +109,10 @@ int camera_take_latest(mjfast_camera* camera, int plane, mjfast_frame_lease** ou
     *out_lease = nullptr;
     std::shared_ptr<const Frame> frame = handle_of(camera).take_latest(plane_of(plane));
     if (!frame) return;
-    *out_view = mjfast_frame_view{frame->bytes.data(),
-                                  frame->bytes.size(),
-                                  static_cast<int32_t>(frame->plane),
-                                  frame->width,
-                                  frame->height,
-                                  frame->simulation_time_ns,
-                                  frame->capture_id,
-                                  frame->frame_generation};
+    *out_view = mjfast_frame_view{
+        frame->bytes.data(), frame->bytes.size(),    static_cast<int32_t>(frame->plane),
+        frame->width,        frame->height,          frame->simulation_time_ns,
+        frame->capture_id,   frame->frame_generation};
     *out_lease = new mjfast_frame_lease{std::move(frame)};
   });
 }
@@ -134,21 +128,27 @@ int request_reset(void* context, const char* keyframe, mjfast_error* error) {
                     [&] { static_cast<NativeHostServices*>(context)->request_reset(keyframe); });
 }
 
-int publish(void* context, const char* topic, const mjfast_message_field* fields,
-            std::size_t count, mjfast_error* error) {
-  return translated(error, [&] {
-    static_cast<NativeHostServices*>(context)->publish(topic, fields, count);
-  });
+int publish(void* context, const char* topic, const mjfast_message_field* fields, std::size_t count,
+            mjfast_error* error) {
+  return translated(
+      error, [&] { static_cast<NativeHostServices*>(context)->publish(topic, fields, count); });
 }
 
 const mjfast_host_api kTable = {
-    sizeof(mjfast_host_api),    &open_camera,
-    &camera_close,              &camera_set_geom_group,
-    &camera_set_visual_flag,    &camera_enable_frames,
-    &camera_geom_group_enabled, &camera_visual_flag_enabled,
-    &camera_plane_configured,   &camera_take_latest,
-    &lease_release,             &request_pause,
-    &request_reset,             &publish,
+    sizeof(mjfast_host_api),
+    &open_camera,
+    &camera_close,
+    &camera_set_geom_group,
+    &camera_set_visual_flag,
+    &camera_enable_frames,
+    &camera_geom_group_enabled,
+    &camera_visual_flag_enabled,
+    &camera_plane_configured,
+    &camera_take_latest,
+    &lease_release,
+    &request_pause,
+    &request_reset,
+    &publish,
 };
 
 }  // namespace
@@ -176,8 +176,8 @@ void check_message_fields(const mjfast_message_field* fields, std::size_t count)
     std::int64_t elements = 1;
     for (int axis = 0; axis < field.ndim; ++axis) {
       if (field.shape[axis] < 0 || field.shape[axis] > (std::int64_t{1} << 40)) {
-        throw std::invalid_argument(named + " has shape[" + std::to_string(axis) + "] = " +
-                                    std::to_string(field.shape[axis]) + ", out of range");
+        throw std::invalid_argument(named + " has shape[" + std::to_string(axis) +
+                                    "] = " + std::to_string(field.shape[axis]) + ", out of range");
       }
       elements *= field.shape[axis];
       if (elements > (std::int64_t{1} << 40)) {
@@ -201,8 +201,9 @@ mjfast_camera* NativeHostServices::open_camera(const std::string& name) {
   // Python plugin gets (the opener would take the GIL on the physics thread).
   check_can_open_camera();
   if (!loading_) {
-    throw std::logic_error("open_offscreen_camera() called outside load(): a native plugin "
-                           "opens its cameras from load()");
+    throw std::logic_error(
+        "open_offscreen_camera() called outside load(): a native plugin "
+        "opens its cameras from load()");
   }
   if (!opener_) throw std::logic_error("this env provides no cameras to native plugins");
   std::shared_ptr<CameraHandle> handle = opener_(name);

@@ -3,8 +3,8 @@
 // forward the camera calls to CameraHandle, translating its exceptions into status codes; and the
 // simulation requests, forwarded to the env that created the instance (SimulationRequests, found
 // through its CreationScope when these services are built); and publishing on the env's bus
-// through a Publisher (the env's, in the plugin's node namespace). It owns the C handles it gave out;
-// where a camera's parameters come from is the opener's business.
+// through a Publisher (the env's, in the plugin's node namespace). It owns the C handles it gave
+// out; where a camera's parameters come from is the opener's business.
 #pragma once
 
 #include <cstddef>
@@ -73,7 +73,7 @@ class NativeHostServices {
   CameraOpener opener_;
   Publisher publisher_;
   std::weak_ptr<SimulationRequests> requests_;
-  bool loading_ = false;  // set and read on the thread running the instance's load()
+  bool loading_ = false;      // set and read on the thread running the instance's load()
   std::mutex cameras_mutex_;  // close may come from any thread the host dispatches on
   std::unordered_set<mjfast_camera*> cameras_;
 };

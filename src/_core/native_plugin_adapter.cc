@@ -32,8 +32,8 @@ void* open_library(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* reason = dlerror();
-    throw std::runtime_error("native plugin library '" + path + "' failed to load: " +
-                             (reason ? reason : "unknown dlopen error"));
+    throw std::runtime_error("native plugin library '" + path +
+                             "' failed to load: " + (reason ? reason : "unknown dlopen error"));
   }
   open_libraries().emplace(path, handle);
   return handle;
@@ -83,20 +83,20 @@ std::optional<std::map<std::string, double>> flat_figures(const std::string& tex
 
 NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
                                          std::string library_path, std::string symbol,
-                                         const std::string& config_json,
-                                         CameraOpener camera_opener, Publisher publisher)
+                                         const std::string& config_json, CameraOpener camera_opener,
+                                         Publisher publisher)
     : name_(std::move(name)),
       type_(std::move(type)),
       library_path_(std::move(library_path)),
       symbol_(std::move(symbol)),
-      services_(std::make_unique<NativeHostServices>(std::move(camera_opener),
-                                                     std::move(publisher))) {
+      services_(
+          std::make_unique<NativeHostServices>(std::move(camera_opener), std::move(publisher))) {
   void* library = open_library(library_path_);
   dlerror();
   void* entry = dlsym(library, symbol_.c_str());
   if (entry == nullptr) {
-    throw std::runtime_error("native plugin library '" + library_path_ +
-                             "' has no symbol '" + symbol_ + "'");
+    throw std::runtime_error("native plugin library '" + library_path_ + "' has no symbol '" +
+                             symbol_ + "'");
   }
   api_ = reinterpret_cast<mjfast_plugin_entry>(entry)();
   if (api_ == nullptr) {
@@ -114,8 +114,8 @@ NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
   // Tables from before set_host was added are complete version 1 tables.
   if (api_->struct_size < MJFAST_PLUGIN_API_V1_SIZE) {
     throw std::runtime_error("native plugin library '" + library_path_ + "': " + symbol_ +
-                             " has a truncated plugin table (" +
-                             std::to_string(api_->struct_size) + " bytes, expected at least " +
+                             " has a truncated plugin table (" + std::to_string(api_->struct_size) +
+                             " bytes, expected at least " +
                              std::to_string(MJFAST_PLUGIN_API_V1_SIZE) + ")");
   }
   error_.message[0] = '\0';

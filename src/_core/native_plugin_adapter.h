@@ -50,8 +50,12 @@ class NativePluginAdapter final : public IPluginAdapter {
   std::map<std::string, double> statistics() override;
   bool activate() override;
 
-  void control(const mjModel* m, mjData* d) override { check(api_->control(instance_, m, d, &error_)); }
-  void passive(const mjModel* m, mjData* d) override { check(api_->passive(instance_, m, d, &error_)); }
+  void control(const mjModel* m, mjData* d) override {
+    check(api_->control(instance_, m, d, &error_));
+  }
+  void passive(const mjModel* m, mjData* d) override {
+    check(api_->passive(instance_, m, d, &error_));
+  }
   void render(const mjModel* m, mjData* d, mjvScene* scene) override {
     check(api_->render(instance_, m, d, scene, &error_));
   }

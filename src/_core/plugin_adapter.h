@@ -2,13 +2,13 @@
 // the native plugin adapter implement it; the host knows neither Python nor shared libraries.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <map>
 #include <string>
-
-#include <mujoco/mujoco.h>
 
 struct mjfast_error;  // the native plugin ABI's error buffer (mjfast/plugin_abi.h), passed on
 

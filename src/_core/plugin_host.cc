@@ -46,7 +46,8 @@ class HeldMark {
 
 // A single writer's increment of a counter that other threads read: no locked instruction.
 // Always inlined: it runs once per plugin call, where a call to it cost more than the increment.
-__attribute__((always_inline)) inline void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) {
+__attribute__((always_inline)) inline void bump(std::atomic<std::uint64_t>& counter,
+                                                std::uint64_t by = 1) {
   counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
 }
 
@@ -290,7 +291,7 @@ void PluginHost::rebuild_dispatch_tables_locked(bool control_side) {
 }
 
 DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
-                                          std::exception_ptr error) {
+                                           std::exception_ptr error) {
   // A control-side failure also takes mutex_ (control_mutex_ is held: the order is kept): the
   // record's report and the physics side's tables are mutex_'s.
   std::unique_lock<std::mutex> physics_lock;
@@ -430,8 +431,7 @@ DispatchError PluginHost::dispatch_update_read(ModelGeneration tag, const mjMode
   return dispatch_model_data<&IPluginAdapter::update_read>(Callback::kUpdateRead, tag, m, d);
 }
 
-DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m,
-                                                mjData* d) {
+DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch_model_data<&IPluginAdapter::update_write>(Callback::kUpdateWrite, tag, m, d);
 }
 
@@ -441,15 +441,18 @@ DispatchError PluginHost::dispatch_bound(Callback callback, std::optional<ModelG
   return dispatch(callback, tag, [&](const DispatchEntry& entry) {
     IPluginAdapter& a = *entry.adapter;
     switch (callback) {
-      case Callback::kControl: return call_model_data<&IPluginAdapter::control>(entry, model_, data_);
-      case Callback::kPassive: return call_model_data<&IPluginAdapter::passive>(entry, model_, data_);
+      case Callback::kControl:
+        return call_model_data<&IPluginAdapter::control>(entry, model_, data_);
+      case Callback::kPassive:
+        return call_model_data<&IPluginAdapter::passive>(entry, model_, data_);
       case Callback::kRender: return a.render(model_, data_, scene);
       case Callback::kLastStage:
         return call_model_data<&IPluginAdapter::last_stage>(entry, model_, data_);
       case Callback::kGeomChanged: return a.geom_changed(model_, data_, geom_id);
       case Callback::kReset:  // reset() also times it
         return call_model_data<&IPluginAdapter::reset>(entry, model_, data_);
-      case Callback::kPreStep: return call_model_data<&IPluginAdapter::pre_step>(entry, model_, data_);
+      case Callback::kPreStep:
+        return call_model_data<&IPluginAdapter::pre_step>(entry, model_, data_);
       case Callback::kUpdateRead:
         return call_model_data<&IPluginAdapter::update_read>(entry, model_, data_);
       case Callback::kUpdateWrite:
@@ -458,8 +461,7 @@ DispatchError PluginHost::dispatch_bound(Callback callback, std::optional<ModelG
   });
 }
 
-DispatchError PluginHost::notify_geometry_changed(std::optional<ModelGeneration> tag,
-                                                  int geom_id) {
+DispatchError PluginHost::notify_geometry_changed(std::optional<ModelGeneration> tag, int geom_id) {
   return dispatch(Callback::kGeomChanged, tag, [&](const DispatchEntry& entry) {
     entry.adapter->geom_changed(model_, data_, geom_id);
   });
@@ -490,7 +492,8 @@ std::vector<PluginReport> PluginHost::report() const {
       MJFAST_RETHROW_FORCED_UNWIND
       catch (const Interrupted&) {
         throw;
-      } catch (...) {
+      }
+      catch (...) {
       }
     }
     for (std::size_t i = 0; i < kCallbackCount; ++i) {
@@ -546,8 +549,9 @@ void PluginHost::acquire_scope() {
     throw std::logic_error("acquire_plugin() is already held by this thread");
   }
   if (step_locked_host == this || control_held_host == this) {
-    throw std::logic_error("acquire_plugin() called from inside a plugin callback would "
-                           "deadlock: the step holds the host");
+    throw std::logic_error(
+        "acquire_plugin() called from inside a plugin callback would "
+        "deadlock: the step holds the host");
   }
   control_mutex_.lock();
   mutex_.lock();

@@ -21,7 +21,6 @@
 
 #include <array>
 #include <atomic>
-#include <utility>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -31,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "generation.h"
@@ -105,7 +105,8 @@ class PluginHost {
   bool generation_active() const;
   ModelGeneration model_generation() const;
   PluginGeneration plugin_generation() const;
-  // Whether any active adapter dispatches `callback` (read without the mutex: a hint for fast paths).
+  // Whether any active adapter dispatches `callback` (read without the mutex: a hint for fast
+  // paths).
   bool has_callback(Callback callback) const {
     return (active_mask_.load(std::memory_order_acquire) & mask_of(callback)) != 0;
   }
@@ -154,9 +155,9 @@ class PluginHost {
   std::vector<PluginReport> report() const;
 
   // Scoped access (env.acquire_plugin): holds both mutexes until release_scope(), so that no
-  // dispatch of either side runs meanwhile. Must be released from the thread that acquired it. Inside the scope,
-  // the read-only queries work on the owning thread; dispatch, load and quiesce raise
-  // std::logic_error there instead of deadlocking.
+  // dispatch of either side runs meanwhile. Must be released from the thread that acquired it.
+  // Inside the scope, the read-only queries work on the owning thread; dispatch, load and quiesce
+  // raise std::logic_error there instead of deadlocking.
   void acquire_scope();
   void release_scope();
   bool scope_held_by_this_thread() const;

@@ -61,8 +61,8 @@ PythonPluginException::PythonPluginException(py::error_already_set error)
     : std::runtime_error(python_error_text(error)), original(std::move(error)) {}
 
 PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::object model,
-                                         py::object data, py::object control_data,
-                                         py::object node, const py::iterable& callbacks)
+                                         py::object data, py::object control_data, py::object node,
+                                         const py::iterable& callbacks)
     : instance_(std::move(instance)),
       style_(style),
       model_(std::move(model)),
@@ -80,15 +80,10 @@ PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::o
         case Callback::kReset:
           arguments_[slot] = style_ == Style::kMujoco ? py::tuple() : py::make_tuple(data_);
           break;
-        case Callback::kPreStep:
-          arguments_[slot] = py::make_tuple(data_);
-          break;
+        case Callback::kPreStep: arguments_[slot] = py::make_tuple(data_); break;
         case Callback::kUpdateRead:
-        case Callback::kUpdateWrite:
-          arguments_[slot] = py::make_tuple(model_, control_data);
-          break;
-        default:
-          arguments_[slot] = py::make_tuple(model_, data_);
+        case Callback::kUpdateWrite: arguments_[slot] = py::make_tuple(model_, control_data); break;
+        default: arguments_[slot] = py::make_tuple(model_, data_);
       }
       callbacks_ |= mask_of(info.callback);
       known = true;
@@ -159,8 +154,9 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
     const auto key = item.first.cast<std::string>();
     PyObject* value = item.second.ptr();
     // bool is an int, and complex or str would not be a figure: a real number, or an error.
-    if (PyBool_Check(value) || !(PyFloat_Check(value) || PyLong_Check(value) ||
-                                 PyObject_HasAttrString(value, "__float__")) ||
+    if (PyBool_Check(value) ||
+        !(PyFloat_Check(value) || PyLong_Check(value) ||
+          PyObject_HasAttrString(value, "__float__")) ||
         PyComplex_Check(value)) {
       throw bad(key + ": " + py::repr(item.second).cast<std::string>());
     }
@@ -182,9 +178,9 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
   if (python_scene.is_none()) {
     throw std::runtime_error("render_callback: this scene has no mujoco.MjvScene counterpart");
   }
-  PyObject* result = PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(),
-                                                  model_.ptr(), data_.ptr(), python_scene.ptr(),
-                                                  nullptr);
+  PyObject* result =
+      PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(), model_.ptr(),
+                                   data_.ptr(), python_scene.ptr(), nullptr);
   mujoco_guard::reinstall();  // see call()
   if (result == nullptr) throw_python_error();
   Py_DECREF(result);

@@ -89,7 +89,8 @@ std::size_t pixel_count(int width, int height) {
 }  // namespace
 
 RenderCore::RenderCore(PluginHost* host, bool render_sync)
-    : host_(host), render_sync_(render_sync),
+    : host_(host),
+      render_sync_(render_sync),
       scene_provider_(std::make_unique<NativeSceneProvider>()) {
   mjr_defaultContext(&context_);
 }
@@ -112,11 +113,13 @@ void RenderCore::set_scene_provider(std::unique_ptr<SceneProvider> provider) {
 
 void RenderCore::check_can_wait(const char* what) const {
   if (capturing_core == this) {
-    throw std::logic_error(std::string(what) + " called from a render_callback would deadlock: "
+    throw std::logic_error(std::string(what) +
+                           " called from a render_callback would deadlock: "
                            "the capture it runs in holds the cameras");
   }
   if (host_ && host_->scope_held_by_this_thread()) {
-    throw std::logic_error(std::string(what) + " inside an acquire_plugin() block would "
+    throw std::logic_error(std::string(what) +
+                           " inside an acquire_plugin() block would "
                            "deadlock: leave the block first");
   }
 }
@@ -195,8 +198,7 @@ std::vector<std::string> RenderCore::bind(const std::map<std::string, CameraConf
     for (std::size_t i = 0; i < pending.size(); ++i) {
       CameraHandle& handle = *pending[i];
       auto config = configs.find(handle.name());
-      const int camera_id =
-          model_ ? mj_name2id(model_, mjOBJ_CAMERA, handle.name().c_str()) : -1;
+      const int camera_id = model_ ? mj_name2id(model_, mjOBJ_CAMERA, handle.name().c_str()) : -1;
       if (config == configs.end() || camera_id < 0) {
         handle.set_state(CameraHandle::State::kMissing);
         if (std::find(missing.begin(), missing.end(), handle.name()) == missing.end()) {
@@ -255,8 +257,8 @@ void RenderCore::prune_unreferenced_locked() {
   handles_.erase(std::remove_if(handles_.begin(), handles_.end(),
                                 [this](const std::shared_ptr<CameraHandle>& handle) {
                                   return handle.use_count() == 1 &&
-                                         std::find(bound_.begin(), bound_.end(),
-                                                   handle.get()) == bound_.end();
+                                         std::find(bound_.begin(), bound_.end(), handle.get()) ==
+                                             bound_.end();
                                 }),
                  handles_.end());
 }
@@ -425,10 +427,11 @@ std::exception_ptr RenderCore::complete_scene(const CameraHandle& handle, const 
                                               mjvScene* scene) {
   // MuJoCo truncates a full scene with only a global warning: refuse the frame instead.
   if (scene->ngeom >= scene->maxgeom) {
-    return std::make_exception_ptr(std::length_error(
-        "camera '" + handle.name() + "': the scene is full (max_geom " +
-        std::to_string(scene->maxgeom) + "): the model has at least as much visual "
-        "geometry; raise the camera's max_geom parameter"));
+    return std::make_exception_ptr(
+        std::length_error("camera '" + handle.name() + "': the scene is full (max_geom " +
+                          std::to_string(scene->maxgeom) +
+                          "): the model has at least as much visual "
+                          "geometry; raise the camera's max_geom parameter"));
   }
   if (!host_ || !host_->has_callback(Callback::kRender)) return nullptr;
   hooks::DispatchScope dispatching;
@@ -437,9 +440,9 @@ std::exception_ptr RenderCore::complete_scene(const CameraHandle& handle, const 
   }
   if (scene->ngeom > scene->maxgeom || scene->ngeom < 0) {
     return std::make_exception_ptr(std::length_error(
-        "render_callback geometry overflows the scene of camera '" + handle.name() +
-        "': ngeom " + std::to_string(scene->ngeom) + " > max_geom " +
-        std::to_string(scene->maxgeom) + " (raise the camera's max_geom parameter)"));
+        "render_callback geometry overflows the scene of camera '" + handle.name() + "': ngeom " +
+        std::to_string(scene->ngeom) + " > max_geom " + std::to_string(scene->maxgeom) +
+        " (raise the camera's max_geom parameter)"));
   }
   return nullptr;
 }
@@ -447,7 +450,7 @@ std::exception_ptr RenderCore::complete_scene(const CameraHandle& handle, const 
 void RenderCore::queue_turn(int slot_index) {
   std::unique_lock<std::mutex> lock(queue_mutex_);
   Slot& slot = slots_[static_cast<std::size_t>(slot_index)];
-  if (slot.jobs.empty()) return;  // nothing captured: the slot stays free
+  if (slot.jobs.empty()) return;                // nothing captured: the slot stays free
   slot.render_generation = render_generation_;  // generation check at queue time
   slot.state = SlotState::kQueued;
   queue_.push_back(slot_index);

@@ -42,6 +42,8 @@
 // render_sync(), wake() (the handles' wake callback) and every handle method.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -53,8 +55,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <mujoco/mujoco.h>
 
 #include "camera_handle.h"
 #include "generation.h"
@@ -111,8 +111,8 @@ class RenderCore final : public StepObserver {
   std::vector<std::string> bind(const std::map<std::string, CameraConfig>& configs);
 
   // Opens a handle on camera `name` (which the caller checked exists): pending while loading,
-  // bound at once otherwise. Refuses (std::logic_error) as check_can_open_camera() (camera_handle.h)
-  // and check_can_wait() do.
+  // bound at once otherwise. Refuses (std::logic_error) as check_can_open_camera()
+  // (camera_handle.h) and check_can_wait() do.
   std::shared_ptr<CameraHandle> open(const std::string& name, const CameraConfig& config);
   // Throws std::logic_error where taking bound_mutex_ could wait forever: on a thread inside this
   // core's capture (a render_callback), or holding this env's acquire_plugin scope. `what` names
@@ -171,8 +171,8 @@ class RenderCore final : public StepObserver {
                                     int slot_index);
   // Refuses a full scene, then adds the plugins' render_callback geometry; returns what went
   // wrong (the camera's capture is then skipped).
-  std::exception_ptr complete_scene(const CameraHandle& handle, const mjModel* model,
-                                    mjData* data, ModelGeneration generation, mjvScene* scene);
+  std::exception_ptr complete_scene(const CameraHandle& handle, const mjModel* model, mjData* data,
+                                    ModelGeneration generation, mjvScene* scene);
   void queue_turn(int slot_index);
 
   // The render thread.
@@ -203,7 +203,7 @@ class RenderCore final : public StepObserver {
   std::atomic<bool> loading_{false};
   bool closed_ = false;
   std::vector<std::shared_ptr<CameraHandle>> handles_;  // every handle not yet closed
-  std::vector<CameraHandle*> bound_;                     // the live ones
+  std::vector<CameraHandle*> bound_;                    // the live ones
   std::uint64_t next_capture_id_ = 1;
   std::atomic<bool> wake_requested_{false};
 

@@ -6,11 +6,11 @@
 // for time to catch up with it.
 #pragma once
 
+#include <mujoco/mujoco.h>
+
 #include <atomic>
 #include <exception>
 #include <limits>
-
-#include <mujoco/mujoco.h>
 
 #include "generation.h"
 

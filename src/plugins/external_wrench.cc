@@ -16,11 +16,10 @@
 // ramp_down / 2).
 #include <algorithm>
 #include <array>
+#include <mjfast/plugin.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <mjfast/plugin.hpp>
 
 namespace mjfast_plugins {
 
@@ -82,7 +81,8 @@ class ExternalWrench final : public mjfast::Plugin {
     std::array<double, 3> value{0, 0, 0};
     if (!config().has(key)) return value;
     const std::vector<double> numbers = config().numbers(key);
-    if (numbers.size() != 3) throw std::runtime_error("config key '" + key + "' must have 3 numbers");
+    if (numbers.size() != 3)
+      throw std::runtime_error("config key '" + key + "' must have 3 numbers");
     std::copy(numbers.begin(), numbers.end(), value.begin());
     return value;
   }

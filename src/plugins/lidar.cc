@@ -54,6 +54,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mjfast/plugin.hpp>
 #include <mutex>
 #include <random>
 #include <set>
@@ -61,8 +62,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <mjfast/plugin.hpp>
 
 namespace mjfast_plugins {
 namespace {
@@ -96,8 +95,8 @@ std::string float_repr(double value) {
 }
 
 std::string string_repr(const std::string& text) {
-  const bool double_quotes = text.find('\'') != std::string::npos &&
-                             text.find('"') == std::string::npos;
+  const bool double_quotes =
+      text.find('\'') != std::string::npos && text.find('"') == std::string::npos;
   const char quote = double_quotes ? '"' : '\'';
   std::string out(1, quote);
   for (const char c : text) {
@@ -119,17 +118,14 @@ std::string string_repr(const std::string& text) {
 
 std::string repr(const Config& value) {
   switch (value.kind()) {
-    case Config::Kind::kNull:
-      return "None";
-    case Config::Kind::kBool:
-      return value.as_bool() ? "True" : "False";
+    case Config::Kind::kNull: return "None";
+    case Config::Kind::kBool: return value.as_bool() ? "True" : "False";
     case Config::Kind::kNumber:
       if (value.is_integer_literal() && std::fabs(value.as_number()) < 1e18) {
         return std::to_string(static_cast<long long>(value.as_number()));
       }
       return float_repr(value.as_number());
-    case Config::Kind::kString:
-      return string_repr(value.as_string());
+    case Config::Kind::kString: return string_repr(value.as_string());
     case Config::Kind::kList: {
       std::string out = "[";
       for (std::size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + repr(value[i]);
@@ -259,8 +255,8 @@ class Checker {
   }
 
  private:
-  double check_bound(const std::string& key, double value, const std::string& text,
-                     double minimum, bool strict) const {
+  double check_bound(const std::string& key, double value, const std::string& text, double minimum,
+                     bool strict) const {
     if (!std::isnan(minimum) && (strict ? value <= minimum : value < minimum)) {
       fail(key + " must be " + (strict ? ">" : ">=") + " " + g_format(minimum) + ", got " + text);
     }
@@ -335,7 +331,7 @@ struct Scan {
   std::vector<mjtNum> dist;
   std::vector<double> ranges;
   std::vector<int> geomid;
-  std::vector<float> out;  // ranges (one ring) or points (V x H x 3)
+  std::vector<float> out;    // ranges (one ring) or points (V x H x 3)
   std::vector<mjtNum> hits;  // world hit points of the finite returns (visualize)
   mjtNum origin[3] = {0, 0, 0};
   mjtNum rotation[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
@@ -389,13 +385,13 @@ class Lidar final : public mjfast::Plugin {
     const double rate_hz = check.number("rate_hz", get(config, "rate_hz"), 10.0, 0.0, true);
     noise_std_ = check.number("noise_std", get(config, "noise_std"), 0.0, 0.0);
     seed_ = check.seed(get(config, "seed"));
-    if (const Config* groups = get(config, "geom_groups"); groups != nullptr && !groups->is_null()) {
+    if (const Config* groups = get(config, "geom_groups");
+        groups != nullptr && !groups->is_null()) {
       bool ok = groups->is_list();
       std::vector<mjtByte> mask(mjNGROUP, 0);
       for (std::size_t i = 0; ok && i < groups->size(); ++i) {
         const Config& group = (*groups)[i];
-        ok = group.is_integer_literal() && group.as_number() >= 0 &&
-             group.as_number() < mjNGROUP;
+        ok = group.is_integer_literal() && group.as_number() >= 0 && group.as_number() < mjNGROUP;
         if (ok) mask[static_cast<int>(group.as_number())] = 1;
       }
       if (!ok) {
@@ -526,8 +522,9 @@ class Lidar final : public mjfast::Plugin {
       v[1] = r[3] * u[0] + r[4] * u[1] + r[5] * u[2];
       v[2] = r[6] * u[0] + r[7] * u[1] + r[8] * u[2];
     }
-    mj_multiRay(m, d, scan.origin, scan.vec.data(), geomgroup_.empty() ? nullptr : geomgroup_.data(),
-                1, exclude_, scan.geomid.data(), scan.dist.data(), nullptr, rays_, range_max_);
+    mj_multiRay(m, d, scan.origin, scan.vec.data(),
+                geomgroup_.empty() ? nullptr : geomgroup_.data(), 1, exclude_, scan.geomid.data(),
+                scan.dist.data(), nullptr, rays_, range_max_);
   }
 
   // The message buffers of a cast (in async mode on the worker, whose generator draws are in scan
@@ -541,8 +538,10 @@ class Lidar final : public mjfast::Plugin {
       double range = scan.geomid[i] < 0 ? inf : scan.dist[i];
       if (noise_std_ > 0) range += normal_(generator_);
       if (one_ring_) {
-        if (range > range_max_) range = inf;
-        else if (range < range_min_) range = -inf;
+        if (range > range_max_)
+          range = inf;
+        else if (range < range_min_)
+          range = -inf;
         scan.out[i] = static_cast<float>(range);
       } else {
         if (range < range_min_ || range > range_max_) range = nan;
@@ -559,8 +558,8 @@ class Lidar final : public mjfast::Plugin {
       const double range = scan.ranges[i];
       if (!std::isfinite(range)) continue;
       for (int axis = 0; axis < 3; ++axis) {
-        scan.hits.push_back(scan.origin[axis] + scan.vec[static_cast<std::size_t>(i) * 3 + axis] *
-                                                    range);
+        scan.hits.push_back(scan.origin[axis] +
+                            scan.vec[static_cast<std::size_t>(i) * 3 + axis] * range);
       }
     }
   }
@@ -588,7 +587,8 @@ class Lidar final : public mjfast::Plugin {
     }
   }
 
-  // -- async: a worker with its own mjData ---------------------------------------------------------
+  // -- async: a worker with its own mjData
+  // ---------------------------------------------------------
 
   void start_worker(const mjModel* m) {
     worker_model_ = m;
@@ -662,7 +662,8 @@ class Lidar final : public mjfast::Plugin {
       try {
         cast(worker_model_, worker_data_, *worker_scan_);
         finish(*worker_scan_);
-      } catch (const std::exception& e) {  // a failed cast must not leave the physics thread waiting
+      } catch (
+          const std::exception& e) {  // a failed cast must not leave the physics thread waiting
         ok = false;
         std::fprintf(stderr, "mjfast: plugin '%s': lidar cast failed: %s\n", name().c_str(),
                      e.what());
@@ -742,10 +743,10 @@ class Lidar final : public mjfast::Plugin {
   // Set under mutex_ (so that a sleeper's flag is read consistently), read spinning without it.
   std::atomic<bool> job_{false};
   std::atomic<bool> stop_{false};
-  bool job_ok_ = false;           // under mutex_, read by the physics thread once job_ is false
-  bool worker_sleeping_ = false;  // under mutex_
-  bool physics_sleeping_ = false; // under mutex_
-  bool pending_ = false;  // physics side: a snapshot was handed over and not collected yet
+  bool job_ok_ = false;            // under mutex_, read by the physics thread once job_ is false
+  bool worker_sleeping_ = false;   // under mutex_
+  bool physics_sleeping_ = false;  // under mutex_
+  bool pending_ = false;           // physics side: a snapshot was handed over and not collected yet
 };
 
 }  // namespace

@@ -16,12 +16,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mjfast/plugin.hpp>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <mjfast/plugin.hpp>
 
 namespace mjfast_plugins {
 
@@ -128,15 +127,15 @@ class PDController final : public mjfast::Plugin {
       if (value.is_list()) {
         next = value.as_numbers();
         if (next.size() != joint_names_.size()) {
-          throw std::runtime_error("set_targets: expected " +
-                                   std::to_string(joint_names_.size()) + " values, got " +
-                                   std::to_string(next.size()));
+          throw std::runtime_error("set_targets: expected " + std::to_string(joint_names_.size()) +
+                                   " values, got " + std::to_string(next.size()));
         }
       } else {
         for (const std::string& key : value.keys()) {
           auto it = std::find(joint_names_.begin(), joint_names_.end(), key);
           if (it == joint_names_.end()) {
-            throw std::runtime_error("set_targets: '" + key + "' is not one of this controller's joints");
+            throw std::runtime_error("set_targets: '" + key +
+                                     "' is not one of this controller's joints");
           }
           next[static_cast<std::size_t>(it - joint_names_.begin())] = value.at(key).as_number();
         }

@@ -1,9 +1,9 @@
 // Filling frames from an OpenGL readout (frame_store.h): the row flip, depth linearisation and
 // segment decoding that RenderCore's render thread applies, checked without GL.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "frame_store.h"
 
@@ -12,10 +12,10 @@ namespace {
 
 TEST(FrameReadout, CopyFlippedPutsTheBottomRowFirstAndKeepsEachRow) {
   // 3 rows of 2 pixels of 2 channels, as OpenGL reads them: the bottom row first.
-  const std::vector<std::int32_t> source{1, 2, 3, 4,  5, 6, 7, 8,  9, 10, 11, 12};
+  const std::vector<std::int32_t> source{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   std::vector<std::int32_t> target(source.size(), 0);
   copy_flipped(source.data(), target.data(), 2, 3, 2);
-  EXPECT_EQ(target, (std::vector<std::int32_t>{9, 10, 11, 12,  5, 6, 7, 8,  1, 2, 3, 4}));
+  EXPECT_EQ(target, (std::vector<std::int32_t>{9, 10, 11, 12, 5, 6, 7, 8, 1, 2, 3, 4}));
 }
 
 TEST(FrameReadout, CopyFlippedOfOneRowIsACopy) {
@@ -57,10 +57,10 @@ TEST(FrameReadout, DecodeSegmentsLooksUpEachColourAndFallsBackToTheBackground) {
   objects[258 * 2] = 3;
   objects[258 * 2 + 1] = 1;
   const std::vector<unsigned char> colours{
-      0, 0, 0,   // background
-      1, 0, 0,   // entry 1
-      2, 1, 0,   // entry 258
-      0, 0, 1,   // 65536: past the table, so background
+      0, 0, 0,  // background
+      1, 0, 0,  // entry 1
+      2, 1, 0,  // entry 258
+      0, 0, 1,  // 65536: past the table, so background
   };
   std::vector<std::int32_t> pairs(4 * 2, 0);
   decode_segments(colours.data(), 4, objects, pairs.data());

@@ -1,8 +1,8 @@
 #include "frame_store.h"
 
-#include <stdexcept>
-
 #include <gtest/gtest.h>
+
+#include <stdexcept>
 
 namespace mjfast {
 namespace {

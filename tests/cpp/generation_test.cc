@@ -1,8 +1,8 @@
 #include "generation.h"
 
-#include <type_traits>
-
 #include <gtest/gtest.h>
+
+#include <type_traits>
 
 namespace mjfast {
 namespace {

@@ -1,11 +1,11 @@
 #include "plugin_host.h"
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "errors.h"
 
@@ -52,8 +52,8 @@ class PluginHostTest : public ::testing::Test {
     host.set_factory([this, plugins](ModelGeneration, PluginGeneration) {
       std::vector<FactoryEntry> entries;
       for (const auto& [name, script] : plugins) {
-        entries.push_back({name, "test/Fake", std::make_unique<FakeAdapter>(name, script, journal),
-                           ""});
+        entries.push_back(
+            {name, "test/Fake", std::make_unique<FakeAdapter>(name, script, journal), ""});
       }
       return entries;
     });
@@ -92,8 +92,7 @@ TEST_F(PluginHostTest, AStaleTagRaisesAndNoActiveGenerationIsQuiet) {
   configure({{"a", {}}});
   EXPECT_EQ(host.dispatch_control(model_generation, nullptr, nullptr), nullptr);  // none yet
   host.load_generation(model_generation, PluginGeneration(1));
-  EXPECT_THROW(host.dispatch_control(ModelGeneration(2), nullptr, nullptr),
-               StaleGenerationError);
+  EXPECT_THROW(host.dispatch_control(ModelGeneration(2), nullptr, nullptr), StaleGenerationError);
   host.quiesce_and_destroy();
   EXPECT_FALSE(host.generation_active());
   EXPECT_EQ(host.dispatch_control(ModelGeneration(2), nullptr, nullptr), nullptr);

@@ -1,8 +1,8 @@
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <cstdint>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "control_bridge.h"
 

@@ -1,11 +1,10 @@
 // A native plugin using offscreen cameras through mjfast_host_api (tests/test_native_cameras.py).
 #include <cstdint>
 #include <cstdio>
+#include <mjfast/plugin.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <mjfast/plugin.hpp>
 
 namespace {
 
@@ -86,10 +85,10 @@ class CameraProbe final : public mjfast::Plugin {
     }
     if (command == "load_probe") return load_probe_;
     if (command == "group_enabled") return camera_.geom_group_enabled(hide_group_) ? "1" : "0";
-    if (command == "open") open_offscreen_camera(camera_name_);   // refused outside load()
-    if (command == "take_bare") bare_.take_latest();                // before enable_frames
-    if (command == "enable_again") camera_.enable_frames();         // twice on one handle
-    if (command == "take_unopened") unopened_.take_latest();  // a default-constructed Camera
+    if (command == "open") open_offscreen_camera(camera_name_);  // refused outside load()
+    if (command == "take_bare") bare_.take_latest();             // before enable_frames
+    if (command == "enable_again") camera_.enable_frames();      // twice on one handle
+    if (command == "take_unopened") unopened_.take_latest();     // a default-constructed Camera
     if (command == "close_and_take") {
       camera_.close();
       camera_.take_latest();  // a closed mjfast::Camera

@@ -1,10 +1,9 @@
 // A native plugin that publishes through the host services' publish (tests/test_native_publish.py):
 // every field type of mjfast_message_field, on a configured topic, from last_stage or call().
 #include <cstdint>
+#include <mjfast/plugin.hpp>
 #include <string>
 #include <vector>
-
-#include <mjfast/plugin.hpp>
 
 namespace {
 

@@ -7,11 +7,10 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <mjfast/plugin.hpp>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-
-#include <mjfast/plugin.hpp>
 
 namespace {
 

@@ -1,8 +1,7 @@
 // A native plugin that asks its env for a pause or a world reset through the host services'
 // simulation requests (tests/test_sim_control_native.py), the way a safety monitor would.
-#include <string>
-
 #include <mjfast/plugin.hpp>
+#include <string>
 
 namespace {
 

@@ -1,12 +1,11 @@
 // Plugins for the native failure, ordering and reload tests.
 #include <atomic>
 #include <charconv>
+#include <mjfast/plugin.hpp>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
-
-#include <mjfast/plugin.hpp>
 
 namespace {
 
@@ -55,8 +54,7 @@ class ConfigEcho final : public mjfast::Plugin {
  public:
   explicit ConfigEcho(const mjfast::PluginContext& context)
       : Plugin(context),
-        source_(config().has("json") ? mjfast::Config::parse(config().string("json"))
-                                     : config()) {}
+        source_(config().has("json") ? mjfast::Config::parse(config().string("json")) : config()) {}
   bool load(const mjModel*, mjData*) override { return true; }
   std::string call(const std::string& command, const std::string& key) override {
     if (command == "number") {

@@ -4,11 +4,10 @@
 //   joints:    [names]   hinge or slide joints (required)
 //   stiffness: number    N·m/rad or N/m (required)
 //   rest:      number    rest position of every joint (default 0)
+#include <mjfast/plugin.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
-
-#include <mjfast/plugin.hpp>
 
 class Spring final : public mjfast::Plugin {
  public:

@@ -90,8 +90,12 @@ class Config {
   bool is_integer_literal() const { return kind_ == Kind::kNumber && integral_; }
   bool is_mapping() const { return kind_ == Kind::kMapping; }
 
-  // Typed values of this node; a mismatch throws "config key '<path>' must be a <kind>, got <kind>".
-  double as_number() const { expect(Kind::kNumber); return number_; }
+  // Typed values of this node; a mismatch throws "config key '<path>' must be a <kind>, got
+  // <kind>".
+  double as_number() const {
+    expect(Kind::kNumber);
+    return number_;
+  }
   // An integral number that fits an int; anything else throws
   // "config key '<path>' must be an integer, got 2.5" (casting it would be undefined behaviour).
   int as_int() const {
@@ -105,8 +109,14 @@ class Config {
     }
     return static_cast<int>(value);
   }
-  bool as_bool() const { expect(Kind::kBool); return bool_; }
-  const std::string& as_string() const { expect(Kind::kString); return string_; }
+  bool as_bool() const {
+    expect(Kind::kBool);
+    return bool_;
+  }
+  const std::string& as_string() const {
+    expect(Kind::kString);
+    return string_;
+  }
   std::vector<double> as_numbers() const {
     expect(Kind::kList);
     std::vector<double> values;
@@ -123,12 +133,15 @@ class Config {
   const Config& operator[](std::size_t index) const {
     expect(Kind::kList);
     if (index >= list_.size()) {
-      throw error("has " + std::to_string(list_.size()) + " items, index " +
-                  std::to_string(index) + " is out of range");
+      throw error("has " + std::to_string(list_.size()) + " items, index " + std::to_string(index) +
+                  " is out of range");
     }
     return list_[index];
   }
-  const std::vector<Config>& items() const { expect(Kind::kList); return list_; }
+  const std::vector<Config>& items() const {
+    expect(Kind::kList);
+    return list_;
+  }
 
   // Mappings. `key` may be a dotted path ("gains.kp"); a missing key throws
   // "config key '<path>' is missing".
@@ -202,12 +215,21 @@ class Config {
     void items(char close, Item&& item) {
       ++pos;
       skip_space();
-      if (pos < text.size() && text[pos] == close) { ++pos; return; }
+      if (pos < text.size() && text[pos] == close) {
+        ++pos;
+        return;
+      }
       while (true) {
         item();
         skip_space();
-        if (pos < text.size() && text[pos] == ',') { ++pos; continue; }
-        if (pos < text.size() && text[pos] == close) { ++pos; return; }
+        if (pos < text.size() && text[pos] == ',') {
+          ++pos;
+          continue;
+        }
+        if (pos < text.size() && text[pos] == close) {
+          ++pos;
+          return;
+        }
         fail(std::string("expected ',' or '") + close + "'");
       }
     }
@@ -237,15 +259,36 @@ class Config {
         });
         return node;
       }
-      if (c == '"') { node.kind_ = Kind::kString; node.string_ = string_literal(); return node; }
-      if (consume("true")) { node.kind_ = Kind::kBool; node.bool_ = true; return node; }
-      if (consume("false")) { node.kind_ = Kind::kBool; node.bool_ = false; return node; }
+      if (c == '"') {
+        node.kind_ = Kind::kString;
+        node.string_ = string_literal();
+        return node;
+      }
+      if (consume("true")) {
+        node.kind_ = Kind::kBool;
+        node.bool_ = true;
+        return node;
+      }
+      if (consume("false")) {
+        node.kind_ = Kind::kBool;
+        node.bool_ = false;
+        return node;
+      }
       if (consume("null")) return node;
       node.kind_ = Kind::kNumber;
       // Python's json module writes these for non-finite floats.
-      if (consume("NaN")) { node.number_ = std::nan(""); return node; }
-      if (consume("Infinity")) { node.number_ = HUGE_VAL; return node; }
-      if (consume("-Infinity")) { node.number_ = -HUGE_VAL; return node; }
+      if (consume("NaN")) {
+        node.number_ = std::nan("");
+        return node;
+      }
+      if (consume("Infinity")) {
+        node.number_ = HUGE_VAL;
+        return node;
+      }
+      if (consume("-Infinity")) {
+        node.number_ = -HUGE_VAL;
+        return node;
+      }
       const std::size_t start = pos;
       node.number_ = number_literal();
       node.integral_ = text.find_first_of(".eE", start) >= pos;
@@ -301,7 +344,10 @@ class Config {
       std::string out;
       while (pos < text.size() && text[pos] != '"') {
         char c = text[pos++];
-        if (c != '\\') { out += c; continue; }
+        if (c != '\\') {
+          out += c;
+          continue;
+        }
         if (pos >= text.size()) fail("unterminated escape");
         c = text[pos++];
         switch (c) {
@@ -310,7 +356,9 @@ class Config {
           case 'r': out += '\r'; break;
           case 'b': out += '\b'; break;
           case 'f': out += '\f'; break;
-          case '"': case '\\': case '/': out += c; break;
+          case '"':
+          case '\\':
+          case '/': out += c; break;
           case 'u': {
             const std::size_t escape = pos - 2;  // the backslash, for the messages
             unsigned code = hex4(escape);
@@ -337,9 +385,7 @@ class Config {
             append_utf8(out, code);
             break;
           }
-          default:
-            pos -= 2;
-            fail(std::string("invalid escape '\\") + c + "'");
+          default: pos -= 2; fail(std::string("invalid escape '\\") + c + "'");
         }
       }
       if (pos >= text.size()) fail("unterminated string");
@@ -550,7 +596,7 @@ class Camera {
   // Calls the host table's `entry` on this camera with `args` and an error record, rethrowing a
   // failure; a closed, moved-from or default-constructed camera throws before the host is asked.
   template <class Entry, class... Args>
-  void call(Entry mjfast_host_api::*entry, Args... args) {
+  void call(Entry mjfast_host_api::* entry, Args... args) {
     mjfast_camera* camera = camera_.get();
     if (camera == nullptr) throw std::logic_error("mjfast::Camera used after close() or a move");
     mjfast_error error{};
@@ -558,7 +604,7 @@ class Camera {
   }
   // A yes/no the host writes through an `int*` out-parameter after `args`.
   template <class Entry, class... Args>
-  bool query(Entry mjfast_host_api::*entry, Args... args) {
+  bool query(Entry mjfast_host_api::* entry, Args... args) {
     int result = 0;
     call(entry, args..., &result);
     return result != 0;
@@ -695,8 +741,9 @@ class Plugin {
   // destruction do it) to close it.
   Camera open_offscreen_camera(const std::string& name) {
     if (host_ == nullptr) {
-      throw std::logic_error("open_offscreen_camera(): this mjfast provides no host services "
-                             "to native plugins");
+      throw std::logic_error(
+          "open_offscreen_camera(): this mjfast provides no host services "
+          "to native plugins");
     }
     mjfast_camera* camera = nullptr;
     mjfast_error error{};
@@ -729,9 +776,8 @@ class Plugin {
     }
     mjfast_error error{};
     const std::vector<mjfast_message_field>& fields = message.fields();
-    detail::check_host(host_->publish(host_context_, topic.c_str(), fields.data(), fields.size(),
-                                      &error),
-                       error);
+    detail::check_host(
+        host_->publish(host_context_, topic.c_str(), fields.data(), fields.size(), &error), error);
   }
   // Whether publish() can work here (a host with the publish service).
   bool can_publish() const { return host_ != nullptr && MJFAST_HOST_API_HAS_PUBLISH(host_); }
@@ -744,8 +790,8 @@ class Plugin {
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.
   virtual std::string call(const std::string& command, const std::string& /*argument*/) {
-    throw std::runtime_error("plugin '" + name_ + "' (" + type_ + ") has no command '" +
-                             command + "'");
+    throw std::runtime_error("plugin '" + name_ + "' (" + type_ + ") has no command '" + command +
+                             "'");
   }
 
  private:
@@ -754,7 +800,8 @@ class Plugin {
 
   const mjfast_host_api* requests_host(const char* what) const {
     if (host_ == nullptr || !MJFAST_HOST_API_HAS_REQUESTS(host_)) {
-      throw std::logic_error(std::string(what) + ": this mjfast provides no simulation requests "
+      throw std::logic_error(std::string(what) +
+                             ": this mjfast provides no simulation requests "
                              "to native plugins");
     }
     return host_;
@@ -794,8 +841,9 @@ int guarded(mjfast_error* error, bool logic_code, Body&& body) noexcept {
   return MJFAST_ERROR;
 }
 
-// Whether T overrides a member: &T::f names Plugin's member unless T (or a base between) declares it.
-#define MJFAST_DETAIL_OVERRIDES(T, member, bit)                                          \
+// Whether T overrides a member: &T::f names Plugin's member unless T (or a base between) declares
+// it.
+#define MJFAST_DETAIL_OVERRIDES(T, member, bit) \
   (std::is_same_v<decltype(&T::member), decltype(&::mjfast::Plugin::member)> ? 0u : (bit))
 
 template <class T>
@@ -837,22 +885,40 @@ struct Shim {
     return guarded(e, logic(i), [&] { return self(i).activate() ? MJFAST_OK : MJFAST_FALSE; });
   }
   static int unload(void* i, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).unload(); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).unload();
+      return MJFAST_OK;
+    });
   }
   static int control(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).control(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).control(m, d);
+      return MJFAST_OK;
+    });
   }
   static int passive(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).passive(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).passive(m, d);
+      return MJFAST_OK;
+    });
   }
   static int render(void* i, const mjModel* m, mjData* d, mjvScene* s, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).render(m, d, s); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).render(m, d, s);
+      return MJFAST_OK;
+    });
   }
   static int last_stage(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).last_stage(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).last_stage(m, d);
+      return MJFAST_OK;
+    });
   }
   static int geom_changed(void* i, const mjModel* m, mjData* d, int g, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).geom_changed(m, d, g); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).geom_changed(m, d, g);
+      return MJFAST_OK;
+    });
   }
   static int reset(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
     return guarded(e, logic(i), [&] {
@@ -862,13 +928,22 @@ struct Shim {
     });
   }
   static int pre_step(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).pre_step(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).pre_step(m, d);
+      return MJFAST_OK;
+    });
   }
   static int update_read(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).update_read(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).update_read(m, d);
+      return MJFAST_OK;
+    });
   }
   static int update_write(void* i, const mjModel* m, mjData* d, mjfast_error* e) noexcept {
-    return guarded(e, logic(i), [&] { self(i).update_write(m, d); return MJFAST_OK; });
+    return guarded(e, logic(i), [&] {
+      self(i).update_write(m, d);
+      return MJFAST_OK;
+    });
   }
   static int call(void* i, const char* command, const char* argument, mjfast_string_sink sink,
                   void* context, mjfast_error* e) noexcept {
@@ -888,11 +963,26 @@ struct Shim {
   }
 
   static const mjfast_plugin_api* api(const char* class_name) {
-    static const mjfast_plugin_api table = {
-        MJFAST_PLUGIN_ABI_VERSION, sizeof(mjfast_plugin_api), class_name,
-        overridden_callbacks<T>(), &create, &destroy, &load, &activate, &unload, &control,
-        &passive, &render, &last_stage, &geom_changed, &reset, &pre_step, &update_read,
-        &update_write, &call, &set_host};
+    static const mjfast_plugin_api table = {MJFAST_PLUGIN_ABI_VERSION,
+                                            sizeof(mjfast_plugin_api),
+                                            class_name,
+                                            overridden_callbacks<T>(),
+                                            &create,
+                                            &destroy,
+                                            &load,
+                                            &activate,
+                                            &unload,
+                                            &control,
+                                            &passive,
+                                            &render,
+                                            &last_stage,
+                                            &geom_changed,
+                                            &reset,
+                                            &pre_step,
+                                            &update_read,
+                                            &update_write,
+                                            &call,
+                                            &set_host};
     return &table;
   }
 };
@@ -902,9 +992,9 @@ struct Shim {
 
 // Exports the entry function `mjfast_plugin_<Class>` for a mjfast::Plugin subclass; name it in
 // the descriptor: mjfast.native.NativePlugin(library="lib....so", class_name="<Class>").
-#define MJFAST_PLUGIN(Class)                                                     \
-  static_assert(std::is_base_of_v<::mjfast::Plugin, Class>,                      \
-                #Class " must derive from mjfast::Plugin");                      \
-  MJFAST_PLUGIN_EXPORT const mjfast_plugin_api* mjfast_plugin_##Class(void) {    \
-    return ::mjfast::detail::Shim<Class>::api(#Class);                           \
+#define MJFAST_PLUGIN(Class)                                                  \
+  static_assert(std::is_base_of_v<::mjfast::Plugin, Class>,                   \
+                #Class " must derive from mjfast::Plugin");                   \
+  MJFAST_PLUGIN_EXPORT const mjfast_plugin_api* mjfast_plugin_##Class(void) { \
+    return ::mjfast::detail::Shim<Class>::api(#Class);                        \
   }

@@ -33,10 +33,9 @@
 #ifndef MJFAST_PLUGIN_ABI_H_
 #define MJFAST_PLUGIN_ABI_H_
 
+#include <mujoco/mujoco.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <mujoco/mujoco.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,9 +73,9 @@ typedef struct mjfast_frame_lease mjfast_frame_lease; /* a leased frame (opaque)
 
 /* A leased frame's pixels and metadata: valid until its lease is released. */
 typedef struct mjfast_frame_view {
-  const void* data;  /* read-only; row-major, height rows from the top */
-  size_t size;       /* bytes at data */
-  int32_t plane;     /* MJFAST_PLANE_* */
+  const void* data; /* read-only; row-major, height rows from the top */
+  size_t size;      /* bytes at data */
+  int32_t plane;    /* MJFAST_PLANE_* */
   int32_t width;
   int32_t height;
   int64_t simulation_time_ns; /* simulated time of the rendered state */
@@ -95,10 +94,10 @@ typedef struct mjfast_frame_view {
 #define MJFAST_FIELD_MAX_DIMS 4
 
 typedef struct mjfast_message_field {
-  const char* key;  /* NUL-terminated UTF-8; a later field with the same key replaces an earlier */
-  int32_t type;     /* MJFAST_FIELD_* */
-  int32_t ndim;     /* 0: a scalar (Python float or int; data points at one element);
-                     * 1..MJFAST_FIELD_MAX_DIMS: a C-ordered numpy array of `shape` */
+  const char* key; /* NUL-terminated UTF-8; a later field with the same key replaces an earlier */
+  int32_t type;    /* MJFAST_FIELD_* */
+  int32_t ndim;    /* 0: a scalar (Python float or int; data points at one element);
+                    * 1..MJFAST_FIELD_MAX_DIMS: a C-ordered numpy array of `shape` */
   int64_t shape[MJFAST_FIELD_MAX_DIMS]; /* the first ndim are used, each >= 0 */
   const void* data; /* read during the publish call only; may be NULL for an empty array */
 } mjfast_message_field;
@@ -163,13 +162,13 @@ typedef struct mjfast_host_api {
 /* The host table as first released (camera services only): the smallest struct_size a plugin
  * built with this header accepts in set_host. */
 #define MJFAST_HOST_API_CAMERAS_SIZE offsetof(mjfast_host_api, request_pause)
-#define MJFAST_HOST_API_HAS_REQUESTS(host)                                          \
-  ((host)->struct_size >= offsetof(mjfast_host_api, request_reset) +                \
-                              sizeof(((mjfast_host_api*)0)->request_reset))
+#define MJFAST_HOST_API_HAS_REQUESTS(host) \
+  ((host)->struct_size >=                  \
+   offsetof(mjfast_host_api, request_reset) + sizeof(((mjfast_host_api*)0)->request_reset))
 
-#define MJFAST_HOST_API_HAS_PUBLISH(host)                                           \
-  ((host)->struct_size >= offsetof(mjfast_host_api, publish) +                      \
-                              sizeof(((mjfast_host_api*)0)->publish))
+#define MJFAST_HOST_API_HAS_PUBLISH(host) \
+  ((host)->struct_size >=                 \
+   offsetof(mjfast_host_api, publish) + sizeof(((mjfast_host_api*)0)->publish))
 
 /* Receives the reply of mjfast_plugin_api.call; may be called several times (appends). */
 typedef void (*mjfast_string_sink)(void* context, const char* data, size_t size);
