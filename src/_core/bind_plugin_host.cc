@@ -35,9 +35,7 @@ py::dict report_to_dict(const PluginReport& report) {
     py::dict entry;
     entry["calls"] = stats.calls;
     entry["timed_calls"] = stats.timed_calls;
-    entry["mean_ns"] = stats.timed_calls ? static_cast<double>(stats.timed_total_ns) /
-                                               static_cast<double>(stats.timed_calls)
-                                         : 0.0;
+    entry["mean_ns"] = mean_or_zero(stats.timed_total_ns, stats.timed_calls);
     entry["last_ns"] = stats.last_ns;
     callbacks[report.callback_names[i] ? report.callback_names[i] : callback_name(callback)] =
         entry;
@@ -134,7 +132,8 @@ void bind_plugin_host(py::module_& module) {
       },
       py::arg("name"), py::arg("type"), py::arg("message"));
 
-  py::class_<PluginHost>(module, "PluginHost")
+  py::class_<PluginHost> host_class(module, "PluginHost");
+  host_class
       .def(
           "load_generation",
           [](PluginHost& host, std::uint64_t model_generation, std::uint64_t plugin_generation) {
@@ -162,20 +161,6 @@ void bind_plugin_host(py::module_& module) {
                                return h.plugin_generation().value();
                              })
       .def(
-          "dispatch_control",
-          [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(
-                [&] { return host.dispatch_bound(Callback::kControl, tag_of(tag)); });
-          },
-          py::arg("model_generation") = py::none())
-      .def(
-          "dispatch_passive",
-          [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(
-                [&] { return host.dispatch_bound(Callback::kPassive, tag_of(tag)); });
-          },
-          py::arg("model_generation") = py::none())
-      .def(
           "dispatch_render",
           [](PluginHost& host, py::object scene, std::optional<std::uint64_t> tag) {
             // The scene is registered for the call, so that Python plugins receive this object.
@@ -191,13 +176,6 @@ void bind_plugin_host(py::module_& module) {
           },
           py::arg("scene"), py::arg("model_generation") = py::none(),
           "Dispatch render_callback with `scene` (a mujoco.MjvScene of the env's model).")
-      .def(
-          "dispatch_last_stage",
-          [](PluginHost& host, std::optional<std::uint64_t> tag) {
-            dispatch_from_python(
-                [&] { return host.dispatch_bound(Callback::kLastStage, tag_of(tag)); });
-          },
-          py::arg("model_generation") = py::none())
       .def(
           "reset",
           [](PluginHost& host, std::optional<std::uint64_t> tag) {
@@ -236,6 +214,17 @@ void bind_plugin_host(py::module_& module) {
         if (auto* python = dynamic_cast<PythonPluginAdapter*>(adapter)) return python->instance();
         return native_backend(self, host, adapter);
       });
+  // dispatch_<callback> for the callbacks a Python caller dispatches with the host's bound model
+  // and data alone (dispatch_render takes a scene, notify_geometry_changed a geom).
+  for (const Callback callback : {Callback::kControl, Callback::kPassive, Callback::kLastStage}) {
+    const std::string name(callback_name(callback));
+    host_class.def(
+        ("dispatch_" + name.substr(0, name.rfind('_'))).c_str(),
+        [callback](PluginHost& host, std::optional<std::uint64_t> tag) {
+          dispatch_from_python([&] { return host.dispatch_bound(callback, tag_of(tag)); });
+        },
+        py::arg("model_generation") = py::none());
+  }
 
   module.attr("TIMING_SAMPLE_INTERVAL") = PluginHost::kTimingSampleInterval;
 }

@@ -308,9 +308,7 @@ void bind_render(py::module_& module) {
         result["stale_turns"] = stats.stale_turns;
         result["frames_rendered"] = stats.frames_rendered;
         result["frames_dropped"] = stats.frames_dropped;
-        result["mean_turn_ns"] = stats.turns ? static_cast<double>(stats.render_wall_ns) /
-                                                   static_cast<double>(stats.turns)
-                                             : 0.0;
+        result["mean_turn_ns"] = mean_or_zero(stats.render_wall_ns, stats.turns);
         result["backend"] = stats.backend;
         return result;
       });

@@ -1,6 +1,7 @@
 // The bind_<concept>.cc entry points that module.cc calls, in that order.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "plugin_host.h"
@@ -15,6 +16,11 @@ void bind_env(py::module_& module);
 void bind_control(py::module_& module);
 void bind_native(py::module_& module);
 void bind_render(py::module_& module);
+
+// total / count as a figure for Python, 0 when nothing was counted (a mean of no samples).
+inline double mean_or_zero(std::uint64_t total, std::uint64_t count) {
+  return count ? static_cast<double>(total) / static_cast<double>(count) : 0.0;
+}
 
 // Moves the adapters out of a Python list of AdapterEntry objects (FactoryEntry in C++), for the
 // factory (bind_plugin_host.cc).
