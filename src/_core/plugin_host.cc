@@ -398,19 +398,18 @@ __attribute__((always_inline)) inline void call_model_data(const Entry& entry, c
 
 }  // namespace
 
-template <auto method>
-DispatchError PluginHost::dispatch_model_data(Callback callback, ModelGeneration tag,
-                                              const mjModel* m, mjData* d) {
+template <Callback callback, auto method>
+DispatchError PluginHost::dispatch_model_data(ModelGeneration tag, const mjModel* m, mjData* d) {
   return dispatch(callback, tag,
                   [&](const DispatchEntry& entry) { call_model_data<method>(entry, m, d); });
 }
 
 DispatchError PluginHost::dispatch_control(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch_model_data<&IPluginAdapter::control>(Callback::kControl, tag, m, d);
+  return dispatch_model_data<Callback::kControl, &IPluginAdapter::control>(tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_passive(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch_model_data<&IPluginAdapter::passive>(Callback::kPassive, tag, m, d);
+  return dispatch_model_data<Callback::kPassive, &IPluginAdapter::passive>(tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m, mjData* d,
@@ -420,19 +419,19 @@ DispatchError PluginHost::dispatch_render(ModelGeneration tag, const mjModel* m,
 }
 
 DispatchError PluginHost::dispatch_last_stage(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch_model_data<&IPluginAdapter::last_stage>(Callback::kLastStage, tag, m, d);
+  return dispatch_model_data<Callback::kLastStage, &IPluginAdapter::last_stage>(tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_pre_step(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch_model_data<&IPluginAdapter::pre_step>(Callback::kPreStep, tag, m, d);
+  return dispatch_model_data<Callback::kPreStep, &IPluginAdapter::pre_step>(tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_update_read(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch_model_data<&IPluginAdapter::update_read>(Callback::kUpdateRead, tag, m, d);
+  return dispatch_model_data<Callback::kUpdateRead, &IPluginAdapter::update_read>(tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d) {
-  return dispatch_model_data<&IPluginAdapter::update_write>(Callback::kUpdateWrite, tag, m, d);
+  return dispatch_model_data<Callback::kUpdateWrite, &IPluginAdapter::update_write>(tag, m, d);
 }
 
 DispatchError PluginHost::dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,

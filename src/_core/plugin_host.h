@@ -203,9 +203,9 @@ class PluginHost {
   DispatchError dispatch_locked(Callback callback, std::optional<ModelGeneration> tag,
                                 Invoke& invoke);
   // The (model, data) callbacks: through each adapter's DirectCallback where it has one.
-  template <auto method>
-  DispatchError dispatch_model_data(Callback callback, ModelGeneration tag, const mjModel* m,
-                                    mjData* d);
+  // `callback` a template argument, so that the inlined dispatch path folds its side's checks.
+  template <Callback callback, auto method>
+  DispatchError dispatch_model_data(ModelGeneration tag, const mjModel* m, mjData* d);
   template <bool timed, class Invoke>
   DispatchError call_entries(Callback callback, const DispatchTable& table, Invoke& invoke);
   [[noreturn]] __attribute__((noinline, cold)) void throw_stale_generation(
