@@ -77,7 +77,12 @@ mjfast.register_plugin("test/Marker", Marker)
 
 @pytest.fixture(scope="module")
 def display() -> Iterator[str]:
-    """An Xvfb server on a display number it picks itself (-displayfd), for this module."""
+    """An Xvfb server on a display number it picks itself (-displayfd), for this module.
+
+    Once in a CI run the first viewer of the module failed to open the display the server had
+    just named, so the fixture waits until a client (xdotool) has connected before handing it out,
+    and -noreset keeps the server from resetting, and refusing connections meanwhile, each time
+    its last client (a viewer, xdotool, xwd) disconnects."""
     missing = [tool for tool in TOOLS if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"the viewer tests need {', '.join(missing)} (apt-get install xvfb xdotool "
@@ -85,14 +90,19 @@ def display() -> Iterator[str]:
     read_end, write_end = os.pipe()
     server = subprocess.Popen(
         ["Xvfb", "-displayfd", str(write_end), "-screen", "0", f"{SCREEN[0]}x{SCREEN[1]}x24",
-         "-nolisten", "tcp"], pass_fds=(write_end,), stdout=subprocess.DEVNULL,
+         "-nolisten", "tcp", "-noreset"], pass_fds=(write_end,), stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL)
     os.close(write_end)
     try:
         with os.fdopen(read_end) as pipe:
             number = pipe.readline().strip()  # written once the server accepts clients
         assert number, "Xvfb did not start"
-        yield f":{number}"
+        display = f":{number}"
+        assert wait_for(lambda: server.poll() is not None
+                        or xdotool_status(display, "getdisplaygeometry") == 0, timeout=20), (
+            f"Xvfb on {display} accepts no client")
+        assert server.poll() is None, f"Xvfb on {display} exited with {server.returncode}"
+        yield display
     finally:
         server.terminate()
         server.wait(10)
@@ -100,6 +110,11 @@ def display() -> Iterator[str]:
 
 def x_env(display: str) -> dict[str, str]:
     return dict(os.environ, DISPLAY=display)
+
+
+def xdotool_status(display: str, *args: str) -> int:
+    return subprocess.run(["xdotool", *args], capture_output=True, timeout=10,
+                          env=x_env(display), check=False).returncode
 
 
 def xdotool(display: str, *args: str) -> str:
