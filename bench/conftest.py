@@ -118,6 +118,14 @@ def bench_model(request: pytest.FixtureRequest) -> BenchModel:
                       ROUNDS[name])
 
 
+@pytest.fixture
+def arm_env(bench_model: BenchModel) -> Iterator[mjfast.MujocoEnv]:
+    """An env on the benchmark's model, closed afterwards (the control and sim_control benches)."""
+    env = mjfast.MujocoEnv(bench_model.model)
+    yield env
+    env.close()
+
+
 # -- MuJoCo's global callbacks ---------------------------------------------------------------------
 
 

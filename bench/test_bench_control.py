@@ -11,7 +11,7 @@ ratios in the one table at the end of the run and gates them (targets in conftes
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import mujoco
@@ -30,13 +30,6 @@ CYCLE_ROUNDS = 10  # interleaved rounds of each side, after one warm-up round
 RATE_ROUNDS = 3
 
 pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
-
-
-@pytest.fixture
-def arm_env(bench_model: Any) -> Iterator[mjfast.MujocoEnv]:
-    env = mjfast.MujocoEnv(bench_model.model)
-    yield env
-    env.close()
 
 
 def seconds_per_cycle(cycle: Callable[[], None]) -> float:

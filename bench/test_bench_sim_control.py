@@ -11,7 +11,7 @@ Both go through conftest.py's `record.measured` (ratios printed in the one table
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import mujoco
@@ -29,13 +29,6 @@ PAIRS = 500  # pause()+resume() pairs per round
 PAIR_ROUNDS = 5
 
 pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
-
-
-@pytest.fixture
-def arm_env(bench_model: Any) -> Iterator[mjfast.MujocoEnv]:
-    env = mjfast.MujocoEnv(bench_model.model)
-    yield env
-    env.close()
 
 
 def last_body(model: mujoco.MjModel) -> str:

@@ -61,6 +61,15 @@ def arm_model() -> mujoco.MjModel:
 
 
 @pytest.fixture
+def envs() -> Iterator[list[mjfast.MujocoEnv]]:
+    """A list the test appends the envs it makes to; each is closed after the test."""
+    made: list[mjfast.MujocoEnv] = []
+    yield made
+    for env in made:
+        env.close()
+
+
+@pytest.fixture
 def register() -> Iterator[Callable[..., str]]:
     """`register(cls, type_name=None)` registers a plugin class (default type "test/<Class>")
     for this test only and returns its type name."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +63,6 @@ def lidar_env(xml: str, **config: Any) -> mjfast.MujocoEnv:
     if env.model.njnt:
         env.data.qvel[0] = 2.0
     return env
-
-
-@pytest.fixture
-def envs() -> Iterator[list[mjfast.MujocoEnv]]:
-    made: list[mjfast.MujocoEnv] = []
-    yield made
-    for env in made:
-        env.close()
 
 
 def recorder(env: mjfast.MujocoEnv, topic: str) -> list[dict[str, Any]]:

@@ -36,14 +36,6 @@ def publisher_type(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     mjfast.unregister_plugin(TYPE)
 
 
-@pytest.fixture
-def envs() -> Iterator[list[mjfast.MujocoEnv]]:
-    made: list[mjfast.MujocoEnv] = []
-    yield made
-    for env in made:
-        env.close()
-
-
 def publisher_env(envs: list[mjfast.MujocoEnv], **config: Any) -> mjfast.MujocoEnv:
     entry = {"type": TYPE, "name": "pub", **config}
     env = mjfast.MujocoEnv(XML, params={"mujoco_server": {"MujocoPlugins": [entry]}})

@@ -9,7 +9,6 @@ misconfiguration against a load failure that names it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -78,14 +77,6 @@ def make_env(*plugins: dict[str, Any]) -> mjfast.MujocoEnv:
     env.data.qpos[0] = 0.7  # the pendulum swings, so that values change from step to step
     env.data.ctrl[:] = [0.3, 2.0]
     return env
-
-
-@pytest.fixture
-def envs() -> Iterator[list[mjfast.MujocoEnv]]:
-    made: list[mjfast.MujocoEnv] = []
-    yield made
-    for env in made:
-        env.close()
 
 
 def recorder(env: mjfast.MujocoEnv, topic: str, *fields: str) -> list[dict[str, Any]]:
