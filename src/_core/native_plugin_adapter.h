@@ -50,30 +50,13 @@ class NativePluginAdapter final : public IPluginAdapter {
   std::map<std::string, double> statistics() override;
   bool activate() override;
 
-  void control(const mjModel* m, mjData* d) override {
-    check(api_->control(instance_, m, d, &error_));
-  }
-  void passive(const mjModel* m, mjData* d) override {
-    check(api_->passive(instance_, m, d, &error_));
-  }
+  // render and geom_changed take more than (model, data): through the virtuals. The other
+  // callbacks have no virtual here: the host calls the table's function that direct() gives it.
   void render(const mjModel* m, mjData* d, mjvScene* scene) override {
     check(api_->render(instance_, m, d, scene, &error_));
   }
-  void last_stage(const mjModel* m, mjData* d) override {
-    check(api_->last_stage(instance_, m, d, &error_));
-  }
   void geom_changed(const mjModel* m, mjData* d, int geom_id) override {
     check(api_->geom_changed(instance_, m, d, geom_id, &error_));
-  }
-  void reset(const mjModel* m, mjData* d) override { check(api_->reset(instance_, m, d, &error_)); }
-  void pre_step(const mjModel* m, mjData* d) override {
-    check(api_->pre_step(instance_, m, d, &error_));
-  }
-  void update_read(const mjModel* m, mjData* d) override {
-    check(api_->update_read(instance_, m, d, &error_));
-  }
-  void update_write(const mjModel* m, mjData* d) override {
-    check(api_->update_write(instance_, m, d, &error_));
   }
   // The plugin table's own function for the (model, data) callbacks: the host calls it directly.
   DirectCallback direct(Callback callback) override;

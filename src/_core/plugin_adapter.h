@@ -118,8 +118,8 @@ class IPluginAdapter {
   // `callback` as a plain C function (takes_model_and_data callbacks only), or none: the host then
   // calls the virtual. Asked when the dispatch tables are built; valid until unload().
   virtual DirectCallback direct(Callback) { return {}; }
-  // A DirectCallback returned `status` != 0: throws what the virtual would have thrown, or
-  // returns where the virtual would have returned.
+  // A DirectCallback returned `status` != 0: throws the plugin's error for that status, or
+  // returns where the status is not a failure.
   virtual void direct_failed(int /*status*/) {}
 
   // The name the plugin's author knows `callback` by (a ControlPlugin's reset is on_reset).
