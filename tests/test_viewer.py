@@ -99,7 +99,7 @@ def display() -> Iterator[str]:
         assert number, "Xvfb did not start"
         display = f":{number}"
         assert wait_for(lambda: server.poll() is not None
-                        or xdotool_status(display, "getdisplaygeometry") == 0, timeout=20), (
+                        or bool(xdotool(display, "getdisplaygeometry")), timeout=20), (
             f"Xvfb on {display} accepts no client")
         assert server.poll() is None, f"Xvfb on {display} exited with {server.returncode}"
         yield display
@@ -110,11 +110,6 @@ def display() -> Iterator[str]:
 
 def x_env(display: str) -> dict[str, str]:
     return dict(os.environ, DISPLAY=display)
-
-
-def xdotool_status(display: str, *args: str) -> int:
-    return subprocess.run(["xdotool", *args], capture_output=True, timeout=10,
-                          env=x_env(display), check=False).returncode
 
 
 def xdotool(display: str, *args: str) -> str:
