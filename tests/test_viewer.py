@@ -332,3 +332,44 @@ def test_the_handle_closes_and_the_env_closing_ends_it(display: str, tmp_path: P
     out, err = finish_python(child, timeout=60)
     assert child.returncode == 0, err
     assert out.strip() == "ok"
+
+
+TWICE_SCRIPT = """
+import mjfast
+first_env = mjfast.MujocoEnv({model!r})
+other_env = mjfast.MujocoEnv({model!r})
+first_env.start(None)
+first = first_env.launch_viewer()
+for env in (first_env, other_env):  # GLFW is process-wide: any env's second viewer is refused
+    try:
+        env.launch_viewer()
+    except mjfast.LogicError as error:
+        print("refused:", error, flush=True)
+assert first.is_running()
+first.close()
+second = other_env.launch_viewer()  # the first has ended: a new one opens
+assert second.is_running()
+try:
+    first_env.launch_viewer()
+except mjfast.LogicError:
+    print("refused again", flush=True)
+other_env.close()  # closing its env ends the viewer ...
+assert second.wait(10)
+third = first_env.launch_viewer()  # ... and frees the window too
+third.close()
+first_env.close()
+print("ok", flush=True)
+"""
+
+
+def test_a_second_viewer_is_refused_while_one_is_open(display: str, tmp_path: Path) -> None:
+    """MuJoCo's passive viewer crashes the process (SIGSEGV in launch_passive) when a second
+    window opens while one is open: mjfast refuses the second with LogicError."""
+    model = tmp_path / "scene.xml"
+    model.write_text(SCENE_XML)
+    child = start_python(TWICE_SCRIPT.format(model=str(model)), env={"DISPLAY": display})
+    out, err = finish_python(child, timeout=90)
+    assert child.returncode == 0, f"exit {child.returncode}: {err}"
+    message = ("refused: a viewer is already open in this process (MuJoCo's viewer runs one "
+               "window per process): close it first (viewer.close(), or close its window)")
+    assert out.splitlines() == [message, message, "refused again", "ok"]
