@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import mjfast
-from support import finish_python, start_python, wait_for
+from support import finish_python, run_cli, start_python, wait_for
 
 TOOLS = ("Xvfb", "xdotool", "xwd")
 SCREEN = (1024, 768)
@@ -243,6 +244,7 @@ def test_view_shows_the_scene_and_the_plugins_render_geometry(display: str,
     assert child.returncode == 0, err
     assert "environment" in out and "test/Marker" in out
     assert "render_callback" in out  # dispatched by the viewer, counted in the statistics
+    assert "(simulated / running time)" in out  # paused time is not running time
 
 
 KEYS_SCRIPT = """
@@ -373,3 +375,50 @@ def test_a_second_viewer_is_refused_while_one_is_open(display: str, tmp_path: Pa
     message = ("refused: a viewer is already open in this process (MuJoCo's viewer runs one "
                "window per process): close it first (viewer.close(), or close its window)")
     assert out.splitlines() == [message, message, "refused again", "ok"]
+
+
+class _PausingWindow:
+    """Stands in for the viewer's window in `mjfast view`: lets the paced run reach 0.3 s of
+    simulated time, pauses it (as Space does), then is closed after PAUSED_S of wall time."""
+
+    PAUSED_S = 1.2
+
+    def __init__(self, env: mjfast.MujocoEnv) -> None:
+        self.env = env
+        self.paused_at: float | None = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self.paused_at is None:
+            assert wait_for(lambda: self.env.data.time >= 0.3, timeout=30)
+            self.env.pause()
+            self.paused_at = time.monotonic()
+            return False
+        time.sleep(timeout or 0.0)  # paused time passing: what the figure must leave out
+        return time.monotonic() - self.paused_at >= self.PAUSED_S
+
+    def close(self) -> None:
+        pass
+
+
+def test_view_statistics_leave_paused_time_out_of_the_real_time_factor(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfast import viewer
+
+    model = tmp_path / "scene.xml"
+    model.write_text(SCENE_XML)
+    monkeypatch.setattr(viewer, "check_display", lambda: None)
+    monkeypatch.setattr(mjfast.MujocoEnv, "launch_viewer", lambda env, **_: _PausingWindow(env))
+    code, out, err = run_cli(capsys, "view", str(model), "--realtime", "1")
+
+    assert code == 0, err
+    figures = {line[:24].strip(): line[24:].strip() for line in out.splitlines()
+               if line.startswith("  ")}
+    # Paced at 1.0 while it ran: about 1, not 0.3 s over the ~1.5 s of the whole run (0.2).
+    factor = float(figures["real-time factor"].split("x")[0])
+    assert 0.7 < factor < 1.3, out
+    wall_s = float(figures["wall time"].split()[0])
+    running_s = float(figures["running time"].split()[0])
+    assert wall_s >= _PausingWindow.PAUSED_S + 0.3
+    assert running_s < wall_s - _PausingWindow.PAUSED_S + 0.1
+    assert figures["real-time factor"].endswith("(simulated / running time)")
