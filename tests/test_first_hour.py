@@ -409,12 +409,12 @@ def test_new_plugin_refuses_names_that_clash_and_writes_nothing(
 def test_new_plugin_prints_a_pip_command_for_the_local_directory(
         capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # `pip install my_robot` would ask the package index; `./my_robot` is the directory.
+    # `pip install hour_local` would ask the package index; `./hour_local` is the directory.
     monkeypatch.chdir(tmp_path)
-    code, out, _ = run_cli(capsys, "new-plugin", "my_robot", "--python")
+    code, out, _ = run_cli(capsys, "new-plugin", "hour_local", "--python")
     assert code == 0
-    assert "  pip install ./my_robot\n" in out
-    assert "  mjfast run MODEL.xml --params ./my_robot/params.yaml\n" in out
+    assert "  pip install ./hour_local\n" in out
+    assert "  mjfast run MODEL.xml --params ./hour_local/params.yaml\n" in out
     (tmp_path / "in dir").mkdir()
     code, out, _ = run_cli(capsys, "new-plugin", "spaced", "--python", "--dir", "in dir")
     assert code == 0 and "  pip install './in dir/spaced'\n" in out
