@@ -197,6 +197,17 @@ def test_launch_viewer_without_a_display_raises(monkeypatch: pytest.MonkeyPatch)
         env.launch_viewer()
 
 
+@pytest.mark.parametrize("rate_hz", [0, -1.0, float("nan"), float("inf"), "60", True, None])
+def test_launch_viewer_refuses_a_bad_rate(monkeypatch: pytest.MonkeyPatch, rate_hz: Any) -> None:
+    # inf would sync the window without a pause, holding stepping at every turn.
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with mjfast.MujocoEnv(SCENE_XML) as env, pytest.raises(
+            ValueError, match="rate_hz must be a finite positive number of frames per second, "
+                              "got "):
+        env.launch_viewer(rate_hz=rate_hz)
+
+
 # -- mjfast view under Xvfb -----------------------------------------------------------------------
 
 VIEW_SCRIPT = """

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
+import numbers
 import os
 import queue
 import threading
@@ -85,8 +87,11 @@ class Viewer:
 
     def __init__(self, env: Any, *, rate_hz: float = DEFAULT_RATE_HZ,
                  show_ui: bool = False) -> None:
-        if not rate_hz > 0:
-            raise ValueError(f"rate_hz must be a positive number, got {rate_hz!r}")
+        if (isinstance(rate_hz, bool) or not isinstance(rate_hz, numbers.Real)
+                or not math.isfinite(rate_hz) or not rate_hz > 0):
+            # inf would sync without pause, holding stepping at every turn
+            raise ValueError(f"rate_hz must be a finite positive number of frames per second, "
+                             f"got {rate_hz!r}")
         check_display()
         self._passive = _passive_viewer()
         self._env = env
