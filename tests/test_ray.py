@@ -293,6 +293,13 @@ def test_recorded_messages_that_cannot_be_copied_are_counted_and_the_error(
     assert result["statistics"] is not None and result["time"] == pytest.approx(0.02)
 
 
+def test_a_topic_listed_twice_is_recorded_once() -> None:
+    job = {"model": ARM_PATH, "params": demo_params(600.0, with_heartbeat=True), "steps": 600,
+           "record": ["beat/heartbeat", "beat/heartbeat"]}
+    result = mjray._run_job(mjray._checked_job(0, job))
+    assert [m["count"] for m in result["messages"]["beat/heartbeat"]] == [1]
+
+
 def test_run_many_refuses_a_non_boolean_allow_plugin_failures() -> None:
     with pytest.raises(ValueError, match="jobs\\[0\\]: allow_plugin_failures must be true or "
                                          "false, got 'yes'"):

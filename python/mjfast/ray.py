@@ -275,8 +275,9 @@ def _run_job(job: Mapping[str, Any]) -> dict[str, Any]:
             raise PluginError("; ".join(failed))  # before any step: the job is misconfigured
         recorders: dict[str, _Recorder] = {}
         for topic in job.get("record", ()):
-            recorder = recorders.setdefault(topic, _Recorder())
-            env.bus.subscribe(_bus_name(topic, env.namespace), recorder)
+            if topic not in recorders:  # a topic listed twice is recorded once
+                recorders[topic] = _Recorder()
+                env.bus.subscribe(_bus_name(topic, env.namespace), recorders[topic])
         if "steps" in job:
             steps = int(job["steps"])
         else:
