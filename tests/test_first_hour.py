@@ -406,6 +406,26 @@ def test_new_plugin_refuses_names_that_clash_and_writes_nothing(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_new_plugin_that_cannot_write_leaves_nothing_behind(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    write_text = Path.write_text
+    calls = []
+
+    def full_disk_on_the_third_file(path: Path, *args: Any, **kwargs: Any) -> int:
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk_on_the_third_file)
+    code, out, err = run_cli(capsys, "new-plugin", "hour_full", "--native", "--dir",
+                             str(tmp_path))
+    assert code == 1 and out == ""
+    assert err.startswith("mjfast: error: cannot write the package: ") and "No space" in err
+    assert len(calls) == 3 and list(tmp_path.iterdir()) == []
+
+
 def test_new_plugin_prints_a_pip_command_for_the_local_directory(
         capsys: pytest.CaptureFixture[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

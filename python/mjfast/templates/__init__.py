@@ -15,7 +15,9 @@ import importlib.util
 import keyword
 import re
 import shlex
+import shutil
 import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
@@ -181,13 +183,24 @@ def write_plugin_package(name: str, kind: str, directory: Path,
     check_package_name_is_free(name)
     values = {"name": name, "cls": cls, "type": f"{name}/{cls}",
               "dist": name.replace("_", "-")}
-    written = []
-    for relative, text in _FILES[kind].items():
-        path = root / Template(relative).substitute(values)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(Template(text).substitute(values))
-        written.append(path)
-    return WrittenPackage(root, values["type"], kind, tuple(written))
+    # Written beside it, then renamed into place: a write that fails (a full disk, a
+    # permission) leaves no half package behind.
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / f".{name}-{uuid.uuid4().hex[:12]}.partial"
+    staging.mkdir()
+    try:
+        relatives = []
+        for relative, text in _FILES[kind].items():
+            relative = Template(relative).substitute(values)
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(Template(text).substitute(values))
+            relatives.append(relative)
+        staging.rename(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return WrittenPackage(root, values["type"], kind, tuple(root / r for r in relatives))
 
 
 _PARAMS = """\
