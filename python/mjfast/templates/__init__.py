@@ -114,8 +114,9 @@ def check_package_name_is_free(name: str) -> None:
                          f"name")
     wanted = _normalised(name)
     for distribution in importlib.metadata.distributions():
-        installed = distribution.metadata["Name"] or ""
-        if _normalised(installed) == wanted:
+        metadata = distribution.metadata  # None or empty for a broken installation
+        installed = (metadata.get("Name") if metadata is not None else None) or ""
+        if installed and _normalised(installed) == wanted:
             raise ValueError(f"{where}: the distribution {installed} {distribution.version} is "
                              f"already installed; `pip install` of the new package would "
                              f"replace it: choose another name")
