@@ -234,8 +234,17 @@ class _FailsAtStep(mjfast.MujocoPlugin):
             raise RuntimeError("broke at 10 ms")
 
 
+class _CopiesButDoesNotPickle:
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError("this object does not pickle")
+
+
 class _Unpicklable(mjfast.MujocoPlugin):
-    """Publishes on `~odd` a message that cannot be pickled every other step, a plain one else."""
+    """Publishes on `~odd`, at odd steps, a message that cannot be copied (a lock) or that copies
+    but does not pickle, in turn; a plain one at even steps."""
 
     def load(self, model: Any, data: Any) -> bool:
         self.steps = 0
@@ -243,8 +252,8 @@ class _Unpicklable(mjfast.MujocoPlugin):
 
     def control_callback(self, model: Any, data: Any) -> None:
         self.steps += 1
-        lock = threading.Lock() if self.steps % 2 else None
-        self.node.publish("~odd", {"step": self.steps, "lock": lock})
+        odd = {1: threading.Lock(), 3: _CopiesButDoesNotPickle()}.get(self.steps % 4)
+        self.node.publish("~odd", {"step": self.steps, "odd": odd, "data": np.arange(3.0)})
 
 
 def run_job_here(register: Callable[..., str], job: dict[str, Any]) -> dict[str, Any]:
@@ -282,15 +291,15 @@ def test_a_job_that_allows_plugin_failures_runs_past_a_stepping_failure(
 def test_recorded_messages_that_cannot_be_copied_are_counted_and_the_error(
         register: Callable[..., str]) -> None:
     params = {"MujocoPlugins": [{"type": "t/Unpicklable", "name": "u"}]}
-    result = run_job_here(register, {"model": BOX_XML, "params": params, "steps": 10,
+    result = run_job_here(register, {"model": BOX_XML, "params": params, "steps": 12,
                                         "record": ["u/odd"]})
-    assert [m["step"] for m in result["messages"]["u/odd"]] == [2, 4, 6, 8, 10]
+    assert [m["step"] for m in result["messages"]["u/odd"]] == [2, 4, 6, 8, 10, 12]
     lost = result["messages_lost"]
-    assert list(lost) == ["u/odd"] and lost["u/odd"]["count"] == 5
-    assert "lock" in lost["u/odd"]["error"]
-    assert result["error"] == (f"RecordError: 5 message(s) on 'u/odd' could not be copied "
+    assert list(lost) == ["u/odd"] and lost["u/odd"]["count"] == 6  # 3 locks, 3 unpicklables
+    assert "lock" in lost["u/odd"]["error"]  # the first
+    assert result["error"] == (f"RecordError: 6 message(s) on 'u/odd' could not be copied "
                                f"({lost['u/odd']['error']})")
-    assert result["statistics"] is not None and result["time"] == pytest.approx(0.02)
+    assert result["statistics"] is not None and result["time"] == pytest.approx(0.024)
 
 
 def test_a_topic_listed_twice_is_recorded_once() -> None:

@@ -226,9 +226,9 @@ def _fresh(error: BaseException) -> BaseException:
 
 
 class _Recorder:
-    """The messages of one recorded topic, each copied as Ray will ship it (pickled and read
-    back: a publisher may reuse and mutate the object it sent); a message that cannot be copied
-    is counted with the first error, never dropped silently."""
+    """The messages of one recorded topic, each a copy (a publisher may reuse and mutate the
+    object it sent). A message that cannot be copied, or cannot be pickled as Ray must to ship
+    it, is counted with the first error, never dropped silently."""
 
     def __init__(self) -> None:
         self.messages: list[Any] = []
@@ -237,11 +237,41 @@ class _Recorder:
 
     def __call__(self, message: Any) -> None:
         try:
-            self.messages.append(_pickle.loads(_pickle.dumps(message, protocol=5)))
-        except Exception as error:  # not picklable: it could not reach the caller either
-            self.lost += 1
-            if not self.first_error:
-                self.first_error = f"{type(error).__name__}: {error}"
+            self.messages.append(copy.deepcopy(message))
+        except Exception as error:
+            self._lose(error)
+
+    def _lose(self, error: BaseException) -> None:
+        self.lost += 1
+        if not self.first_error:
+            self.first_error = f"{type(error).__name__}: {error}"
+
+    def shippable(self) -> list[Any]:
+        """The messages that pickle; the others are counted as lost. One pickling pass with
+        arrays out of band (not copied) when all do, as almost always."""
+        if _pickles(self.messages):
+            return self.messages
+        kept = []
+        for message in self.messages:
+            try:
+                _pickle.dumps(message, protocol=5, buffer_callback=_out_of_band)
+            except Exception as error:
+                self._lose(error)
+            else:
+                kept.append(message)
+        return kept
+
+
+def _out_of_band(_buffer: Any) -> bool:
+    return False  # a buffer (an array's data) left out of the pickle: checked, not copied
+
+
+def _pickles(value: Any) -> bool:
+    try:
+        _pickle.dumps(value, protocol=5, buffer_callback=_out_of_band)
+    except Exception:
+        return False
+    return True
 
 
 def _plugin_failures(env: Any, phases: frozenset[str] | None = None) -> list[str]:
@@ -294,12 +324,12 @@ def _run_job(job: Mapping[str, Any]) -> dict[str, Any]:
                         raise  # no step was made: going on would not get any further
         else:
             env.step(steps)
+        messages = {topic: recorder.shippable() for topic, recorder in recorders.items()}
         lost = {topic: {"count": recorder.lost, "error": recorder.first_error}
                 for topic, recorder in recorders.items() if recorder.lost}
         result = {"statistics": _jsonable(env.statistics()), "qpos": env.data.qpos.copy(),
                   "qvel": env.data.qvel.copy(), "time": float(env.data.time),
-                  "messages": {topic: recorder.messages for topic, recorder in recorders.items()},
-                  "messages_lost": lost, "error": None}
+                  "messages": messages, "messages_lost": lost, "error": None}
         if lost:
             result["error"] = "RecordError: " + "; ".join(
                 f"{entry['count']} message(s) on {topic!r} could not be copied ({entry['error']})"
@@ -408,18 +438,18 @@ def run_many(jobs: Iterable[Mapping[str, Any]], *, num_cpus_per_job: float = 1,
     A job is a dict: `model` (a path, an MJCF string or bytes), `params` (a dict or YAML text),
     `steps` or `duration` (simulated seconds, rounded to whole steps of the model's timestep),
     `record` (topic names whose messages to keep; relative names are in the env's namespace),
-    `namespace` (default `/mujoco_server`), `allow_plugin_failures` (default False: a plugin that
-    fails to load fails the job, `"PluginError: plugin 'NAME' (TYPE) failed to load, in PHASE:
-    ..."`, before it steps, and one failing while stepping fails it too; True: the job runs on
-    without that plugin, which its statistics show as FAILED). Returns one dict per job, in
-    order: `statistics`, `qpos`, `qvel`, `time`, `messages` (topic -> list of messages),
-    `messages_lost` (topic -> `{"count", "error"}` for recorded messages that could not be copied,
-    i.e. pickled, as Ray must; empty when none) and `error` (None, or `"TypeName: message"` for a
-    job that failed; its other keys are then None). A job that lost recorded messages keeps its
-    figures and what was recorded, and its error is `"RecordError: N message(s) on 'TOPIC' could
-    not be copied (...)"`. A failed job does not stop the others. Malformed jobs raise before
-    anything runs. `num_cpus_per_job` is the resource Ray reserves for each job; `progress`
-    shows a bar (default: when stderr is a terminal).
+    `namespace` (default `/mujoco_server`), `allow_plugin_failures` (default False: a plugin
+    that fails to load fails the job, `"PluginError: plugin 'NAME' (TYPE) failed to load, in
+    PHASE: ..."`, before it steps, and one failing while stepping fails it too; True: the job
+    runs on without that plugin, which its statistics show as FAILED). Returns one dict per
+    job, in order: `statistics`, `qpos`, `qvel`, `time`, `messages` (topic -> list of
+    messages), `messages_lost` (topic -> `{"count", "error"}` for recorded messages that could
+    not be copied or pickled, as Ray must to ship them; empty when none) and `error` (None, or
+    `"TypeName: message"` for a job that failed; its other keys are then None). A job that lost
+    recorded messages keeps its figures and what was recorded, and its error is `"RecordError:
+    N message(s) on 'TOPIC' could not be copied (...)"`. A failed job does not stop the others.
+    Malformed jobs raise before anything runs. `num_cpus_per_job` is the resource Ray reserves
+    for each job; `progress` shows a bar (default: when stderr is a terminal).
     """
     checked = [_checked_job(index, job) for index, job in enumerate(jobs)]
     if (isinstance(num_cpus_per_job, bool) or not isinstance(num_cpus_per_job, (int, float))
