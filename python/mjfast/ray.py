@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import pickle
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -253,12 +254,13 @@ class _Recorder:
             return self.messages
         kept = []
         for message in self.messages:
+            if _pickles(message):
+                kept.append(message)
+                continue
             try:
                 _pickle.dumps(message, protocol=5, buffer_callback=_out_of_band)
-            except Exception as error:
+            except Exception as error:  # why, for the result
                 self._lose(error)
-            else:
-                kept.append(message)
         return kept
 
 
@@ -267,11 +269,15 @@ def _out_of_band(_buffer: Any) -> bool:
 
 
 def _pickles(value: Any) -> bool:
-    try:
-        _pickle.dumps(value, protocol=5, buffer_callback=_out_of_band)
-    except Exception:
-        return False
-    return True
+    """Whether Ray can pickle `value`: the C pickler first (fast), then cloudpickle, which Ray
+    uses and which also pickles what the former cannot (lambdas, classes defined in functions)."""
+    for dumps in (pickle.dumps, _pickle.dumps):
+        try:
+            dumps(value, protocol=5, buffer_callback=_out_of_band)
+        except Exception:
+            continue
+        return True
+    return False
 
 
 def _plugin_failures(env: Any, phases: frozenset[str] | None = None) -> list[str]:
