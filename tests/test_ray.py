@@ -255,7 +255,7 @@ class _Unpicklable(mjfast.MujocoPlugin):
         odd = {1: threading.Lock(), 3: _CopiesButDoesNotPickle()}.get(self.steps % 4)
         # A lambda: Ray's cloudpickle ships it (the C pickler does not); never counted as lost.
         self.node.publish("~odd", {"step": self.steps, "odd": odd, "data": np.arange(3.0),
-                                   "fn": lambda: self.steps})
+                                   "fn": lambda: 0})
 
 
 def run_job_here(register: Callable[..., str], job: dict[str, Any]) -> dict[str, Any]:
