@@ -374,15 +374,91 @@ def test_new_plugin_refuses_bad_names_and_existing_directories(
     assert code == 2 and "one of the arguments --python --native is required" in err
 
 
+@pytest.mark.parametrize(("args", "reason"), [
+    # Installed or standard modules: the package would replace them or be shadowed by them.
+    (["mjfast", "--python"], "a module of that name is already importable here ("),
+    (["mujoco", "--native"], "a module of that name is already importable here ("),
+    (["numpy", "--python"], "a module of that name is already importable here ("),
+    (["json", "--python"], "a module of Python's standard library has that name"),
+    (["pyyaml", "--python"], "the distribution PyYAML "),  # installed; imported as yaml
+    # Names pip refuses as a distribution name (-x, x-).
+    (["_robot", "--python"], "expected a lower-case Python identifier such as my_robot"),
+    (["robot_", "--native"], "expected a lower-case Python identifier such as my_robot"),
+    # C++ that would not compile.
+    (["robot", "--native", "--class", "delete"], "a C++ keyword or reserved word"),
+    (["robot", "--native", "--class", "Plugin"], "the plugin SDK's class mjfast::Plugin has"),
+    (["robot", "--native", "--class", "mjData"], "names beginning with 'mj' or 'MJ' are MuJoCo's"),
+    (["robot", "--native", "--class", "EOF"], "an all-capital name may be a macro"),
+    (["robot", "--native", "--class", "load"], "must begin with an upper-case letter"),
+    (["robot", "--native", "--class", "My__Robot"], "reserved in C++"),
+    (["robot", "--native", "--class", "Robot-1"], "expected an identifier"),
+    (["robot", "--native", "--class", "Rob\u00f6t"], "expected an identifier"),
+    # Python that would break the generated module.
+    (["robot", "--python", "--class", "float"], "the generated module uses the name 'float'"),
+    (["robot", "--python", "--class", "class"], "a Python keyword"),
+])
+def test_new_plugin_refuses_names_that_clash_and_writes_nothing(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, args: list[str], reason: str) -> None:
+    code, out, err = run_cli(capsys, "new-plugin", *args, "--dir", str(tmp_path))
+    assert code == 1 and out == "", err
+    assert err.startswith("mjfast: error: plugin ") and err.count("\n") == 1, err
+    assert reason in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_plugin_that_cannot_write_leaves_nothing_behind(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    write_text = Path.write_text
+    calls = []
+
+    def full_disk_on_the_third_file(path: Path, *args: Any, **kwargs: Any) -> int:
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full_disk_on_the_third_file)
+    code, out, err = run_cli(capsys, "new-plugin", "hour_full", "--native", "--dir",
+                             str(tmp_path))
+    assert code == 1 and out == ""
+    assert err.startswith("mjfast: error: cannot write the package: ") and "No space" in err
+    assert len(calls) == 3 and list(tmp_path.iterdir()) == []
+
+
+def test_new_plugin_prints_a_pip_command_for_the_local_directory(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pip install hour_local` would ask the package index; `./hour_local` is the directory.
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(capsys, "new-plugin", "hour_local", "--python")
+    assert code == 0
+    assert "  pip install ./hour_local\n" in out
+    assert "  mjfast run MODEL.xml --params ./hour_local/params.yaml\n" in out
+    (tmp_path / "in dir").mkdir()
+    code, out, _ = run_cli(capsys, "new-plugin", "spaced", "--python", "--dir", "in dir")
+    assert code == 0 and "  pip install './in dir/spaced'\n" in out
+
+
 @pytest.mark.slow_build
-@pytest.mark.parametrize("kind", ["python", "native"])
+@pytest.mark.parametrize(("kind", "name", "cls"), [
+    ("python", "hour_python", None),
+    ("native", "hour_native", None),
+    # Odd but good: a digit, a double underscore (distribution hour9--odd), a class named like
+    # a callback but capitalised, and a C++ contextual keyword's capitalised form.
+    ("native", "hour9__odd", "Control_"),
+    ("native", "hour_final", "Final"),
+])
 def test_a_new_plugin_package_installs_with_one_pip_command(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path, arm_file: Path, kind: str) -> None:
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, arm_file: Path, kind: str,
+        name: str, cls: str | None) -> None:
     """Takes some seconds: `mjfast new-plugin`, then the documented `pip install ./NAME` (with
     pip's build isolation, which must not need mjfast from an index), then discovery and a run.
     --target and --no-deps keep the test's own environment untouched."""
-    name = f"hour_{kind}"
-    code, out, _ = run_cli(capsys, "new-plugin", name, f"--{kind}", "--dir", str(tmp_path))
+    cls = cls or f"Hour{kind.title()}"
+    extra = [] if cls == f"Hour{kind.title()}" else ["--class", cls]
+    code, out, _ = run_cli(capsys, "new-plugin", name, f"--{kind}", "--dir", str(tmp_path),
+                           *extra)
     assert code == 0 and f"pip install {tmp_path / name}" in out
     site = tmp_path / "site"
     build_path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -395,7 +471,7 @@ def test_a_new_plugin_package_installs_with_one_pip_command(
     listing = subprocess.run([sys.executable, "-m", "mjfast", "plugins"], capture_output=True,
                              text=True, env=env, timeout=120)
     kinds = {"python": "Python MujocoPlugin", "native": "native"}
-    assert f"{name}/Hour{kind.title()}" in listing.stdout
+    assert f"{name}/{cls}" in listing.stdout
     row = next(line for line in listing.stdout.splitlines() if line.startswith(f"{name}/"))
     assert kinds[kind] in row and f"{name.replace('_', '-')} 0.1.0" in row, row
     run = subprocess.run(
@@ -403,7 +479,7 @@ def test_a_new_plugin_package_installs_with_one_pip_command(
          str(tmp_path / name / "params.yaml"), "--steps", "20", "--no-progress", "--strict"],
         capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert [name, f"{name}/Hour{kind.title()}", "ACTIVE"] in \
+    assert [name, f"{name}/{cls}", "ACTIVE"] in \
         [line.split()[:3] for line in run.stdout.splitlines()]
 
 

@@ -11,7 +11,8 @@ import copy
 import csv
 import json
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from importlib.resources import files
 from typing import Any
 
@@ -197,6 +198,125 @@ def test_run_many_carries_each_failure_and_runs_the_other_jobs() -> None:
     assert results[4]["time"] == pytest.approx(0.02)
 
 
+def test_run_many_a_plugin_that_fails_to_load_is_the_jobs_error() -> None:
+    params = {"mujoco_server": {"MujocoPlugins": [
+        {"type": "mjfast/PoseHoldPD", "name": "hold", "kp": "abc"},
+        {"type": "mjfast/HeartbeatPublisher", "name": "beat"}]}}
+    strict, allowed = mjray.run_many([
+        {"model": ARM_PATH, "params": params, "steps": 600},
+        {"model": ARM_PATH, "params": params, "steps": 600, "allow_plugin_failures": True,
+         "record": ["beat/heartbeat"]},
+    ], progress=False)
+
+    assert strict["error"] == (
+        "PluginError: plugin 'hold' (mjfast/PoseHoldPD) failed to load, in factory: "
+        "ConfigError: configuration key 'kp' must be a number, got 'abc' (str)")
+    assert all(strict[key] is None for key in ("statistics", "qpos", "qvel", "time"))
+    # allow_plugin_failures: the job runs without it, and its statistics say why.
+    assert allowed["error"] is None and allowed["messages_lost"] == {}
+    assert allowed["time"] == pytest.approx(1.2)
+    states = {p["name"]: p["state"] for p in allowed["statistics"]["plugins"]}
+    assert states == {"hold": "FAILED", "beat": "ACTIVE"}
+    assert [m["count"] for m in allowed["messages"]["beat/heartbeat"]] == [1]
+
+
+class _FailsToLoad(mjfast.MujocoPlugin):
+    def load(self, model: Any, data: Any) -> bool:
+        return False
+
+
+class _FailsAtStep(mjfast.MujocoPlugin):
+    def load(self, model: Any, data: Any) -> bool:
+        return True
+
+    def control_callback(self, model: Any, data: Any) -> None:
+        if data.time > 0.0099:
+            raise RuntimeError("broke at 10 ms")
+
+
+class _CopiesButDoesNotPickle:
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+    def __reduce__(self) -> Any:
+        raise TypeError("this object does not pickle")
+
+
+class _Unpicklable(mjfast.MujocoPlugin):
+    """Publishes on `~odd`, at odd steps, a message that cannot be copied (a lock) or that copies
+    but does not pickle, in turn; a plain one at even steps."""
+
+    def load(self, model: Any, data: Any) -> bool:
+        self.steps = 0
+        return True
+
+    def control_callback(self, model: Any, data: Any) -> None:
+        self.steps += 1
+        odd = {1: threading.Lock(), 3: _CopiesButDoesNotPickle()}.get(self.steps % 4)
+        # A lambda: Ray's cloudpickle ships it (the C pickler does not); never counted as lost.
+        self.node.publish("~odd", {"step": self.steps, "odd": odd, "data": np.arange(3.0),
+                                   "fn": lambda: 0})
+
+
+def run_job_here(register: Callable[..., str], job: dict[str, Any]) -> dict[str, Any]:
+    """mjfast.ray's job body in this process (plugins registered here are not on the workers)."""
+    for name, cls in (("t/FailsToLoad", _FailsToLoad), ("t/FailsAtStep", _FailsAtStep),
+                      ("t/Unpicklable", _Unpicklable)):
+        register(cls, name)
+    return mjray._run_job(mjray._checked_job(0, job))
+
+
+def test_a_job_fails_on_a_plugin_load_failure_unless_allowed(
+        register: Callable[..., str]) -> None:
+    params = {"MujocoPlugins": [{"type": "t/FailsToLoad", "name": "x"}]}
+    with pytest.raises(mjfast.PluginError, match=r"^plugin 'x' \(t/FailsToLoad\) failed to "
+                                                 r"load, in load: "):
+        run_job_here(register, {"model": BOX_XML, "params": params, "steps": 5})
+    result = run_job_here(register, {"model": BOX_XML, "params": params, "steps": 5,
+                                        "allow_plugin_failures": True})
+    assert result["error"] is None and result["time"] == pytest.approx(0.01)
+
+
+def test_a_job_that_allows_plugin_failures_runs_past_a_stepping_failure(
+        register: Callable[..., str]) -> None:
+    params = {"MujocoPlugins": [{"type": "t/FailsAtStep", "name": "x"}]}
+    with pytest.raises(mjfast.PluginError, match="broke at 10 ms"):
+        run_job_here(register, {"model": BOX_XML, "params": params, "steps": 50})
+    result = run_job_here(register, {"model": BOX_XML, "params": params, "steps": 50,
+                                        "allow_plugin_failures": True})
+    assert result["error"] is None
+    assert result["statistics"]["env"]["steps"] == 50
+    assert result["time"] == pytest.approx(0.1)
+    assert [p["state"] for p in result["statistics"]["plugins"]] == ["FAILED"]
+
+
+def test_recorded_messages_that_cannot_be_copied_are_counted_and_the_error(
+        register: Callable[..., str]) -> None:
+    params = {"MujocoPlugins": [{"type": "t/Unpicklable", "name": "u"}]}
+    result = run_job_here(register, {"model": BOX_XML, "params": params, "steps": 12,
+                                        "record": ["u/odd"]})
+    assert [m["step"] for m in result["messages"]["u/odd"]] == [2, 4, 6, 8, 10, 12]
+    lost = result["messages_lost"]
+    assert list(lost) == ["u/odd"] and lost["u/odd"]["count"] == 6  # 3 locks, 3 unpicklables
+    assert "lock" in lost["u/odd"]["error"]  # the first
+    assert result["error"] == (f"RecordError: 6 message(s) on 'u/odd' could not be copied "
+                               f"({lost['u/odd']['error']})")
+    assert result["statistics"] is not None and result["time"] == pytest.approx(0.024)
+
+
+def test_a_topic_listed_twice_is_recorded_once() -> None:
+    job = {"model": ARM_PATH, "params": demo_params(600.0, with_heartbeat=True), "steps": 600,
+           "record": ["beat/heartbeat", "beat/heartbeat"]}
+    result = mjray._run_job(mjray._checked_job(0, job))
+    assert [m["count"] for m in result["messages"]["beat/heartbeat"]] == [1]
+
+
+def test_run_many_refuses_a_non_boolean_allow_plugin_failures() -> None:
+    with pytest.raises(ValueError, match="jobs\\[0\\]: allow_plugin_failures must be true or "
+                                         "false, got 'yes'"):
+        mjray.run_many([{"model": BOX_XML, "steps": 1, "allow_plugin_failures": "yes"}])
+
+
 @pytest.mark.parametrize(("job", "error", "message"), [
     ({"model": BOX_XML, "stpes": 10}, ValueError, "jobs[1]: unknown key 'stpes'; did you mean "
                                                    "'steps'?"),
@@ -347,9 +467,16 @@ def test_env_actor_from_bytes_and_yaml_text_then_closed() -> None:
 def test_env_actor_construction_error_reaches_every_call() -> None:
     actor = mjray.EnvActor.options(num_cpus=0).remote(BOX_XML, "[not, a, mapping]")
     try:
-        for call in (actor.info, actor.step):
-            with pytest.raises(mjfast.ConfigError, match="YAML text holds a list"):
+        tracebacks = []
+        for call in (actor.info, actor.step, actor.info, actor.step, actor.info):
+            with pytest.raises(mjfast.ConfigError, match="YAML text holds a list") as raised:
                 get(call.remote())
+            tracebacks.append(str(raised.value))
+        # A fresh exception each call, chained to the construction's: the same traceback every
+        # time (re-raising one object would grow its traceback by each call's frames).
+        assert len(set(tracebacks)) <= 2  # info's and step's
+        assert tracebacks[0] == tracebacks[2] == tracebacks[4]
+        assert tracebacks[0].count("in _worker_params") == 1
     finally:
         ray.kill(actor)
 

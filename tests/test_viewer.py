@@ -10,6 +10,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 
 import mjfast
-from support import finish_python, start_python, wait_for
+from support import finish_python, run_cli, start_python, wait_for
 
 TOOLS = ("Xvfb", "xdotool", "xwd")
 SCREEN = (1024, 768)
@@ -196,6 +197,17 @@ def test_launch_viewer_without_a_display_raises(monkeypatch: pytest.MonkeyPatch)
         env.launch_viewer()
 
 
+@pytest.mark.parametrize("rate_hz", [0, -1.0, float("nan"), float("inf"), "60", True, None])
+def test_launch_viewer_refuses_a_bad_rate(monkeypatch: pytest.MonkeyPatch, rate_hz: Any) -> None:
+    # inf would sync the window without a pause, holding stepping at every turn.
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    with mjfast.MujocoEnv(SCENE_XML) as env, pytest.raises(
+            ValueError, match="rate_hz must be a finite positive number of frames per second, "
+                              "got "):
+        env.launch_viewer(rate_hz=rate_hz)
+
+
 # -- mjfast view under Xvfb -----------------------------------------------------------------------
 
 VIEW_SCRIPT = """
@@ -243,6 +255,7 @@ def test_view_shows_the_scene_and_the_plugins_render_geometry(display: str,
     assert child.returncode == 0, err
     assert "environment" in out and "test/Marker" in out
     assert "render_callback" in out  # dispatched by the viewer, counted in the statistics
+    assert "(simulated / running time)" in out  # paused time is not running time
 
 
 KEYS_SCRIPT = """
@@ -332,3 +345,94 @@ def test_the_handle_closes_and_the_env_closing_ends_it(display: str, tmp_path: P
     out, err = finish_python(child, timeout=60)
     assert child.returncode == 0, err
     assert out.strip() == "ok"
+
+
+TWICE_SCRIPT = """
+import mjfast
+first_env = mjfast.MujocoEnv({model!r})
+other_env = mjfast.MujocoEnv({model!r})
+first_env.start(None)
+first = first_env.launch_viewer()
+for env in (first_env, other_env):  # GLFW is process-wide: any env's second viewer is refused
+    try:
+        env.launch_viewer()
+    except mjfast.LogicError as error:
+        print("refused:", error, flush=True)
+assert first.is_running()
+first.close()
+second = other_env.launch_viewer()  # the first has ended: a new one opens
+assert second.is_running()
+try:
+    first_env.launch_viewer()
+except mjfast.LogicError:
+    print("refused again", flush=True)
+other_env.close()  # closing its env ends the viewer ...
+assert second.wait(10)
+third = first_env.launch_viewer()  # ... and frees the window too
+third.close()
+first_env.close()
+print("ok", flush=True)
+"""
+
+
+def test_a_second_viewer_is_refused_while_one_is_open(display: str, tmp_path: Path) -> None:
+    """MuJoCo's passive viewer crashes the process (SIGSEGV in launch_passive) when a second
+    window opens while one is open: mjfast refuses the second with LogicError."""
+    model = tmp_path / "scene.xml"
+    model.write_text(SCENE_XML)
+    child = start_python(TWICE_SCRIPT.format(model=str(model)), env={"DISPLAY": display})
+    out, err = finish_python(child, timeout=90)
+    assert child.returncode == 0, f"exit {child.returncode}: {err}"
+    message = ("refused: a viewer is already open in this process (MuJoCo's viewer runs one "
+               "window per process): close it first (viewer.close(), or close its window)")
+    assert out.splitlines() == [message, message, "refused again", "ok"]
+
+
+class _PausingWindow:
+    """Stands in for the viewer's window in `mjfast view`: lets the paced run reach 0.3 s of
+    simulated time, pauses it (as Space does), then is closed after PAUSED_S of wall time."""
+
+    PAUSED_S = 2.0
+
+    def __init__(self, env: mjfast.MujocoEnv) -> None:
+        self.env = env
+        self.paused_at: float | None = None
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self.paused_at is None:
+            assert wait_for(lambda: self.env.data.time >= 0.3, timeout=30)
+            self.env.pause()
+            self.paused_at = time.monotonic()
+            return False
+        time.sleep(timeout or 0.0)  # paused time passing: what the figure must leave out
+        return time.monotonic() - self.paused_at >= self.PAUSED_S
+
+    def close(self) -> None:
+        pass
+
+
+def test_view_statistics_leave_paused_time_out_of_the_real_time_factor(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfast import viewer
+
+    model = tmp_path / "scene.xml"
+    model.write_text(SCENE_XML)
+    monkeypatch.setattr(viewer, "check_display", lambda: None)
+    monkeypatch.setattr(mjfast.MujocoEnv, "launch_viewer", lambda env, **_: _PausingWindow(env))
+    code, out, err = run_cli(capsys, "view", str(model), "--realtime", "1")
+
+    assert code == 0, err
+    figures = {line[:24].strip(): line[24:].strip() for line in out.splitlines()
+               if line.startswith("  ")}
+    # Simulated time over the time it ran (about 1, paced at 1.0), not over the whole run's
+    # wall time, which holds the pause (about 0.3 s / 2.3 s).
+    simulated_s = float(figures["simulated time"].split()[0])
+    wall_s = float(figures["wall time"].split()[0])
+    running_s = float(figures["running time"].split()[0])
+    factor = float(figures["real-time factor"].split("x")[0])
+    assert simulated_s >= 0.3 and wall_s >= _PausingWindow.PAUSED_S + 0.3, out
+    assert running_s <= wall_s - _PausingWindow.PAUSED_S + 0.3, out  # the pause is left out
+    assert factor == pytest.approx(simulated_s / running_s, abs=0.06), out
+    assert factor > 1.5 * simulated_s / wall_s, out
+    assert figures["real-time factor"].endswith("(simulated / running time)")

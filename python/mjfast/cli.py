@@ -527,18 +527,26 @@ def _missing_plugins_hint(env: Any, params: Path) -> str | None:
 # -- the statistics table -----------------------------------------------------------------------
 
 
-def format_statistics(stats: dict[str, Any], wall_s: float | None = None) -> str:
+def format_statistics(stats: dict[str, Any], wall_s: float | None = None, *,
+                      running_s: float | None = None) -> str:
     """`env.statistics()` as the table the CLI prints (mjfast.format_statistics)."""
     from mjfast.stats_table import format_statistics as format_
 
-    return format_(stats, wall_s)
+    return format_(stats, wall_s, running_s=running_s)
 
 
-def _print_statistics(env: Any, wall_s: float, out: TextIO) -> None:
+def _print_statistics(env: Any, wall_s: float, out: TextIO, *,
+                      pauses_excluded: bool = False) -> None:
     """The statistics table of a run that took `wall_s`, with the real-time factor of the whole
     run: a paced run waits between its steps, which the env's own figure (time spent stepping)
-    leaves out."""
+    leaves out. `pauses_excluded` (a run that could be paused, `mjfast view`): the env's own
+    figure instead, simulated time over the time its physics thread ran (pacing waits included,
+    pauses excluded), with that running time."""
     stats = env.statistics()
+    if pauses_excluded:
+        out.write(format_statistics(stats, wall_s, running_s=stats["env"]["elapsed_wall_s"])
+                  + "\n")
+        return
     if wall_s > 0:
         stats["env"]["realtime_factor"] = stats["env"]["simulated_s"] / wall_s
     out.write(format_statistics(stats, wall_s) + "\n")
@@ -668,7 +676,8 @@ def _view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             err.write("\nmjfast: interrupted\n")
             window.close()
         env.stop()
-        _print_statistics(env, time.perf_counter() - started, out)
+        # Time paused from the window (Space) is not running time.
+        _print_statistics(env, time.perf_counter() - started, out, pauses_excluded=True)
     finally:
         env.close()
     return EXIT_INTERRUPTED if interrupted else EXIT_OK

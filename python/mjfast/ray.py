@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import pickle
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,12 +27,16 @@ except ImportError as _error:  # pragma: no cover - exercised only without the e
 
 import numpy as np
 import yaml
+from ray import cloudpickle as _pickle
 
 __all__ = ["DEFAULT_NAMESPACE", "JOB_KEYS", "EnvActor", "run_many"]
 
 DEFAULT_NAMESPACE = "/mujoco_server"
 # What a run_many job may hold: `model` is required, and exactly one of `steps` and `duration`.
-JOB_KEYS = ("model", "params", "steps", "duration", "record", "namespace")
+JOB_KEYS = ("model", "params", "steps", "duration", "record", "namespace",
+            "allow_plugin_failures")
+# The phases of PluginLoadFailure that are failures to load (the others are while stepping).
+_LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
 # The fields of env.control.read(), in the order ControlState has them.
 _CONTROL_FIELDS = ("time", "qpos", "qvel", "act", "qfrc_actuator", "sensordata", "ctrl")
 
@@ -130,7 +135,9 @@ class EnvActor:
 
     def _live(self) -> Any:
         if self._construction_error is not None:
-            raise self._construction_error
+            # A fresh exception each call, chained to the original: re-raising the one object
+            # would add this call's frames to its traceback on every call.
+            raise _fresh(self._construction_error) from self._construction_error
         if self._closed:
             from mjfast.errors import LogicError
 
@@ -204,35 +211,143 @@ class EnvActor:
         self._closed = True
 
 
+def _fresh(error: BaseException) -> BaseException:
+    """A new exception of `error`'s type and arguments (no traceback, cause or context); a
+    RuntimeError with its text where the type cannot be rebuilt from its arguments."""
+    try:
+        fresh = copy.copy(error)
+    except Exception:
+        fresh = None
+    if type(fresh) is not type(error) or fresh is error:
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return fresh
+
+
 # -- run_many ----------------------------------------------------------------------------------
 
 
+class _Recorder:
+    """The messages of one recorded topic, each a copy (a publisher may reuse and mutate the
+    object it sent). A message that cannot be copied, or cannot be pickled as Ray must to ship
+    it, is counted with the first error, never dropped silently."""
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.lost = 0
+        self.first_error = ""
+
+    def __call__(self, message: Any) -> None:
+        try:
+            self.messages.append(copy.deepcopy(message))
+        except Exception as error:
+            self._lose(error)
+
+    def _lose(self, error: BaseException) -> None:
+        self.lost += 1
+        if not self.first_error:
+            self.first_error = f"{type(error).__name__}: {error}"
+
+    def shippable(self) -> list[Any]:
+        """The messages that pickle; the others are counted as lost. One pickling pass with
+        arrays out of band (not copied) when all do, as almost always."""
+        if _pickles(self.messages):
+            return self.messages
+        kept = []
+        for message in self.messages:
+            if _pickles(message):
+                kept.append(message)
+                continue
+            try:
+                _pickle.dumps(message, protocol=5, buffer_callback=_out_of_band)
+            except Exception as error:  # why, for the result
+                self._lose(error)
+        return kept
+
+
+def _out_of_band(_buffer: Any) -> bool:
+    return False  # a buffer (an array's data) left out of the pickle: checked, not copied
+
+
+def _pickles(value: Any) -> bool:
+    """Whether Ray can pickle `value`: the C pickler first (fast), then cloudpickle, which Ray
+    uses and which also pickles what the former cannot (lambdas, classes defined in functions)."""
+    for dumps in (pickle.dumps, _pickle.dumps):
+        try:
+            dumps(value, protocol=5, buffer_callback=_out_of_band)
+        except Exception:
+            continue
+        return True
+    return False
+
+
+def _plugin_failures(env: Any, phases: frozenset[str] | None = None) -> list[str]:
+    """One line per failed plugin, as `mjfast run` words it (in `phases`, or any)."""
+    lines = []
+    for info in env.plugins:
+        failure = info.failure
+        if failure is None or (phases is not None and failure.phase not in phases):
+            continue
+        where = "to load" if failure.phase in _LOAD_PHASES else "while stepping"
+        message = " ".join(str(failure.message).split())
+        lines.append(f"plugin '{info.name}' ({info.type}) failed {where}, in {failure.phase}: "
+                     f"{message}")
+    return lines
+
+
+def _steps_taken(env: Any) -> int:
+    return int(env.statistics()["env"]["steps"])
+
+
 def _run_job(job: Mapping[str, Any]) -> dict[str, Any]:
-    """Runs one checked job on this worker; raises what the env raises."""
+    """Runs one checked job on this worker; raises what the env raises, and PluginError for a
+    plugin that failed unless the job allows plugin failures."""
+    from mjfast.errors import PluginError
+
+    allow_failures = bool(job.get("allow_plugin_failures", False))
     env = _worker_env(job["model"], job.get("params"), job.get("namespace", DEFAULT_NAMESPACE))
     try:
-        messages: dict[str, list[Any]] = {}
+        failed = _plugin_failures(env, _LOAD_PHASES)
+        if failed and not allow_failures:
+            raise PluginError("; ".join(failed))  # before any step: the job is misconfigured
+        recorders: dict[str, _Recorder] = {}
         for topic in job.get("record", ()):
-            received: list[Any] = messages.setdefault(topic, [])
-            # A copy of each message: a publisher may reuse and mutate the object it sent.
-            env.bus.subscribe(_bus_name(topic, env.namespace),
-                              lambda message, received=received: received.append(
-                                  copy.deepcopy(message)))
+            if topic not in recorders:  # a topic listed twice is recorded once
+                recorders[topic] = _Recorder()
+                env.bus.subscribe(_bus_name(topic, env.namespace), recorders[topic])
         if "steps" in job:
             steps = int(job["steps"])
         else:
             steps = round(float(job["duration"]) / float(env.model.opt.timestep))
-        env.step(steps)
-        return {"statistics": _jsonable(env.statistics()), "qpos": env.data.qpos.copy(),
-                "qvel": env.data.qvel.copy(), "time": float(env.data.time),
-                "messages": messages, "error": None}
+        if allow_failures:
+            # A plugin failing while stepping ends that env.step call early; the host dispatches
+            # it no more, so the job goes on with the steps left (as `mjfast run` does).
+            first = _steps_taken(env)
+            while (left := steps - (_steps_taken(env) - first)) > 0:
+                try:
+                    env.step(left)
+                except PluginError:
+                    if steps - (_steps_taken(env) - first) == left:
+                        raise  # no step was made: going on would not get any further
+        else:
+            env.step(steps)
+        messages = {topic: recorder.shippable() for topic, recorder in recorders.items()}
+        lost = {topic: {"count": recorder.lost, "error": recorder.first_error}
+                for topic, recorder in recorders.items() if recorder.lost}
+        result = {"statistics": _jsonable(env.statistics()), "qpos": env.data.qpos.copy(),
+                  "qvel": env.data.qvel.copy(), "time": float(env.data.time),
+                  "messages": messages, "messages_lost": lost, "error": None}
+        if lost:
+            result["error"] = "RecordError: " + "; ".join(
+                f"{entry['count']} message(s) on {topic!r} could not be copied ({entry['error']})"
+                for topic, entry in lost.items())
+        return result
     finally:
         env.close()
 
 
 def _failed(error: BaseException) -> dict[str, Any]:
     return {"statistics": None, "qpos": None, "qvel": None, "time": None, "messages": None,
-            "error": f"{type(error).__name__}: {error}"}
+            "messages_lost": None, "error": f"{type(error).__name__}: {error}"}
 
 
 @ray.remote
@@ -297,6 +412,10 @@ def _checked_job(index: int, job: Any) -> dict[str, Any]:
     namespace = job.get("namespace", DEFAULT_NAMESPACE)
     if not isinstance(namespace, str):
         raise ValueError(f"{where}: namespace must be a str, got {namespace!r}")
+    allow = job.get("allow_plugin_failures", False)
+    if not isinstance(allow, (bool, np.bool_)):
+        raise ValueError(f"{where}: allow_plugin_failures must be true or false, got {allow!r}")
+    checked["allow_plugin_failures"] = bool(allow)
     return checked
 
 
@@ -325,12 +444,18 @@ def run_many(jobs: Iterable[Mapping[str, Any]], *, num_cpus_per_job: float = 1,
     A job is a dict: `model` (a path, an MJCF string or bytes), `params` (a dict or YAML text),
     `steps` or `duration` (simulated seconds, rounded to whole steps of the model's timestep),
     `record` (topic names whose messages to keep; relative names are in the env's namespace),
-    `namespace` (default `/mujoco_server`). Returns one dict per job, in order: `statistics`,
-    `qpos`, `qvel`, `time`, `messages` (topic -> list of messages) and `error` (None, or
-    `"TypeName: message"` for a job that failed; its other keys are then None). A failed job does
-    not stop the others. Malformed jobs raise before anything runs. `num_cpus_per_job` is the
-    resource Ray reserves for each job; `progress` shows a bar (default: when stderr is a
-    terminal).
+    `namespace` (default `/mujoco_server`), `allow_plugin_failures` (default False: a plugin
+    that fails to load fails the job, `"PluginError: plugin 'NAME' (TYPE) failed to load, in
+    PHASE: ..."`, before it steps, and one failing while stepping fails it too; True: the job
+    runs on without that plugin, which its statistics show as FAILED). Returns one dict per
+    job, in order: `statistics`, `qpos`, `qvel`, `time`, `messages` (topic -> list of
+    messages), `messages_lost` (topic -> `{"count", "error"}` for recorded messages that could
+    not be copied or pickled, as Ray must to ship them; empty when none) and `error` (None, or
+    `"TypeName: message"` for a job that failed; its other keys are then None). A job that lost
+    recorded messages keeps its figures and what was recorded, and its error is `"RecordError:
+    N message(s) on 'TOPIC' could not be copied (...)"`. A failed job does not stop the others.
+    Malformed jobs raise before anything runs. `num_cpus_per_job` is the resource Ray reserves
+    for each job; `progress` shows a bar (default: when stderr is a terminal).
     """
     checked = [_checked_job(index, job) for index, job in enumerate(jobs)]
     if (isinstance(num_cpus_per_job, bool) or not isinstance(num_cpus_per_job, (int, float))

@@ -88,11 +88,14 @@ def _warnings(counts: Mapping[str, Any]) -> str:
     return ", ".join(f"{kind} {n:,}" for kind, n in sorted(raised))
 
 
-def format_statistics(stats: Mapping[str, Any], wall_s: float | None = None) -> str:
+def format_statistics(stats: Mapping[str, Any], wall_s: float | None = None, *,
+                      running_s: float | None = None) -> str:
     """`env.statistics()` (or its JSON round trip) as the table `mjfast run` prints.
 
     `wall_s`, the wall time of the whole run, adds a line; the real-time factor shown is the
-    one in `stats` (the CLI replaces it with simulated time over `wall_s`).
+    one in `stats` (the CLI replaces it with simulated time over `wall_s`). `running_s`, the
+    part of it the env ran (pauses excluded), adds a line, and the factor is then said to be
+    over that time (`mjfast view`, whose window pauses the run).
     """
     env = stats["env"]
     sampled = env.get("timing_sample_interval", 1)
@@ -101,8 +104,12 @@ def format_statistics(stats: Mapping[str, Any], wall_s: float | None = None) -> 
              f"  simulated time        {env.get('simulated_s', float('nan')):.3f} s"]
     if wall_s is not None:
         lines.append(f"  wall time             {wall_s:.3f} s")
+    basis = "wall time"
+    if running_s is not None:
+        lines.append(f"  running time          {running_s:.3f} s (pauses excluded)")
+        basis = "running time"
     lines += [f"  mean step time        {_ns(env['mean_step_ns'])} ns",
-              f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / wall time)",
+              f"  real-time factor      {env['realtime_factor']:,.1f}x (simulated / {basis})",
               f"  model generation      {env['model_generation']}",
               f"  plugin generation     {env['plugin_generation']}"]
     if "warnings" in env:

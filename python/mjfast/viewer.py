@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import copy
 import logging
+import math
+import numbers
 import os
 import queue
 import threading
@@ -33,6 +35,31 @@ KEY_BACKSPACE = 259
 _UI_EXIT_TIMEOUT_S = 10.0
 
 _log = logging.getLogger("mjfast.viewer")
+
+# The one viewer window of this process. MuJoCo's passive viewer runs GLFW, which is
+# process-wide: a second `launch_passive` while a window is open crashes the process (bare
+# MuJoCo too), so a second viewer is refused until the first has ended, whatever env it is on.
+_window_lock = threading.Lock()
+_window_owner: Viewer | None = None
+
+
+def _claim_window(viewer: Viewer) -> None:
+    """Makes `viewer` the process's viewer, or LogicError while another one's window is open."""
+    global _window_owner
+    with _window_lock:
+        owner = _window_owner
+        if owner is not None and not (owner._ended.is_set() and owner._window_gone()):
+            raise LogicError(
+                "a viewer is already open in this process (MuJoCo's viewer runs one window per "
+                "process): close it first (viewer.close(), or close its window)")
+        _window_owner = viewer
+
+
+def _release_window(viewer: Viewer) -> None:
+    global _window_owner
+    with _window_lock:
+        if _window_owner is viewer:
+            _window_owner = None
 
 
 class NoDisplayError(RuntimeError):
@@ -60,8 +87,11 @@ class Viewer:
 
     def __init__(self, env: Any, *, rate_hz: float = DEFAULT_RATE_HZ,
                  show_ui: bool = False) -> None:
-        if not rate_hz > 0:
-            raise ValueError(f"rate_hz must be a positive number, got {rate_hz!r}")
+        if (isinstance(rate_hz, bool) or not isinstance(rate_hz, numbers.Real)
+                or not math.isfinite(rate_hz) or not rate_hz > 0):
+            # inf would sync without pause, holding stepping at every turn
+            raise ValueError(f"rate_hz must be a finite positive number of frames per second, "
+                             f"got {rate_hz!r}")
         check_display()
         self._passive = _passive_viewer()
         self._env = env
@@ -73,7 +103,13 @@ class Viewer:
         self.frames = 0  # sync turns done (statistics and tests)
         self._handle: Any = None
         self._ui_thread: threading.Thread | None = None
-        self._open_window()  # on the caller's thread: a failure to open raises from here
+        _claim_window(self)  # LogicError while another viewer's window is open
+        try:
+            self._open_window()  # on the caller's thread: a failure to open raises from here
+        except BaseException:
+            self._close_window()
+            _release_window(self)
+            raise
         self._thread = threading.Thread(target=self._run, name="mjfast-viewer", daemon=True)
         self._thread.start()
 
@@ -142,6 +178,11 @@ class Viewer:
             _log.exception("the viewer stopped on an error")
         finally:
             self._close_window()
+            if self._window_gone():
+                _release_window(self)
+            else:  # stays claimed: _claim_window frees it once the window's thread has ended
+                _log.warning("the viewer's window thread did not end within %.0f s",
+                             _UI_EXIT_TIMEOUT_S)
             self._ended.set()
 
     def _hold_window(self, handle: Any, until: float) -> None:
@@ -161,6 +202,11 @@ class Viewer:
 
     def _window_alive(self) -> bool:
         return self._ui_thread is None or self._ui_thread.is_alive()
+
+    def _window_gone(self) -> bool:
+        """No window of this viewer is open or ending: another may be opened."""
+        return self._handle is None and (self._ui_thread is None
+                                         or not self._ui_thread.is_alive())
 
     def _sync_turn(self, handle: Any) -> str:
         """One frame, with the viewer's mutex held: copy the state and the plugins' geometry in.

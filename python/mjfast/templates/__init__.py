@@ -8,13 +8,21 @@ through that venv's interpreter (see the native CMakeLists.txt).
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
+import importlib.metadata
+import importlib.util
 import keyword
 import re
+import shlex
+import shutil
+import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-__all__ = ["WrittenPackage", "write_plugin_package"]
+__all__ = ["WrittenPackage", "check_class_name", "check_package_name", "write_plugin_package"]
 
 
 @dataclass(frozen=True)
@@ -29,41 +37,171 @@ class WrittenPackage:
             f"wrote {self.kind} plugin package {self.root} (plugin type {self.plugin_type}):",
             *(f"  {path.relative_to(self.root.parent)}" for path in self.files),
             "install it into this environment (then `mjfast plugins` lists it) with:",
-            f"  pip install {self.root}",
+            f"  pip install {_local_path(self.root)}",
             "and try it with:",
-            f"  mjfast run MODEL.xml --params {self.root / 'params.yaml'}",
+            f"  mjfast run MODEL.xml --params {_local_path(self.root / 'params.yaml')}",
         ])
+
+
+def _local_path(path: Path) -> str:
+    """`path` as pip and a shell take it for a local path: `./my_robot`, not `my_robot` (which
+    pip would look up on the package index)."""
+    text = str(path)
+    if not path.is_absolute() and not text.startswith("."):
+        text = f".{'/'}{text}"
+    return shlex.quote(text)
 
 
 def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_") if part)
 
 
+# -- names ------------------------------------------------------------------------------------
+
+# C++20's keywords and alternative tokens (a class cannot be named after one).
+_CPP_KEYWORDS = frozenset((
+    "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break",
+    "case", "catch", "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept",
+    "const", "consteval", "constexpr", "constinit", "const_cast", "continue", "co_await",
+    "co_return", "co_yield", "decltype", "default", "delete", "do", "double", "dynamic_cast",
+    "else", "enum", "explicit", "export", "extern", "false", "float", "for", "friend", "goto",
+    "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+    "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register",
+    "reinterpret_cast", "requires", "return", "short", "signed", "sizeof", "static",
+    "static_assert", "static_cast", "struct", "switch", "template", "this", "thread_local",
+    "throw", "true", "try", "typedef", "typeid", "typename", "union", "unsigned", "using",
+    "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq", "final", "override",
+    "import", "module"
+))
+# The plugin SDK's classes (mjfast::...). A plugin class named Plugin does not compile (its
+# constructor's `Plugin(context)` names itself); the others would read as the SDK's.
+_SDK_CLASSES = frozenset(("Plugin", "PluginContext", "Config", "Camera", "FrameLease",
+                          "HostHandle", "Message"))
+# Names the generated Python plugin module uses itself.
+_PYTHON_TEMPLATE_NAMES = frozenset(("mujoco", "mjfast", "annotations"))
+
+
+def check_package_name(name: str) -> None:
+    """ValueError, with the reason, for a package name `new-plugin` must not use: not a valid
+    import and distribution name, or one that an installed or standard module already has (the
+    new package would replace it or be shadowed by it)."""
+    where = f"plugin package name {name!r}"
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name.endswith("_"):
+        raise ValueError(f"{where}: expected a lower-case Python identifier such as my_robot, "
+                         f"beginning with a letter and not ending with '_' (it is the import "
+                         f"name, the plugin type's package part and, with '-' for '_', the "
+                         f"distribution name)")
+    if keyword.iskeyword(name):
+        raise ValueError(f"{where}: a Python keyword cannot be imported as a package")
+    if name in sys.stdlib_module_names or name in sys.builtin_module_names:
+        raise ValueError(f"{where}: a module of Python's standard library has that name; the "
+                         f"package would be shadowed by it or shadow it: choose another name")
+
+
+def check_package_name_is_free(name: str) -> None:
+    """ValueError, with the reason, when something installed here already has `name`: an
+    importable module, a distribution, or plugin types under `name/`."""
+    where = f"plugin package name {name!r}"
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        spec = None
+    # A directory without __init__.py (a namespace package) shadows no regular package.
+    if spec is not None and not isinstance(spec.loader, importlib.machinery.NamespaceLoader):
+        origin = f" ({spec.origin})" if spec.origin and spec.has_location else ""
+        raise ValueError(f"{where}: a module of that name is already importable here{origin}; "
+                         f"the package would replace it or be shadowed by it: choose another "
+                         f"name")
+    wanted = _normalised(name)
+    for distribution in importlib.metadata.distributions():
+        metadata = distribution.metadata  # None or empty for a broken installation
+        installed = (metadata.get("Name") if metadata is not None else None) or ""
+        if installed and _normalised(installed) == wanted:
+            raise ValueError(f"{where}: the distribution {installed} {distribution.version} is "
+                             f"already installed; `pip install` of the new package would "
+                             f"replace it: choose another name")
+    from mjfast.discovery import available_plugins
+
+    taken = [t for t in available_plugins() if t.split("/", 1)[0] == name]
+    if taken:
+        raise ValueError(f"{where}: plugin types under '{name}/' already exist ({', '.join(taken)}"
+                         f"): choose another name")
+
+
+def _normalised(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def check_class_name(cls: str, kind: str) -> None:
+    """ValueError, with the reason, for a plugin class name that would not compile (native) or
+    would break the generated module (Python)."""
+    where = f"plugin class name {cls!r}"
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cls):
+        raise ValueError(f"{where}: expected an identifier (ASCII letters, digits and "
+                         f"underscores, not beginning with a digit) such as MyRobot")
+    if keyword.iskeyword(cls):
+        raise ValueError(f"{where}: a Python keyword")
+    if kind == "python":
+        if cls in _PYTHON_TEMPLATE_NAMES or hasattr(builtins, cls):
+            raise ValueError(f"{where}: the generated module uses the name {cls!r} itself (an "
+                             f"import or a builtin): choose another name such as MyRobot")
+        return
+    if cls in _CPP_KEYWORDS:
+        raise ValueError(f"{where}: a C++ keyword or reserved word")
+    if cls.startswith("_") or "__" in cls:
+        raise ValueError(f"{where}: reserved in C++ (names beginning with '_' or holding '__' "
+                         f"belong to the compiler and its library)")
+    if cls in _SDK_CLASSES:
+        raise ValueError(f"{where}: the plugin SDK's class mjfast::{cls} has that name (a "
+                         f"subclass named Plugin does not compile; the others would read as the "
+                         f"SDK's): choose another name such as MyRobot")
+    if cls.startswith(("mj", "MJ")):
+        raise ValueError(f"{where}: names beginning with 'mj' or 'MJ' are MuJoCo's and the "
+                         f"plugin SDK's (types such as mjModel, macros such as MJFAST_PLUGIN)")
+    if not re.search(r"[a-z]", cls):
+        raise ValueError(f"{where}: an all-capital name may be a macro of the C, C++ or MuJoCo "
+                         f"headers (NULL, EOF, INT_MAX, ...): use CamelCase such as MyRobot")
+    if not cls[0].isupper():
+        raise ValueError(f"{where}: a native plugin class must begin with an upper-case letter "
+                         f"(such as MyRobot): lower-case names clash with the C and C++ "
+                         f"library's functions and the plugin's own methods (load, control, "
+                         f"reset, ...)")
+
+
 def write_plugin_package(name: str, kind: str, directory: Path,
                          class_name: str | None = None) -> WrittenPackage:
-    """Writes package `name` into `directory/name`; ValueError for a bad name, FileExistsError
-    if that directory exists (nothing is overwritten)."""
-    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or keyword.iskeyword(name):
-        raise ValueError(f"plugin package name {name!r}: expected a lower-case Python "
-                         f"identifier such as my_robot (it is the import name and the plugin "
-                         f"type's package part)")
-    cls = class_name or _camel(name)
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cls) or keyword.iskeyword(cls):
-        raise ValueError(f"plugin class name {cls!r}: expected a Python/C++ identifier")
+    """Writes package `name` into `directory/name`; ValueError for a bad name (see
+    `check_package_name`, `check_class_name`), FileExistsError if that directory exists.
+    Nothing is written unless every check passes, and nothing is overwritten."""
     if kind not in _FILES:
         raise ValueError(f"plugin kind {kind!r}: expected 'python' or 'native'")
+    check_package_name(name)
+    cls = class_name if class_name is not None else _camel(name)
+    check_class_name(cls, kind)
     root = directory / name
     if root.exists():
         raise FileExistsError(f"{root} already exists: remove it or choose another --dir")
+    check_package_name_is_free(name)
     values = {"name": name, "cls": cls, "type": f"{name}/{cls}",
               "dist": name.replace("_", "-")}
-    written = []
-    for relative, text in _FILES[kind].items():
-        path = root / Template(relative).substitute(values)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(Template(text).substitute(values))
-        written.append(path)
-    return WrittenPackage(root, values["type"], kind, tuple(written))
+    # Written beside it, then renamed into place: a write that fails (a full disk, a
+    # permission) leaves no half package behind.
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / f".{name}-{uuid.uuid4().hex[:12]}.partial"
+    staging.mkdir()
+    try:
+        relatives = []
+        for relative, text in _FILES[kind].items():
+            relative = Template(relative).substitute(values)
+            path = staging / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(Template(text).substitute(values))
+            relatives.append(relative)
+        staging.rename(root)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return WrittenPackage(root, values["type"], kind, tuple(root / r for r in relatives))
 
 
 _PARAMS = """\
