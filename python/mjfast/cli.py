@@ -703,9 +703,13 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       f"stops it)\n")
             err.flush()
             stop.wait()
-            env.stop()
         finally:
-            server.close()
+            # The server first: it stops taking calls and cancels the `step` calls in progress
+            # (their callers are told why), so that nothing steps the env while it stops.
+            try:
+                server.close()
+            finally:
+                env.stop()
         _print_statistics(env, time.perf_counter() - started, out)
         figures = server.statistics()
         out.write("\nremote bus\n" + "".join(

@@ -8,6 +8,7 @@ encoder keeps one buffer per thread. It does not run an env and imports nothing 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -133,7 +134,10 @@ class Client:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         payload = encode(request) if request is not None else None
         started = time.monotonic()
-        replies = self._session.get(key, payload=payload, timeout=timeout)
+        # The timeout travels with the call: the server stops a `step` call whose caller has
+        # stopped waiting (docs/remote.md).
+        replies = self._session.get(key, payload=payload, timeout=timeout,
+                                    attachment=_timeout_attachment(timeout))
         for reply in replies:
             if reply.ok is not None:
                 return decode(reply.ok.payload.to_bytes())
@@ -171,6 +175,11 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<mjfast.remote.Client {self.endpoint} {'closed' if self._closed else 'open'}>"
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout_attachment(timeout: float) -> bytes:
+    return encode({"timeout": timeout})
 
 
 def _described(what: str, service: str | None) -> str:
