@@ -128,17 +128,26 @@ import time
 import numpy as np
 import mjfast
 
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no str() for this one")
+
 class RemoteProbe(mjfast.MujocoPlugin):
     def load(self, model, data):
         self.node.advertise_service("/probe/echo", lambda request: request)
         self.node.advertise_service("/probe/fail", self.fail)
         self.node.advertise_service("/probe/sleep", self.sleep)
+        self.node.advertise_service("/probe/raise", self.raise_)
         self.node.subscribe("/probe/cmd", self.on_command)
         self.steps = 0
         return True
 
     def fail(self, request):
         raise ValueError("the probe refuses " + repr(request))
+
+    def raise_(self, request):
+        raise {"exit": SystemExit(3), "interrupt": KeyboardInterrupt(),
+               "unprintable": Unprintable()}[request]
 
     def sleep(self, request):
         time.sleep(float(request["seconds"]))
@@ -440,3 +449,190 @@ def test_serve_on_a_taken_port_is_one_line_exit_1(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"mjfast: error: cannot listen on tcp/127.0.0.1:{port}")
     assert result.stderr.count("\n") == 1
 
+
+
+# -- hardening (issue 18) -------------------------------------------------------------------------
+
+
+def step_count(client: Any) -> int:
+    return int(client.call("/mujoco_server/info")["step_count"])
+
+
+def test_serve_exits_promptly_with_long_step_calls_in_flight(tmp_path: Path) -> None:
+    """More long `step` calls than the old pool had workers: the other services still answer,
+    and SIGTERM cancels the calls (their callers are told why) and exits at once."""
+    server = Served(tmp_path)
+    outcomes: list[BaseException | Any] = []
+    try:
+        with mjfast.connect(server.endpoint, timeout=10) as client:
+            assert client.call("/mujoco_server/pause", {"paused": True}) == {"paused": True}
+
+            def long_step() -> None:
+                try:
+                    outcomes.append(client.call("/mujoco_server/step", {"steps": 2**62},
+                                                timeout=120))
+                except BaseException as error:  # noqa: BLE001 - what the test looks at
+                    outcomes.append(error)
+
+            calls = [threading.Thread(target=long_step) for _ in range(9)]
+            for call in calls:
+                call.start()
+            first = step_count(client)
+            assert wait_for(lambda: step_count(client) > first + 1000, timeout=10)
+            # A service that needs a worker answers while every long call holds one.
+            state = client.call("/mujoco_server/get_joint_state", {"names": ["j0"]}, timeout=5)
+            assert set(state) == {"j0"}
+            assert client.call("/probe/echo", "still here", timeout=5) == "still here"
+            started = time.monotonic()
+            code, out, err = server.stop(signal.SIGTERM)
+            exited_in = time.monotonic() - started
+            for call in calls:
+                call.join(30)
+    finally:
+        server.kill()
+    assert code == 0, err
+    assert exited_in < 5, f"serve took {exited_in:.1f} s to exit"
+    assert "remote bus" in out and "Traceback" not in err
+    assert len(outcomes) == 9
+    for outcome in outcomes:
+        assert isinstance(outcome, mjfast.RemoteError), outcome
+        assert outcome.type_name == "InterruptedError"
+        assert "step: stopped after" in outcome.message
+        assert "the server is shutting down" in outcome.message
+
+
+def test_a_step_call_stops_when_its_caller_stops_waiting(client: Any) -> None:
+    client.call("/mujoco_server/pause", {"paused": True})
+    try:
+        with pytest.raises(TimeoutError):
+            client.call("/mujoco_server/step", {"steps": 2**62}, timeout=0.5)
+        # Two reads of step_count in a row agree once nothing steps any more.
+        assert wait_for(lambda: step_count(client) == step_count(client), timeout=10)
+        stopped_at = step_count(client)
+        assert [step_count(client) for _ in range(5)] == [stopped_at] * 5
+        assert client.call("/mujoco_server/step", {"steps": 10})["step_count"] == \
+            stopped_at + 10
+    finally:
+        client.call("/mujoco_server/pause", {"paused": False})
+
+
+@pytest.mark.parametrize(("kind", "type_name", "message"), [
+    ("exit", "SystemExit", "3"),
+    ("interrupt", "KeyboardInterrupt", ""),
+    ("unprintable", "Unprintable",
+     "<the Unprintable could not be shown: its str() raised RuntimeError>"),
+])
+def test_every_handler_outcome_is_a_reply_and_the_workers_live(
+        client: Any, kind: str, type_name: str, message: str) -> None:
+    for _ in range(12):  # more than there ever were workers
+        with pytest.raises(mjfast.RemoteError) as failed:
+            client.call("/probe/raise", kind, timeout=5)
+        assert (failed.value.type_name, failed.value.message) == (type_name, message)
+    assert client.call("/probe/echo", kind, timeout=5) == kind
+    assert client.call("/mujoco_server/get_joint_state", {"names": ["j0"]}, timeout=5)
+
+
+def test_a_150_mib_array_decodes() -> None:
+    array = np.arange(150 * 2**20 // 8, dtype=np.float64)
+    decoded = codec.decode(codec.encode({"a": array}))["a"]
+    assert decoded.shape == array.shape and np.array_equal(decoded, array)
+
+
+BIG = 110 * 2**20  # past msgpack's 100 MiB default buffer
+
+
+def test_messages_over_100_mib_travel_in_calls_replies_and_topics(client: Any) -> None:
+    big = np.arange(BIG, dtype=np.uint8)
+    reply = client.call("/probe/echo", {"big": big}, timeout=60)
+    assert reply["big"].shape == big.shape and np.array_equal(reply["big"], big)
+    del reply
+    received: list[Any] = []
+    arrived = threading.Event()
+    client.subscribe("/probe/big", lambda m: (received.append(m), arrived.set()))
+    # The subscription may take a moment to reach the server: publish until one comes back.
+    assert wait_for(lambda: arrived.wait(0.5) or client.publish("/probe/big", big) or False,
+                    timeout=60)
+    assert np.array_equal(received[0], big)
+    received.clear()
+    assert np.array_equal(client.latest("/probe/big", timeout=60), big)
+
+
+def test_close_while_the_env_publishes_always_frees_the_port() -> None:
+    result = run_python(f"""
+        import socket, threading
+        import numpy as np
+        import mjfast
+        from mjfast.remote import BusServer
+        from support import arm_xml, wait_for
+
+        class Big(mjfast.MujocoPlugin):
+            def load(self, model, data):
+                self.big = np.zeros(4_000_000)
+                return True
+            def last_stage_callback(self, model, data):
+                self.node.publish("/big", {{"a": self.big}})
+
+        mjfast.register_plugin("test/Big", Big)
+
+        def free_port():
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                return probe.getsockname()[1]
+
+        for attempt in range(5):
+            port = free_port()
+            endpoint = f"tcp/127.0.0.1:{{port}}"
+            env = mjfast.MujocoEnv({arm_xml()!r}, params={{"MujocoPlugins": [{{"type": "test/Big"}}]}})
+            server = BusServer(env, endpoint)
+            env.start(None)
+            client = mjfast.connect(endpoint, timeout=10)
+            got = threading.Semaphore(0)
+            client.subscribe("/big", lambda message: got.release())
+            assert got.acquire(timeout=20) and got.acquire(timeout=20), "no message"
+            server.close()  # while the physics thread publishes
+            client.close()
+            env.close()
+            with socket.socket() as again:
+                again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                again.bind(("127.0.0.1", port))  # the port is free
+                again.listen()
+        print("closed")
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "closed"
+
+
+def test_echo_and_call_print_strict_json() -> None:
+    line = cli._dumps({"nan": float("nan"), "inf": [float("inf"), -float("inf"), 1.5],
+                       "array": np.array([np.nan, 2.0]), "f32": np.float32("inf"),
+                       3: b"\x00\x01", "other": object})
+    decoded = json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}"))
+    assert decoded == {"nan": None, "inf": [None, None, 1.5], "array": [None, 2.0],
+                       "f32": None, "3": [0, 1], "other": repr(object)}
+    assert "\n" not in line
+
+
+def test_service_call_replies_non_finite_floats_as_null(served: Served) -> None:
+    called = run_cli("service", "call", "/probe/echo", '{"x": [NaN, Infinity, 1.5]}',
+                     "--connect", served.endpoint)
+    assert called.returncode == 0, called.stderr
+    assert called.stdout == '{"x": [null, null, 1.5]}\n'
+
+
+def test_echo_on_a_silent_topic_says_so_once(served: Served) -> None:
+    echo = subprocess.Popen([sys.executable, "-m", "mjfast", "topic", "echo", "/nobody/here",
+                             "--connect", served.endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(60, echo.kill)
+    watchdog.start()
+    try:
+        assert echo.stderr is not None
+        line = echo.stderr.readline()
+        assert echo.poll() is None  # still waiting
+    finally:
+        watchdog.cancel()
+        echo.kill()
+        out, rest = echo.communicate(timeout=30)
+    assert line == ("mjfast: no message on /nobody/here yet (nothing on the server publishes or "
+                    "subscribes it); still waiting (Ctrl-C stops)\n")
+    assert out == "" and "no message" not in rest

@@ -42,6 +42,7 @@ _INLINE_SERVICES = frozenset({"info", "statistics"})
 # Zenoh's largest message (its default is 1 GiB): SPEC §15 has arrays of any size. Zenoh
 # allocates per message received, not this much up front.
 MAX_MESSAGE_SIZE = 1 << 40
+_FRAGMENT_WAIT_US = 1_000_000
 # What a cancelled `step` call says (the caller sees it when the server shuts down).
 _SHUTTING_DOWN = "the server is shutting down"
 
@@ -56,6 +57,11 @@ def zenoh_config(mode: str, endpoint: str, *, timeout: float | None = None) -> z
     config.insert_json5("scouting/multicast/enabled", "false")
     config.insert_json5("scouting/gossip/enabled", "false")
     config.insert_json5("transport/link/rx/max_message_size", json.dumps(MAX_MESSAGE_SIZE))
+    # A message of many fragments (over one 64 KiB batch) waits up to this long for room in a
+    # congested link before it is dropped (Zenoh's 50 ms drops large arrays even on loopback
+    # under load); smaller messages keep Zenoh's 1 ms.
+    config.insert_json5("transport/link/tx/queue/congestion_control/drop/"
+                        "max_wait_before_drop_fragments", json.dumps(_FRAGMENT_WAIT_US))
     if mode == "client":
         config.insert_json5("connect/endpoints", json.dumps([endpoint]))
         config.insert_json5("listen/endpoints", "[]")
