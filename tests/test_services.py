@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from mjfast import services
 from mjfast.services import SERVICE_NAMES
 from test_sim_control import DT, XML
 
@@ -154,3 +155,28 @@ def test_services_of_a_closed_env_refuse(sim: mjfast.MujocoEnv) -> None:
     sim.close()
     with pytest.raises(mjfast.LogicError, match="closed"):
         call(sim, "get_joint_state")
+
+
+def test_step_names_its_upper_limit(sim: mjfast.MujocoEnv) -> None:
+    with pytest.raises(ValueError, match=r"steps must be at most 2\*\*63-1, got 9223372036854775808"):
+        sim.bus.call(f"{NS}/step", {"steps": 2**63})
+    assert sim.step_count == 0
+
+
+def test_a_cancellable_step_stops_at_a_chunk_boundary(sim: mjfast.MujocoEnv) -> None:
+    asked = [0]
+
+    def reason() -> str | None:
+        asked[0] += 1
+        return "enough" if asked[0] > 3 else None
+
+    with services.cancellable(reason), \
+            pytest.raises(InterruptedError, match=r"^step: stopped after (\d+) of "
+                                                  r"4611686018427387904 steps: enough$") as stopped:
+        sim.bus.call(f"{NS}/step", {"steps": 2**62})
+    done = int(str(stopped.value).split()[3])
+    assert sim.step_count == done > 0
+    # Outside the block a call runs whole, as before; inside, one that is not cancelled too.
+    assert call(sim, "step", {"steps": 7})["step_count"] == done + 7
+    with services.cancellable(lambda: None):
+        assert call(sim, "step", {"steps": 1000})["step_count"] == done + 1007
