@@ -4,6 +4,7 @@ in a subprocess on a free loopback port with `mjfast.connect()` clients, and the
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import socket
@@ -11,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -458,6 +459,14 @@ def step_count(client: Any) -> int:
     return int(client.call("/mujoco_server/info")["step_count"])
 
 
+def nothing_else_steps(client: Any) -> bool:
+    """Whether a `step` of 10 (paused) adds exactly 10 steps: no other call is stepping (and
+    none holds the env: the call would time out)."""
+    before = step_count(client)
+    return bool(client.call("/mujoco_server/step", {"steps": 10}, timeout=10)["step_count"]
+                == before + 10)
+
+
 def test_serve_exits_promptly_with_long_step_calls_in_flight(tmp_path: Path) -> None:
     """More long `step` calls than the old pool had workers: the other services still answer,
     and SIGTERM cancels the calls (their callers are told why) and exits at once."""
@@ -471,7 +480,7 @@ def test_serve_exits_promptly_with_long_step_calls_in_flight(tmp_path: Path) -> 
                 try:
                     outcomes.append(client.call("/mujoco_server/step", {"steps": 2**62},
                                                 timeout=120))
-                except BaseException as error:  # noqa: BLE001 - what the test looks at
+                except BaseException as error:
                     outcomes.append(error)
 
             calls = [threading.Thread(target=long_step) for _ in range(9)]
@@ -506,12 +515,8 @@ def test_a_step_call_stops_when_its_caller_stops_waiting(client: Any) -> None:
     try:
         with pytest.raises(TimeoutError):
             client.call("/mujoco_server/step", {"steps": 2**62}, timeout=0.5)
-        # Two reads of step_count in a row agree once nothing steps any more.
-        assert wait_for(lambda: step_count(client) == step_count(client), timeout=10)
-        stopped_at = step_count(client)
-        assert [step_count(client) for _ in range(5)] == [stopped_at] * 5
-        assert client.call("/mujoco_server/step", {"steps": 10})["step_count"] == \
-            stopped_at + 10
+        assert wait_for(lambda: nothing_else_steps(client), timeout=15)
+        assert all(nothing_else_steps(client) for _ in range(3))
     finally:
         client.call("/mujoco_server/pause", {"paused": False})
 
@@ -582,7 +587,8 @@ def test_close_while_the_env_publishes_always_frees_the_port() -> None:
         for attempt in range(5):
             port = free_port()
             endpoint = f"tcp/127.0.0.1:{{port}}"
-            env = mjfast.MujocoEnv({arm_xml()!r}, params={{"MujocoPlugins": [{{"type": "test/Big"}}]}})
+            params = {{"MujocoPlugins": [{{"type": "test/Big"}}]}}
+            env = mjfast.MujocoEnv({arm_xml()!r}, params=params)
             server = BusServer(env, endpoint)
             env.start(None)
             client = mjfast.connect(endpoint, timeout=10)
@@ -636,3 +642,187 @@ def test_echo_on_a_silent_topic_says_so_once(served: Served) -> None:
     assert line == ("mjfast: no message on /nobody/here yet (nothing on the server publishes or "
                     "subscribes it); still waiting (Ctrl-C stops)\n")
     assert out == "" and "no message" not in rest
+
+
+# -- malformed input and races (found attacking the bus) -----------------------------------------
+
+
+def ext(header: Any, data: bytes = b"") -> bytes:
+    import msgpack
+
+    return msgpack.packb(msgpack.ExtType(codec.NDARRAY_EXT, msgpack.packb(header) + data))
+
+
+@pytest.mark.parametrize(("payload", "expected"), [
+    (b"\xc1", "undecodable message: FormatError"),
+    (b"\x92\x01", "undecodable message: Unpack failed: incomplete input"),
+    (b"\x01\x02", "undecodable message: unpack(b) received extra data"),
+    (b"\x91" * 100_000 + b"\xc0", "undecodable message: StackError"),
+    (b"\x81\x91\x01\x02", "undecodable message: unhashable type: 'list'"),
+    (b"\xdd\xff\xff\xff\xff", "undecodable message: 4294967295 exceeds max_array_len"),
+    (ext(5), "ndarray extension header 5: expected [dtype, shape, order]"),
+    (ext(["<f8", [-1], "C"], bytes(8)), "a list of sizes >= 0"),
+    (ext(["<f8", [1], "X"], bytes(8)), "one of ['C', 'F', 'S']"),
+    (ext(["|O", [1], "C"], bytes(8)), "with dtype '|O': expected bool, integer, float"),
+    (ext(["(2,)f8", [1], "C"], bytes(16)), "with dtype '(2,)f8'"),
+    (ext(["nonsense", [1], "C"], bytes(8)), "with dtype 'nonsense'"),
+    (ext(["<f8", [2**62, 2**62], "C"]), f"expected {2**127} bytes"),
+    (ext(["<f8", [2], "C"], bytes(8)), "expected 16 bytes of elements, got 8"),
+    (ext(["<f8", [1], "S"], bytes(8)), "of a scalar with shape [1]: expected []"),
+    (ext(["<f8", [], "C"])[:-1], "undecodable message"),
+    (__import__("msgpack").packb(__import__("msgpack").ExtType(7, b"abc")),
+     "extension type 7: only type 1 (a numpy array) travels"),
+])
+def test_undecodable_payloads_are_value_errors_naming_what(payload: bytes, expected: str) -> None:
+    with pytest.raises(ValueError) as failed:
+        codec.decode(payload)
+    assert type(failed.value) is ValueError
+    assert expected in str(failed.value)
+
+
+def test_a_key_that_encodes_a_slash_in_a_segment_is_refused() -> None:
+    with pytest.raises(ValueError, match="encodes '/' inside a segment"):
+        keys.bus_name(keys.SERVICE, "mjfast/service/mujoco_server%2Freload")
+
+
+def test_malformed_remote_requests_and_publishes_leave_the_server_serving(client: Any,
+                                                                           served: Served) -> None:
+    import zenoh
+
+    from mjfast.remote.server import zenoh_config
+
+    raw = zenoh.open(zenoh_config("client", served.endpoint))
+    try:
+        def query(key: str, payload: bytes, attachment: bytes | None = None) -> Any:
+            replies = list(raw.get(key, payload=payload, attachment=attachment, timeout=10))
+            assert len(replies) == 1
+            reply = replies[0]
+            return ("ok", codec.decode(reply.ok.payload.to_bytes())) if reply.ok is not None \
+                else ("err", codec.decode(reply.err.payload.to_bytes()))
+
+        kind, detail = query("mjfast/service/probe/echo", b"\xc1\xc1")
+        assert kind == "err" and detail["type"] == "ValueError"
+        assert detail["message"].startswith("undecodable message: FormatError")
+        kind, detail = query("mjfast/service/probe/echo", ext(["|O", [1], "C"], bytes(8)))
+        assert (kind, detail["type"]) == ("err", "ValueError") and "'|O'" in detail["message"]
+        kind, detail = query("mjfast/service/probe%2Fecho", codec.encode(1))
+        assert (kind, detail["type"]) == ("err", "ValueError")
+        # An attachment that is not mjfast's {"timeout": seconds} is ignored.
+        for attachment in (b"\xc1", codec.encode([1]), codec.encode({"timeout": float("nan")}),
+                           codec.encode({"timeout": "soon"})):
+            assert query("mjfast/service/probe/echo", codec.encode(7), attachment) == ("ok", 7)
+        for payload in (b"\xc1", ext(5), b"\x81\x91\x01\x02"):
+            raw.put("mjfast/publish/probe/junk", payload)
+        raw.put("mjfast/publish/probe%2Fjunk", codec.encode(1))
+        raw.put("mjfast/publish/probe/~junk", codec.encode(1))
+    finally:
+        raw.close()
+    assert client.call("/probe/echo", "alive") == "alive"
+    assert client.latest("/probe/junk") is None
+    assert served.child.poll() is None
+
+
+def hammer(action: Callable[[], Any], busy: threading.Semaphore,
+           failures: list[BaseException]) -> None:
+    """Runs `action` until it raises: a ConnectionError ends it quietly; anything else is kept in
+    `failures`. Releases `busy` once the first action has gone through."""
+    first = True
+    while True:
+        try:
+            action()
+            if first:
+                busy.release()
+                first = False
+        except ConnectionError:
+            return
+        except BaseException as error:
+            failures.append(error)
+            return
+
+
+def test_calls_racing_the_clients_close_are_connection_errors(served: Served) -> None:
+    failures: list[BaseException] = []
+    payload = np.zeros(100_000)
+    for _ in range(8):
+        racing = mjfast.connect(served.endpoint, timeout=10)
+        busy = threading.Semaphore(0)
+        actions = [
+            functools.partial(racing.publish, "/probe/race", payload),
+            functools.partial(racing.call, "/probe/echo", payload, timeout=10),
+            functools.partial(racing.subscribe, "/probe/race", lambda message: None),
+            functools.partial(racing.latest, "/probe/race", timeout=10)]
+        threads = [threading.Thread(target=hammer, args=(action, busy, failures))
+                   for action in actions]
+        for thread in threads:
+            thread.start()
+        for _ in threads:  # close() comes once every thread is in full swing
+            assert busy.acquire(timeout=30)
+        racing.close()
+        for thread in threads:
+            thread.join(30)
+        assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+
+
+def test_a_client_killed_mid_call_leaves_nothing_running(served: Served, client: Any) -> None:
+    client.call("/mujoco_server/pause", {"paused": True})
+    try:
+        caller = start_python(f"""
+            import mjfast
+            client = mjfast.connect({served.endpoint!r}, timeout=10)
+            print("calling", flush=True)
+            client.call("/mujoco_server/step", {{"steps": 2**62}}, timeout=1.0)
+        """)
+        assert caller.stdout is not None and caller.stdout.readline() == "calling\n"
+        first = step_count(client)
+        assert wait_for(lambda: step_count(client) > first, timeout=10)  # it steps
+        caller.kill()  # gone mid-call
+        finish_python(caller)
+        assert wait_for(lambda: nothing_else_steps(client), timeout=15)
+        assert all(nothing_else_steps(client) for _ in range(3))
+        assert client.call("/probe/echo", "after") == "after"
+    finally:
+        client.call("/mujoco_server/pause", {"paused": False})
+
+
+def test_calls_past_the_cap_are_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfast.remote import server as server_module
+
+    monkeypatch.setattr(server_module, "_MAX_SERVICE_CALLS", 2)
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def hold(request: Any) -> Any:
+        entered.release()
+        release.wait(30)
+        return request
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    env.bus.advertise_service("/held", hold)
+    bus_server = server_module.BusServer(env, endpoint)
+    replies: list[Any] = []
+    try:
+        with mjfast.connect(endpoint, timeout=10) as remote:
+            holders = [threading.Thread(target=lambda i=i: replies.append(
+                remote.call("/held", i, timeout=30))) for i in range(2)]
+            for holder in holders:
+                holder.start()
+            assert entered.acquire(timeout=10) and entered.acquire(timeout=10)
+            started = time.monotonic()
+            with pytest.raises(mjfast.RemoteError) as refused:
+                remote.call("/held", 3, timeout=10)
+            assert time.monotonic() - started < 5
+            assert refused.value.type_name == "RuntimeError"
+            assert refused.value.message.startswith("the server is busy: 2 service calls are in "
+                                                    "progress")
+            assert remote.call("/mujoco_server/info")["step_count"] == 0  # inline: answered
+            release.set()
+            for holder in holders:
+                holder.join(30)
+            assert sorted(replies) == [0, 1]
+            assert remote.call("/held", 4) == 4  # a worker is free again
+    finally:
+        release.set()
+        bus_server.close()
+        env.close()

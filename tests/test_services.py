@@ -158,7 +158,7 @@ def test_services_of_a_closed_env_refuse(sim: mjfast.MujocoEnv) -> None:
 
 
 def test_step_names_its_upper_limit(sim: mjfast.MujocoEnv) -> None:
-    with pytest.raises(ValueError, match=r"steps must be at most 2\*\*63-1, got 9223372036854775808"):
+    with pytest.raises(ValueError, match=rf"steps must be at most 2\*\*63-1, got {2**63}$"):
         sim.bus.call(f"{NS}/step", {"steps": 2**63})
     assert sim.step_count == 0
 

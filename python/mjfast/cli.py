@@ -842,7 +842,7 @@ def _publisher_hint(client: Any, topic: str) -> str:
     """`topic echo`'s word on a silent topic: whether the server knows it at all."""
     try:
         known = _absolute(topic) in client.topics(timeout=2.0)
-    except Exception:  # noqa: BLE001 - only a hint
+    except Exception:  # only a hint
         return ""
     return "" if known else " (nothing on the server publishes or subscribes it)"
 

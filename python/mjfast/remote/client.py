@@ -12,7 +12,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import zenoh
@@ -81,7 +81,10 @@ class Client:
     def publish(self, topic: str, message: Any) -> None:
         """Publishes `message` on the server's bus (its plugins' subscribers receive it)."""
         self._check_open()
-        self._session.put(keys.key(keys.PUBLISH, topic), encode(message))
+        key = keys.key(keys.PUBLISH, topic)
+        payload = encode(message)
+        with self._closed_is_connection_error():
+            self._session.put(key, payload)
 
     def subscribe(self, topic: str, callback: Callable[[Any], Any]) -> RemoteSubscription:
         """Calls `callback(message)`, on a Zenoh thread, for every later message on `topic`."""
@@ -101,10 +104,16 @@ class Client:
             except Exception:
                 _log.exception("subscriber %r of remote topic %s raised", callback, topic)
 
-        subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key),
-                                          self._session.declare_subscriber(key, deliver))
+        with self._closed_is_connection_error():
+            subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key),
+                                              self._session.declare_subscriber(key, deliver))
         with self._lock:
-            self._subscriptions.append(subscription)
+            closed = self._closed
+            if not closed:
+                self._subscriptions.append(subscription)
+        if closed:  # close() ran meanwhile, on another thread
+            subscription.close()
+            self._check_open()
         return subscription
 
     def latest(self, topic: str, *, timeout: float = 5.0) -> Any:
@@ -134,16 +143,18 @@ class Client:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         payload = encode(request) if request is not None else None
         started = time.monotonic()
-        # The timeout travels with the call: the server stops a `step` call whose caller has
-        # stopped waiting (docs/remote.md).
-        replies = self._session.get(key, payload=payload, timeout=timeout,
-                                    attachment=_timeout_attachment(timeout))
-        for reply in replies:
-            if reply.ok is not None:
-                return decode(reply.ok.payload.to_bytes())
-            error = reply.err
-            assert error is not None
-            raise _remote_error(error.payload.to_bytes(), _described(what, service))
+        with self._closed_is_connection_error():
+            # The timeout travels with the call: the server stops a `step` call whose caller
+            # has stopped waiting (docs/remote.md).
+            replies = self._session.get(key, payload=payload, timeout=timeout,
+                                        attachment=_timeout_attachment(timeout))
+            for reply in replies:
+                if reply.ok is not None:
+                    return decode(reply.ok.payload.to_bytes())
+                error = reply.err
+                assert error is not None
+                raise _remote_error(error.payload.to_bytes(), _described(what, service))
+        self._check_open()  # closed on another thread while the call waited
         what = _described(what, service)
         waited = time.monotonic() - started
         if waited >= timeout * 0.9:
@@ -155,6 +166,16 @@ class Client:
     def _check_open(self) -> None:
         if self._closed:
             raise ConnectionError("the client is closed")
+
+    @contextlib.contextmanager
+    def _closed_is_connection_error(self) -> Iterator[None]:
+        """Zenoh's "session closed" from a call racing close() on another thread is the
+        ConnectionError of a closed client."""
+        try:
+            yield
+        except zenoh.ZError:
+            self._check_open()
+            raise
 
     def close(self) -> None:
         """Closes every subscription and the session; idempotent."""

@@ -34,6 +34,10 @@ _MAX_HEADER = 4096
 _KEEP_BUFFER = 16 << 20
 
 
+class _Malformed(ValueError):
+    """What is wrong with an array (or an extension) in an otherwise readable message."""
+
+
 def _header_and_bytes(array: np.ndarray, flag: str) -> tuple[list[Any], Any]:
     if array.dtype.kind not in _KINDS or array.dtype.fields is not None:
         raise TypeError(f"cannot encode a numpy array of dtype {array.dtype}: only bool, integer, "
@@ -63,7 +67,8 @@ def _default(value: Any) -> msgpack.ExtType:
 
 def _ext_hook(code: int, payload: bytes) -> Any:
     if code != NDARRAY_EXT:
-        return msgpack.ExtType(code, payload)
+        raise _Malformed(f"MessagePack extension type {code}: only type {NDARRAY_EXT} (a numpy "
+                         f"array) travels")
     # The header is a few dozen bytes at the front: only those go through an Unpacker (whose
     # buffer is capped at 100 MiB by default, and which copies what it is fed), the array's
     # bytes are viewed where they are, whatever their size.
@@ -72,13 +77,13 @@ def _ext_hook(code: int, payload: bytes) -> Any:
     try:
         header = unpacker.unpack()
     except msgpack.OutOfData:
-        raise ValueError("ndarray extension without a complete [dtype, shape, order] header"
+        raise _Malformed("ndarray extension without a complete [dtype, shape, order] header"
                          ) from None
     offset = unpacker.tell()
     if not (isinstance(header, list) and len(header) == 3 and isinstance(header[0], str)
             and isinstance(header[1], list) and header[2] in _FLAGS
             and all(type(size) is int and size >= 0 for size in header[1])):
-        raise ValueError(f"ndarray extension header {header!r}: expected [dtype, shape, order] "
+        raise _Malformed(f"ndarray extension header {header!r}: expected [dtype, shape, order] "
                          f"(a dtype string, a list of sizes >= 0, one of {sorted(_FLAGS)})")
     dtype_str, shape, flag = header
     try:
@@ -87,15 +92,15 @@ def _ext_hook(code: int, payload: bytes) -> Any:
         dtype = None
     if dtype is None or dtype.kind not in _KINDS or dtype.fields is not None \
             or dtype.subdtype is not None:
-        raise ValueError(f"ndarray extension with dtype {dtype_str!r}: expected bool, integer, "
+        raise _Malformed(f"ndarray extension with dtype {dtype_str!r}: expected bool, integer, "
                          f"float or complex")
     if flag == _SCALAR and shape:
-        raise ValueError(f"ndarray extension of a scalar with shape {shape}: expected []")
+        raise _Malformed(f"ndarray extension of a scalar with shape {shape}: expected []")
     count = 1
     for size in shape:
         count *= size
     if count * dtype.itemsize != len(payload) - offset:
-        raise ValueError(f"ndarray extension of {dtype_str} {shape}: expected "
+        raise _Malformed(f"ndarray extension of {dtype_str} {shape}: expected "
                          f"{count * dtype.itemsize} bytes of elements, got {len(payload) - offset}")
     # A view of the received bytes (read-only); no copy.
     flat = np.frombuffer(payload, dtype=dtype, offset=offset, count=count)
@@ -137,5 +142,13 @@ def decode(payload: bytes | bytearray | memoryview) -> Any:
     ValueError (or msgpack's own errors, all ValueError) for bytes that are not one message."""
     # msgpack caps each string, bin, ext, array and map at the payload's own length (no more
     # can be in it): any size goes, and a forged length cannot allocate past the payload.
-    return msgpack.unpackb(payload, ext_hook=_ext_hook, raw=False, strict_map_key=False,
-                           use_list=True)
+    try:
+        return msgpack.unpackb(payload, ext_hook=_ext_hook, raw=False, strict_map_key=False,
+                               use_list=True)
+    except _Malformed as error:
+        raise ValueError(str(error)) from None
+    except (ValueError, TypeError) as error:  # msgpack's own (FormatError, StackError, ...)
+        what = str(error) or type(error).__name__  # some of msgpack's have no text
+        raise ValueError(f"undecodable message: {what} (expected one MessagePack value; "
+                         f"docs/remote.md describes the format)") from None
+

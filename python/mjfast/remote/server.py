@@ -99,7 +99,7 @@ def error_reply(error: BaseException) -> dict[str, str]:
             message = str(error.args[0])  # str(KeyError) quotes its message
         else:
             message = str(error)
-    except BaseException as failure:  # noqa: BLE001 - a broken __str__, even one that exits
+    except BaseException as failure:  # a broken __str__, even one that exits
         message = (f"<the {name} could not be shown: its str() raised "
                    f"{type(failure).__name__}>")
     return {"type": name, "message": message}
@@ -115,7 +115,7 @@ def _caller_deadline(query: zenoh.Query, arrived: float) -> float | None:
         timeout = decode(attachment.to_bytes()).get("timeout")
         if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
             return arrived + min(float(timeout), 1e9)
-    except Exception:  # noqa: BLE001 - another client's attachment: not ours to read
+    except Exception:  # another client's attachment: not ours to read
         pass
     return None
 
@@ -219,7 +219,7 @@ class BusServer:
         self._counters.add("messages_in")
         try:
             self._bus.publish(topic, message)
-        except Exception as error:  # noqa: BLE001 - the bus refused it (a bad topic name)
+        except Exception as error:  # the bus refused it (a bad topic name)
             _log.warning("ignored a remote publish on %s: %s", topic, error)
 
     # -- services -------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ class BusServer:
             try:
                 with services.cancellable(reason):
                     self._answer(query, self._call_service)
-            except BaseException:  # noqa: BLE001 - _answer replies to everything; never die
+            except BaseException:  # _answer replies to everything; never die
                 _log.exception("remote service worker")
             # Dropping the query tells the caller that no more replies come: before waiting.
             del query, item
@@ -285,20 +285,20 @@ class BusServer:
             payload = query.payload
             request = decode(payload.to_bytes()) if payload is not None and len(payload) else None
             reply = encode(handler(str(query.key_expr), request))
-        except BaseException as error:  # noqa: BLE001 - every outcome is a reply
+        except BaseException as error:  # every outcome is a reply
             self._counters.add("failed_calls")
             self._reply_error(query, error)
             return
         try:
             query.reply(query.key_expr, reply)
-        except Exception:  # noqa: BLE001 - the caller or the session has gone
+        except Exception:  # the caller or the session has gone
             return
 
     @staticmethod
     def _reply_error(query: zenoh.Query, error: BaseException) -> None:
         try:
             query.reply_err(encode(error_reply(error)))
-        except Exception:  # noqa: BLE001 - the caller or the session has gone
+        except Exception:  # the caller or the session has gone
             return
 
     def _call_service(self, key_expr: str, request: Any) -> Any:
