@@ -4,8 +4,10 @@ in a subprocess on a free loopback port with `mjfast.connect()` clients, and the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -826,3 +828,41 @@ def test_calls_past_the_cap_are_refused_at_once(monkeypatch: pytest.MonkeyPatch)
         release.set()
         bus_server.close()
         env.close()
+
+
+def test_an_endless_timeout_means_wait(served: Served) -> None:
+    with mjfast.connect(served.endpoint, timeout=float("inf")) as patient:
+        assert patient.call("/probe/echo", 1, timeout=float("inf")) == 1
+        assert patient.call("/probe/echo", 2, timeout=1e300) == 2
+        assert patient.latest("/never/published", timeout=float("inf")) is None
+
+
+def test_a_subscriber_raising_system_exit_is_logged_and_kept(
+        client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    calls = threading.Semaphore(0)
+
+    def leave(message: Any) -> None:
+        calls.release()
+        raise SystemExit(2)
+
+    with caplog.at_level("ERROR", logger="mjfast.remote"):
+        subscription = client.subscribe("/probe/state", leave)
+        assert calls.acquire(timeout=10) and calls.acquire(timeout=10)  # delivered again
+        subscription.close()
+    assert any("of remote topic /probe/state raised" in record.getMessage()
+               for record in caplog.records)
+
+
+def test_echo_into_a_closed_pipe_ends(served: Served) -> None:
+    pipeline = subprocess.Popen(f"{sys.executable} -m mjfast topic echo /probe/state --connect "
+                                f"{served.endpoint} | head -1", shell=True, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    try:
+        out, err = pipeline.communicate(timeout=60)  # the echo ends once `head` has gone
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pipeline.pid, signal.SIGKILL)  # a stuck echo, if any
+        pipeline.communicate()
+    assert json.loads(out)["qpos"]
+    assert "Traceback" not in err

@@ -803,14 +803,18 @@ def _echo(client: Any, topic: str, count: int | None, out: TextIO, err: TextIO) 
     received = threading.Semaphore(0)
     lock = threading.Lock()
     printed = [0]
+    closed: list[OSError] = []  # the reader went (`| head -1`): the command ends
 
     def show(message: Any) -> None:
         line = _dumps(message) + "\n"
         with lock:
-            if count is not None and printed[0] >= count:
+            if closed or (count is not None and printed[0] >= count):
                 return
-            out.write(line)
-            out.flush()
+            try:
+                out.write(line)
+                out.flush()
+            except OSError as error:  # on a Zenoh thread: handed to the command's thread
+                closed.append(error)
             printed[0] += 1
         received.release()
 
@@ -821,6 +825,8 @@ def _echo(client: Any, topic: str, count: int | None, out: TextIO, err: TextIO) 
         while count is None or seen < count:
             if received.acquire(timeout=0.2):  # a timed wait, so that Ctrl-C gets through
                 seen += 1
+                if closed:
+                    raise closed[0]
             elif not seen and waiting_since is not None and \
                     time.monotonic() - waiting_since >= _ECHO_SILENCE_S:
                 waiting_since = None  # said once

@@ -21,7 +21,7 @@ from mjfast.errors import RemoteError
 from mjfast.params import resolve_name
 from mjfast.remote import keys
 from mjfast.remote.codec import decode, encode
-from mjfast.remote.server import DEFAULT_ENDPOINT, zenoh_config
+from mjfast.remote.server import DEFAULT_ENDPOINT, MAX_TIMEOUT_S, zenoh_config
 
 __all__ = ["Client", "RemoteSubscription", "connect"]
 
@@ -101,7 +101,7 @@ class Client:
                 return
             try:
                 callback(message)
-            except Exception:
+            except BaseException:  # SystemExit too: on a Zenoh thread it would only be printed
                 _log.exception("subscriber %r of remote topic %s raised", callback, topic)
 
         with self._closed_is_connection_error():
@@ -146,7 +146,7 @@ class Client:
         with self._closed_is_connection_error():
             # The timeout travels with the call: the server stops a `step` call whose caller
             # has stopped waiting (docs/remote.md).
-            replies = self._session.get(key, payload=payload, timeout=timeout,
+            replies = self._session.get(key, payload=payload, timeout=min(timeout, MAX_TIMEOUT_S),
                                         attachment=_timeout_attachment(timeout))
             for reply in replies:
                 if reply.ok is not None:

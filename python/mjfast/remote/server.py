@@ -43,6 +43,9 @@ _INLINE_SERVICES = frozenset({"info", "statistics"})
 # allocates per message received, not this much up front.
 MAX_MESSAGE_SIZE = 1 << 40
 _FRAGMENT_WAIT_US = 1_000_000
+# The longest wait handed to Zenoh (a longer timeout, float("inf") included, waits this long: a
+# million seconds, 11 days); Zenoh's own durations overflow past about 2**63 ns.
+MAX_TIMEOUT_S = 1e6
 # What a cancelled `step` call says (the caller sees it when the server shuts down).
 _SHUTTING_DOWN = "the server is shutting down"
 
@@ -66,7 +69,8 @@ def zenoh_config(mode: str, endpoint: str, *, timeout: float | None = None) -> z
         config.insert_json5("connect/endpoints", json.dumps([endpoint]))
         config.insert_json5("listen/endpoints", "[]")
         if timeout is not None:
-            config.insert_json5("connect/timeout_ms", json.dumps(max(1, round(timeout * 1000))))
+            config.insert_json5("connect/timeout_ms",
+                                json.dumps(max(1, round(min(timeout, MAX_TIMEOUT_S) * 1000))))
     else:
         config.insert_json5("listen/endpoints", json.dumps([endpoint]))
         config.insert_json5("connect/endpoints", "[]")
