@@ -31,7 +31,7 @@ _MAX_HEADER = 4096
 # A thread's packer keeps its buffer between messages; past this size the buffer is let go
 # after the message (a one-off 150 MiB array must not stay allocated on every thread that once
 # sent one).
-_KEEP_BUFFER = 16 << 20
+_KEEP_BUFFER = 4 << 20
 
 
 class _Malformed(ValueError):

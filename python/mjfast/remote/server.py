@@ -42,7 +42,7 @@ _INLINE_SERVICES = frozenset({"info", "statistics"})
 # Zenoh's largest message (its default is 1 GiB): SPEC §15 has arrays of any size. Zenoh
 # allocates per message received, not this much up front.
 MAX_MESSAGE_SIZE = 1 << 40
-_FRAGMENT_WAIT_US = 1_000_000
+_FRAGMENT_WAIT_US = 250_000
 # The longest wait handed to Zenoh (a longer timeout, float("inf") included, waits this long: a
 # million seconds, 11 days); Zenoh's own durations overflow past about 2**63 ns.
 MAX_TIMEOUT_S = 1e6
@@ -60,9 +60,9 @@ def zenoh_config(mode: str, endpoint: str, *, timeout: float | None = None) -> z
     config.insert_json5("scouting/multicast/enabled", "false")
     config.insert_json5("scouting/gossip/enabled", "false")
     config.insert_json5("transport/link/rx/max_message_size", json.dumps(MAX_MESSAGE_SIZE))
-    # A message of many fragments (over one 64 KiB batch) waits up to this long for room in a
-    # congested link before it is dropped (Zenoh's 50 ms drops large arrays even on loopback
-    # under load); smaller messages keep Zenoh's 1 ms.
+    # A message of many fragments (over one 64 KiB batch) waits up to this long (per fragment)
+    # for room in a congested link before it is dropped (Zenoh's 50 ms drops large arrays even on
+    # a loaded loopback); smaller messages keep Zenoh's 1 ms.
     config.insert_json5("transport/link/tx/queue/congestion_control/drop/"
                         "max_wait_before_drop_fragments", json.dumps(_FRAGMENT_WAIT_US))
     if mode == "client":
