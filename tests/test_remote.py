@@ -141,12 +141,24 @@ class RemoteProbe(mjfast.MujocoPlugin):
         self.node.advertise_service("/probe/fail", self.fail)
         self.node.advertise_service("/probe/sleep", self.sleep)
         self.node.advertise_service("/probe/raise", self.raise_)
+        self.node.advertise_service("/probe/slow_statistics", self.slow_statistics)
+        self.statistics_delay, self.in_statistics = 0.0, 0
         self.node.subscribe("/probe/cmd", self.on_command)
         self.steps = 0
         return True
 
     def fail(self, request):
         raise ValueError("the probe refuses " + repr(request))
+
+    def slow_statistics(self, seconds):
+        self.statistics_delay = seconds
+        return self.in_statistics
+
+    def statistics(self):
+        self.in_statistics += 1
+        time.sleep(self.statistics_delay)
+        self.in_statistics -= 1
+        return {}
 
     def raise_(self, request):
         raise {"exit": SystemExit(3), "interrupt": KeyboardInterrupt(),
@@ -866,3 +878,22 @@ def test_echo_into_a_closed_pipe_ends(served: Served) -> None:
         pipeline.communicate()
     assert json.loads(out)["qpos"]
     assert "Traceback" not in err
+
+
+def test_slow_plugin_statistics_hold_up_nothing_else(client: Any) -> None:
+    """`statistics` runs the plugins' statistics(): on a worker, not on Zenoh's own threads."""
+    client.call("/probe/slow_statistics", 3.0)
+    calls = [threading.Thread(target=client.call, args=("/mujoco_server/statistics",),
+                              kwargs={"timeout": 60}) for _ in range(6)]
+    try:
+        for call in calls:
+            call.start()
+        assert wait_for(lambda: client.call("/probe/slow_statistics", 3.0) >= 1, timeout=10)
+        started = time.monotonic()
+        assert client.call("/probe/echo", "quick", timeout=10) == "quick"
+        assert client.latest("/never/published", timeout=10) is None
+        assert time.monotonic() - started < 1.5
+    finally:
+        client.call("/probe/slow_statistics", 0.0)
+        for call in calls:
+            call.join(60)

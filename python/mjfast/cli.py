@@ -239,7 +239,10 @@ def _add_remote_commands(commands: Any) -> None:
                                               parser_class=_Parser)
     service_commands.required = True
     connect_option(service_commands.add_parser("list", help="advertised services"))
-    call = service_commands.add_parser("call", help="call a service, print the reply as JSON")
+    call = service_commands.add_parser(
+        "call", help="call a service, print the reply as JSON",
+        description="Call service NAME with the JSON request (none: null) and print the reply as "
+                    "one line of strict JSON: arrays as lists, NaN and infinities as null.")
     call.add_argument("service", metavar="NAME")
     call.add_argument("request", metavar="JSON", type=_json_argument, nargs="?", default=None)
     call.add_argument("--timeout", type=_positive_float, metavar="S", default=5.0,

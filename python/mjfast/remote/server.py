@@ -35,10 +35,12 @@ _MAX_SERVICE_CALLS = 64
 # chunk; a plugin's service that does not return is left behind, its reply dropped), and as long
 # again for messages being put.
 _CLOSE_WAIT_S = 2.0
-# Services of the env's own (section 13) that only read and never wait for a step: answered on
-# Zenoh's thread, without the hand-over to a worker (a thread wake-up, about a quarter of a
-# round trip). Everything else may block (a `step`, a plugin's slow service) and goes to workers.
-_INLINE_SERVICES = frozenset({"info", "statistics"})
+# Services of the env's own (section 13) that only read, never wait for a step and run no plugin
+# code: answered on Zenoh's thread, without the hand-over to a worker (a thread wake-up, about a
+# quarter of a round trip). Everything else may block (a `step`, a plugin's slow service, the
+# plugins' statistics() that `statistics` calls) and goes to workers: Zenoh's few threads also
+# carry every message and reply.
+_INLINE_SERVICES = frozenset({"info"})
 # Zenoh's largest message (its default is 1 GiB): SPEC §15 has arrays of any size. Zenoh
 # allocates per message received, not this much up front.
 MAX_MESSAGE_SIZE = 1 << 40
