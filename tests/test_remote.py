@@ -897,3 +897,40 @@ def test_slow_plugin_statistics_hold_up_nothing_else(client: Any) -> None:
         client.call("/probe/slow_statistics", 0.0)
         for call in calls:
             call.join(60)
+
+
+def test_close_from_a_service_handler_and_from_several_threads() -> None:
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    bus_server = server_module().BusServer(env, endpoint)
+    closed_in_handler = threading.Event()
+
+    def shutdown(request: Any) -> Any:
+        bus_server.close()  # on the worker that answers this call
+        closed_in_handler.set()
+        return "closed"
+
+    env.bus.advertise_service("/shutdown", shutdown)
+    try:
+        with mjfast.connect(endpoint, timeout=10) as remote, \
+                pytest.raises(ConnectionError, match="is gone"):
+            remote.call("/shutdown", timeout=10)  # the session closed before the reply
+        assert closed_in_handler.wait(10)
+        closers = [threading.Thread(target=bus_server.close) for _ in range(3)]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join(30)
+        with socket.socket() as again:
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            again.bind(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])))  # the port is free
+            again.listen()
+    finally:
+        bus_server.close()
+        env.close()
+
+
+def server_module() -> Any:
+    from mjfast.remote import server
+
+    return server

@@ -141,6 +141,7 @@ class BusServer:
         # waits on it for those puts (a put racing the session's close is "Already borrowed").
         self._state = threading.Condition()
         self._forwarding = 0
+        self._session_closed = threading.Event()
         self._workers: list[threading.Thread] = []
         self._idle_workers = 0
         self._service_queries: queue.SimpleQueue[tuple[zenoh.Query, float] | None] = \
@@ -335,10 +336,13 @@ class BusServer:
         chunk and answered with InterruptedError) and closes the session, freeing the endpoint;
         idempotent. Returns within a few seconds whatever the calls in progress do."""
         with self._state:
-            if self._closed:
-                return
+            closing = self._closed
             self._closed = True  # no new forward, no new call; running `step` calls stop
-            workers = list(self._workers)
+            workers = [worker for worker in self._workers
+                       if worker is not threading.current_thread()]  # a handler closing us
+        if closing:  # closed, or being closed on another thread: returns once it is
+            self._session_closed.wait(_CLOSE_WAIT_S * 3)
+            return
         try:
             # Only if still ours: someone may have wrapped the bus after us.
             if self._bus.publish == self._publish_and_forward:
@@ -363,7 +367,10 @@ class BusServer:
                 with contextlib.suppress(Exception):
                     publisher.undeclare()
         finally:
-            self._close_session()
+            try:
+                self._close_session()
+            finally:
+                self._session_closed.set()
 
     def _close_session(self) -> None:
         """Closes the session (which frees the endpoint), retrying while a Zenoh call on another
