@@ -740,6 +740,9 @@ def _as_json(value: Any) -> Any:
         return value if math.isfinite(value) else None
     if value is None or isinstance(value, (bool, int, str)):
         return value
+    if isinstance(value, np.ndarray) and (value.dtype.kind in "biu" or (
+            value.dtype.kind == "f" and np.isfinite(value).all())):
+        return value.tolist()  # nothing to replace: no walk through a camera frame's pixels
     if isinstance(value, (np.ndarray, np.generic)):
         return _as_json(value.tolist())
     if isinstance(value, dict):
