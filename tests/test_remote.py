@@ -934,3 +934,23 @@ def server_module() -> Any:
     from mjfast.remote import server
 
     return server
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["topic", "pub", "/x/~y", "1"], "topic '/x/~y': invalid name '/x/~y'"),
+    (["topic", "pub", "", "1"], "topic '': a topic or service name must not be empty"),
+    (["topic", "echo", "/a/~b"], "topic '/a/~b': invalid name"),
+    (["service", "call", "/a/~b"], "service '/a/~b': invalid name"),
+    (["topic", "pub", "/x", "100000000000000000000000"],
+     "the JSON cannot go over the bus: cannot encode the integer 100000000000000000000000 in a "
+     "bus message: integers travel from -2**63 to 2**64-1"),
+    (["service", "call", "/mujoco_server/step", '{"steps": -100000000000000000000000}'],
+     "cannot encode the integer -100000000000000000000000"),
+])
+def test_a_name_or_message_that_cannot_travel_is_a_usage_error(
+        argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Refused before connecting: no server is needed.
+    assert cli.main([*argv, "--connect", f"tcp/127.0.0.1:{free_port()}"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("mjfast: error: ") and expected in captured.err
+    assert captured.err.count("\n") == 1 and captured.out == ""

@@ -793,7 +793,26 @@ def _print_names(names: Callable[[], Any], out: TextIO) -> int:
     return EXIT_OK
 
 
+def _checked_arguments(what: str, name: str, message: Any = None) -> None:
+    """The name and message of a remote command can go over the bus: a usage error (one line,
+    exit 2) before connecting if not."""
+    _import_remote()
+    from mjfast.remote import codec, keys
+
+    try:
+        keys.key(keys.TOPIC, name)
+    except (TypeError, ValueError) as error:
+        raise CliError(f"{what} {name!r}: {_one_line(str(error))}", EXIT_USAGE) from error
+    try:
+        codec.encode(message)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise CliError(f"the JSON cannot go over the bus: {_one_line(str(error))}", EXIT_USAGE
+                       ) from error
+
+
 def _topic(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.action != "list":
+        _checked_arguments("topic", args.topic, getattr(args, "message", None))
     with _connected(args.connect) as client:
         if args.action == "list":
             return _print_names(client.topics, out)
@@ -860,6 +879,8 @@ def _publisher_hint(client: Any, topic: str) -> str:
 
 
 def _service(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action != "list":
+        _checked_arguments("service", args.service, args.request)
     with _connected(args.connect) as client:
         if args.action == "list":
             return _print_names(client.services, out)

@@ -57,6 +57,9 @@ def _default(value: Any) -> msgpack.ExtType:
         header, raw = _header_and_bytes(value, _C_ORDER)
     elif isinstance(value, np.generic):
         header, raw = _header_and_bytes(np.asarray(value), _SCALAR)
+    elif isinstance(value, int):  # MessagePack's integers are 64-bit
+        raise TypeError(f"cannot encode the integer {value} in a bus message: integers travel "
+                        f"from -2**63 to 2**64-1")
     else:
         raise TypeError(f"cannot encode a {type(value).__name__} in a bus message: expected "
                         f"dicts, lists, strings, numbers, booleans, None or numpy arrays")
