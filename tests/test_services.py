@@ -4,6 +4,7 @@ JSON-able requests and replies, raising what the Python call raises."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import mjfast
 from mjfast import services
 from mjfast.services import SERVICE_NAMES
+from support import wait_for
 from test_sim_control import DT, XML
 
 NS = "/sim"
@@ -180,3 +182,29 @@ def test_a_cancellable_step_stops_at_a_chunk_boundary(sim: mjfast.MujocoEnv) -> 
     assert call(sim, "step", {"steps": 7})["step_count"] == done + 7
     with services.cancellable(lambda: None):
         assert call(sim, "step", {"steps": 1000})["step_count"] == done + 1007
+
+
+def test_resuming_ends_a_cancellable_step_in_progress(sim: mjfast.MujocoEnv) -> None:
+    sim.start(None)
+    sim.pause()
+    outcome: list[BaseException] = []
+
+    def step_long() -> None:
+        with services.cancellable(lambda: None):
+            try:
+                sim.bus.call(f"{NS}/step", {"steps": 2**62})
+            except BaseException as error:
+                outcome.append(error)
+
+    stepper = threading.Thread(target=step_long)
+    stepper.start()
+    try:
+        assert wait_for(lambda: sim.step_count > 100, timeout=10)
+        sim.resume()
+        stepper.join(10)
+        assert not stepper.is_alive()
+    finally:
+        sim.stop()  # a stepper still running would end here
+        stepper.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], mjfast.LogicError)
+    assert "while the physics thread runs" in str(outcome[0])
