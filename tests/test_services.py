@@ -208,3 +208,9 @@ def test_resuming_ends_a_cancellable_step_in_progress(sim: mjfast.MujocoEnv) -> 
         stepper.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], mjfast.LogicError)
     assert "while the physics thread runs" in str(outcome[0])
+
+
+def test_reset_takes_a_numpy_bool(sim: mjfast.MujocoEnv) -> None:
+    sim.step(5)
+    assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(True)}) == {"time": 5 * DT}
+    assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(False)}) == {"time": 0.0}

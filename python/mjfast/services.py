@@ -140,9 +140,11 @@ def _step_cancellable(env: MujocoEnv, steps: int, cancelled: Callable[[], str | 
 
 
 def _reset(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    keep_time = request.get("keep_time", False)
+    if isinstance(keep_time, np.bool_):  # a remote client's numpy bool
+        keep_time = bool(keep_time)
     env.reset(request.get("keyframe"), joint_positions=request.get("joint_positions"),
-              joint_velocities=request.get("joint_velocities"),
-              keep_time=request.get("keep_time", False))
+              joint_velocities=request.get("joint_velocities"), keep_time=keep_time)
     return {"time": float(env.data.time)}
 
 
