@@ -4,14 +4,17 @@ in a subprocess on a free loopback port with `mjfast.connect()` clients, and the
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -128,17 +131,38 @@ import time
 import numpy as np
 import mjfast
 
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no str() for this one")
+
 class RemoteProbe(mjfast.MujocoPlugin):
     def load(self, model, data):
         self.node.advertise_service("/probe/echo", lambda request: request)
         self.node.advertise_service("/probe/fail", self.fail)
         self.node.advertise_service("/probe/sleep", self.sleep)
+        self.node.advertise_service("/probe/raise", self.raise_)
+        self.node.advertise_service("/probe/slow_statistics", self.slow_statistics)
+        self.statistics_delay, self.in_statistics = 0.0, 0
         self.node.subscribe("/probe/cmd", self.on_command)
         self.steps = 0
         return True
 
     def fail(self, request):
         raise ValueError("the probe refuses " + repr(request))
+
+    def slow_statistics(self, seconds):
+        self.statistics_delay = seconds
+        return self.in_statistics
+
+    def statistics(self):
+        self.in_statistics += 1
+        time.sleep(self.statistics_delay)
+        self.in_statistics -= 1
+        return {}
+
+    def raise_(self, request):
+        raise {"exit": SystemExit(3), "interrupt": KeyboardInterrupt(),
+               "unprintable": Unprintable()}[request]
 
     def sleep(self, request):
         time.sleep(float(request["seconds"]))
@@ -440,3 +464,497 @@ def test_serve_on_a_taken_port_is_one_line_exit_1(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"mjfast: error: cannot listen on tcp/127.0.0.1:{port}")
     assert result.stderr.count("\n") == 1
 
+
+
+# -- hardening (issue 18) -------------------------------------------------------------------------
+
+
+def step_count(client: Any) -> int:
+    return int(client.call("/mujoco_server/info")["step_count"])
+
+
+def nothing_else_steps(client: Any) -> bool:
+    """Whether, paused, the step count stays put for a while (an observation window, not a
+    synchronisation) and a `step` of 10 adds exactly 10 steps: no other call is stepping (and
+    none holds the env: the step call would time out)."""
+    before = step_count(client)
+    client.call("/probe/sleep", {"seconds": 0.3})
+    if step_count(client) != before:
+        return False
+    return bool(client.call("/mujoco_server/step", {"steps": 10}, timeout=10)["step_count"]
+                == before + 10)
+
+
+def test_serve_exits_promptly_with_long_step_calls_in_flight(tmp_path: Path) -> None:
+    """More long `step` calls than the old pool had workers: the other services still answer,
+    and SIGTERM cancels the calls (their callers are told why) and exits at once."""
+    server = Served(tmp_path)
+    outcomes: list[BaseException | Any] = []
+    try:
+        with mjfast.connect(server.endpoint, timeout=10) as client:
+            assert client.call("/mujoco_server/pause", {"paused": True}) == {"paused": True}
+
+            def long_step() -> None:
+                try:
+                    outcomes.append(client.call("/mujoco_server/step", {"steps": 2**62},
+                                                timeout=120))
+                except BaseException as error:
+                    outcomes.append(error)
+
+            calls = [threading.Thread(target=long_step) for _ in range(9)]
+            for call in calls:
+                call.start()
+            first = step_count(client)
+            assert wait_for(lambda: step_count(client) > first + 1000, timeout=10)
+            # A service that needs a worker answers while every long call holds one.
+            state = client.call("/mujoco_server/get_joint_state", {"names": ["j0"]}, timeout=5)
+            assert set(state) == {"j0"}
+            assert client.call("/probe/echo", "still here", timeout=5) == "still here"
+            started = time.monotonic()
+            code, out, err = server.stop(signal.SIGTERM)
+            exited_in = time.monotonic() - started
+            for call in calls:
+                call.join(30)
+    finally:
+        server.kill()
+    assert code == 0, err
+    assert exited_in < 5, f"serve took {exited_in:.1f} s to exit"
+    assert "remote bus" in out and "Traceback" not in err
+    assert len(outcomes) == 9
+    for outcome in outcomes:
+        assert isinstance(outcome, mjfast.RemoteError), outcome
+        assert outcome.type_name == "InterruptedError"
+        assert "step: stopped after" in outcome.message
+        assert "the server is shutting down" in outcome.message
+
+
+def test_a_step_call_stops_when_its_caller_stops_waiting(client: Any) -> None:
+    client.call("/mujoco_server/pause", {"paused": True})
+    try:
+        with pytest.raises(TimeoutError):
+            client.call("/mujoco_server/step", {"steps": 2**62}, timeout=0.5)
+        assert wait_for(lambda: nothing_else_steps(client), timeout=15)
+        assert nothing_else_steps(client)
+    finally:
+        client.call("/mujoco_server/pause", {"paused": False})
+
+
+@pytest.mark.parametrize(("kind", "type_name", "message"), [
+    ("exit", "SystemExit", "3"),
+    ("interrupt", "KeyboardInterrupt", ""),
+    ("unprintable", "Unprintable",
+     "<the Unprintable could not be shown: its str() raised RuntimeError>"),
+])
+def test_every_handler_outcome_is_a_reply_and_the_workers_live(
+        client: Any, kind: str, type_name: str, message: str) -> None:
+    for _ in range(12):  # more than there ever were workers
+        with pytest.raises(mjfast.RemoteError) as failed:
+            client.call("/probe/raise", kind, timeout=5)
+        assert (failed.value.type_name, failed.value.message) == (type_name, message)
+    assert client.call("/probe/echo", kind, timeout=5) == kind
+    assert client.call("/mujoco_server/get_joint_state", {"names": ["j0"]}, timeout=5)
+
+
+def test_a_150_mib_array_decodes() -> None:
+    array = np.arange(150 * 2**20 // 8, dtype=np.float64)
+    decoded = codec.decode(codec.encode({"a": array}))["a"]
+    assert decoded.shape == array.shape and np.array_equal(decoded, array)
+
+
+BIG = 110 * 2**20  # past msgpack's 100 MiB default buffer
+
+
+def test_messages_over_100_mib_travel_in_calls_replies_and_topics(client: Any) -> None:
+    big = np.arange(BIG, dtype=np.uint8)
+    reply = client.call("/probe/echo", {"big": big}, timeout=60)
+    assert reply["big"].shape == big.shape and np.array_equal(reply["big"], big)
+    del reply
+    received: list[Any] = []
+    arrived = threading.Event()
+    client.subscribe("/probe/big", lambda m: (received.append(m), arrived.set()))
+    # The subscription may take a moment to reach the server: publish until one comes back.
+    assert wait_for(lambda: arrived.wait(0.5) or client.publish("/probe/big", big) or False,
+                    timeout=60)
+    assert np.array_equal(received[0], big)
+    received.clear()
+    assert np.array_equal(client.latest("/probe/big", timeout=60), big)
+
+
+def test_close_while_the_env_publishes_always_frees_the_port() -> None:
+    result = run_python(f"""
+        import socket, threading
+        import numpy as np
+        import mjfast
+        from mjfast.remote import BusServer
+        from support import arm_xml, wait_for
+
+        class Big(mjfast.MujocoPlugin):
+            def load(self, model, data):
+                self.big = np.zeros(4_000_000)
+                return True
+            def last_stage_callback(self, model, data):
+                self.node.publish("/big", {{"a": self.big}})
+
+        mjfast.register_plugin("test/Big", Big)
+
+        def free_port():
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                return probe.getsockname()[1]
+
+        for attempt in range(5):
+            port = free_port()
+            endpoint = f"tcp/127.0.0.1:{{port}}"
+            params = {{"MujocoPlugins": [{{"type": "test/Big"}}]}}
+            env = mjfast.MujocoEnv({arm_xml()!r}, params=params)
+            server = BusServer(env, endpoint)
+            env.start(None)
+            client = mjfast.connect(endpoint, timeout=10)
+            got = threading.Semaphore(0)
+            client.subscribe("/big", lambda message: got.release())
+            assert got.acquire(timeout=20) and got.acquire(timeout=20), "no message"
+            server.close()  # while the physics thread publishes
+            client.close()
+            env.close()
+            with socket.socket() as again:
+                again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                again.bind(("127.0.0.1", port))  # the port is free
+                again.listen()
+        print("closed")
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "closed"
+
+
+def test_echo_and_call_print_strict_json() -> None:
+    line = cli._dumps({"nan": float("nan"), "inf": [float("inf"), -float("inf"), 1.5],
+                       "array": np.array([np.nan, 2.0]), "f32": np.float32("inf"),
+                       3: b"\x00\x01", "other": object})
+    decoded = json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}"))
+    assert decoded == {"nan": None, "inf": [None, None, 1.5], "array": [None, 2.0],
+                       "f32": None, "3": [0, 1], "other": repr(object)}
+    assert "\n" not in line
+
+
+def test_service_call_replies_non_finite_floats_as_null(served: Served) -> None:
+    called = run_cli("service", "call", "/probe/echo", '{"x": [NaN, Infinity, 1.5]}',
+                     "--connect", served.endpoint)
+    assert called.returncode == 0, called.stderr
+    assert called.stdout == '{"x": [null, null, 1.5]}\n'
+
+
+def test_echo_on_a_silent_topic_says_so_once(served: Served) -> None:
+    echo = subprocess.Popen([sys.executable, "-m", "mjfast", "topic", "echo", "/nobody/here",
+                             "--connect", served.endpoint],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(60, echo.kill)
+    watchdog.start()
+    try:
+        assert echo.stderr is not None
+        line = echo.stderr.readline()
+        assert echo.poll() is None  # still waiting
+    finally:
+        watchdog.cancel()
+        echo.kill()
+        out, rest = echo.communicate(timeout=30)
+    assert line == ("mjfast: no message on /nobody/here yet (nothing on the server publishes or "
+                    "subscribes it); still waiting (Ctrl-C stops)\n")
+    assert out == "" and "no message" not in rest
+
+
+# -- malformed input and races (found attacking the bus) -----------------------------------------
+
+
+def ext(header: Any, data: bytes = b"") -> bytes:
+    import msgpack
+
+    return msgpack.packb(msgpack.ExtType(codec.NDARRAY_EXT, msgpack.packb(header) + data))
+
+
+@pytest.mark.parametrize(("payload", "expected"), [
+    (b"\xc1", "undecodable message: FormatError"),
+    (b"\x92\x01", "undecodable message: Unpack failed: incomplete input"),
+    (b"\x01\x02", "undecodable message: unpack(b) received extra data"),
+    (b"\x91" * 100_000 + b"\xc0", "undecodable message: StackError"),
+    (b"\x81\x91\x01\x02", "undecodable message: unhashable type: 'list'"),
+    (b"\xdd\xff\xff\xff\xff", "undecodable message: 4294967295 exceeds max_array_len"),
+    (ext(5), "ndarray extension header 5: expected [dtype, shape, order]"),
+    (ext(["<f8", [-1], "C"], bytes(8)), "a list of sizes >= 0"),
+    (ext(["<f8", [1], "X"], bytes(8)), "one of ['C', 'F', 'S']"),
+    (ext(["|O", [1], "C"], bytes(8)), "with dtype '|O': expected bool, integer, float"),
+    (ext(["(2,)f8", [1], "C"], bytes(16)), "with dtype '(2,)f8'"),
+    (ext(["nonsense", [1], "C"], bytes(8)), "with dtype 'nonsense'"),
+    (ext(["<f8", [2**62, 2**62], "C"]), f"expected {2**127} bytes"),
+    (ext(["<f8", [2], "C"], bytes(8)), "expected 16 bytes of elements, got 8"),
+    (ext(["<f8", [1], "S"], bytes(8)), "of a scalar with shape [1]: expected []"),
+    (ext(["<f8", [], "C"])[:-1], "undecodable message"),
+    (__import__("msgpack").packb(__import__("msgpack").ExtType(7, b"abc")),
+     "extension type 7: only type 1 (a numpy array) travels"),
+])
+def test_undecodable_payloads_are_value_errors_naming_what(payload: bytes, expected: str) -> None:
+    with pytest.raises(ValueError) as failed:
+        codec.decode(payload)
+    assert type(failed.value) is ValueError
+    assert expected in str(failed.value)
+
+
+def test_a_key_that_encodes_a_slash_in_a_segment_is_refused() -> None:
+    with pytest.raises(ValueError, match="encodes '/' inside a segment"):
+        keys.bus_name(keys.SERVICE, "mjfast/service/mujoco_server%2Freload")
+
+
+def test_malformed_remote_requests_and_publishes_leave_the_server_serving(client: Any,
+                                                                           served: Served) -> None:
+    import zenoh
+
+    from mjfast.remote.server import zenoh_config
+
+    raw = zenoh.open(zenoh_config("client", served.endpoint))
+    try:
+        def query(key: str, payload: bytes, attachment: bytes | None = None) -> Any:
+            replies = list(raw.get(key, payload=payload, attachment=attachment, timeout=10))
+            assert len(replies) == 1
+            reply = replies[0]
+            return ("ok", codec.decode(reply.ok.payload.to_bytes())) if reply.ok is not None \
+                else ("err", codec.decode(reply.err.payload.to_bytes()))
+
+        kind, detail = query("mjfast/service/probe/echo", b"\xc1\xc1")
+        assert kind == "err" and detail["type"] == "ValueError"
+        assert detail["message"].startswith("undecodable message: FormatError")
+        kind, detail = query("mjfast/service/probe/echo", ext(["|O", [1], "C"], bytes(8)))
+        assert (kind, detail["type"]) == ("err", "ValueError") and "'|O'" in detail["message"]
+        kind, detail = query("mjfast/service/probe%2Fecho", codec.encode(1))
+        assert (kind, detail["type"]) == ("err", "ValueError")
+        # An attachment that is not mjfast's {"timeout": seconds} is ignored.
+        for attachment in (b"\xc1", codec.encode([1]), codec.encode({"timeout": float("nan")}),
+                           codec.encode({"timeout": "soon"})):
+            assert query("mjfast/service/probe/echo", codec.encode(7), attachment) == ("ok", 7)
+        for payload in (b"\xc1", ext(5), b"\x81\x91\x01\x02"):
+            raw.put("mjfast/publish/probe/junk", payload)
+        raw.put("mjfast/publish/probe%2Fjunk", codec.encode(1))
+        raw.put("mjfast/publish/probe/~junk", codec.encode(1))
+    finally:
+        raw.close()
+    assert client.call("/probe/echo", "alive") == "alive"
+    assert client.latest("/probe/junk") is None
+    assert served.child.poll() is None
+
+
+def hammer(action: Callable[[], Any], busy: threading.Semaphore,
+           failures: list[BaseException]) -> None:
+    """Runs `action` until it raises: a ConnectionError ends it quietly; anything else is kept in
+    `failures`. Releases `busy` once the first action has gone through."""
+    first = True
+    while True:
+        try:
+            action()
+            if first:
+                busy.release()
+                first = False
+        except ConnectionError:
+            return
+        except BaseException as error:
+            failures.append(error)
+            return
+
+
+def test_calls_racing_the_clients_close_are_connection_errors(served: Served) -> None:
+    failures: list[BaseException] = []
+    payload = np.zeros(100_000)
+    for _ in range(8):
+        racing = mjfast.connect(served.endpoint, timeout=10)
+        busy = threading.Semaphore(0)
+        actions = [
+            functools.partial(racing.publish, "/probe/race", payload),
+            functools.partial(racing.call, "/probe/echo", payload, timeout=10),
+            functools.partial(racing.subscribe, "/probe/race", lambda message: None),
+            functools.partial(racing.latest, "/probe/race", timeout=10)]
+        threads = [threading.Thread(target=hammer, args=(action, busy, failures))
+                   for action in actions]
+        for thread in threads:
+            thread.start()
+        for _ in threads:  # close() comes once every thread is in full swing
+            assert busy.acquire(timeout=30)
+        racing.close()
+        for thread in threads:
+            thread.join(30)
+        assert not any(thread.is_alive() for thread in threads)
+    assert failures == []
+
+
+def test_a_client_killed_mid_call_leaves_nothing_running(served: Served, client: Any) -> None:
+    client.call("/mujoco_server/pause", {"paused": True})
+    try:
+        caller = start_python(f"""
+            import mjfast
+            client = mjfast.connect({served.endpoint!r}, timeout=10)
+            print("calling", flush=True)
+            client.call("/mujoco_server/step", {{"steps": 2**62}}, timeout=1.0)
+        """)
+        assert caller.stdout is not None and caller.stdout.readline() == "calling\n"
+        first = step_count(client)
+        assert wait_for(lambda: step_count(client) > first, timeout=10)  # it steps
+        caller.kill()  # gone mid-call
+        finish_python(caller)
+        assert wait_for(lambda: nothing_else_steps(client), timeout=15)
+        assert nothing_else_steps(client)
+        assert client.call("/probe/echo", "after") == "after"
+    finally:
+        client.call("/mujoco_server/pause", {"paused": False})
+
+
+def test_calls_past_the_cap_are_refused_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mjfast.remote import server as server_module
+
+    monkeypatch.setattr(server_module, "_MAX_SERVICE_CALLS", 2)
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def hold(request: Any) -> Any:
+        entered.release()
+        release.wait(30)
+        return request
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    env.bus.advertise_service("/held", hold)
+    bus_server = server_module.BusServer(env, endpoint)
+    replies: list[Any] = []
+    try:
+        with mjfast.connect(endpoint, timeout=10) as remote:
+            holders = [threading.Thread(target=lambda i=i: replies.append(
+                remote.call("/held", i, timeout=30))) for i in range(2)]
+            for holder in holders:
+                holder.start()
+            assert entered.acquire(timeout=10) and entered.acquire(timeout=10)
+            started = time.monotonic()
+            with pytest.raises(mjfast.RemoteError) as refused:
+                remote.call("/held", 3, timeout=10)
+            assert time.monotonic() - started < 5
+            assert refused.value.type_name == "RuntimeError"
+            assert refused.value.message.startswith("the server is busy: 2 service calls are in "
+                                                    "progress")
+            assert remote.call("/mujoco_server/info")["step_count"] == 0  # inline: answered
+            release.set()
+            for holder in holders:
+                holder.join(30)
+            assert sorted(replies) == [0, 1]
+            assert remote.call("/held", 4) == 4  # a worker is free again
+    finally:
+        release.set()
+        bus_server.close()
+        env.close()
+
+
+def test_an_endless_timeout_means_wait(served: Served) -> None:
+    with mjfast.connect(served.endpoint, timeout=float("inf")) as patient:
+        assert patient.call("/probe/echo", 1, timeout=float("inf")) == 1
+        assert patient.call("/probe/echo", 2, timeout=1e300) == 2
+        assert patient.latest("/never/published", timeout=float("inf")) is None
+
+
+def test_a_subscriber_raising_system_exit_is_logged_and_kept(
+        client: Any, caplog: pytest.LogCaptureFixture) -> None:
+    calls = threading.Semaphore(0)
+
+    def leave(message: Any) -> None:
+        calls.release()
+        raise SystemExit(2)
+
+    with caplog.at_level("ERROR", logger="mjfast.remote"):
+        subscription = client.subscribe("/probe/state", leave)
+        assert calls.acquire(timeout=10) and calls.acquire(timeout=10)  # delivered again
+        subscription.close()
+    assert any("of remote topic /probe/state raised" in record.getMessage()
+               for record in caplog.records)
+
+
+def test_echo_into_a_closed_pipe_ends(served: Served) -> None:
+    pipeline = subprocess.Popen(f"{sys.executable} -m mjfast topic echo /probe/state --connect "
+                                f"{served.endpoint} | head -1", shell=True, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    try:
+        out, err = pipeline.communicate(timeout=60)  # the echo ends once `head` has gone
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pipeline.pid, signal.SIGKILL)  # a stuck echo, if any
+        pipeline.communicate()
+    assert json.loads(out)["qpos"]
+    assert "Traceback" not in err
+
+
+def test_slow_plugin_statistics_hold_up_nothing_else(client: Any) -> None:
+    """`statistics` runs the plugins' statistics(): on a worker, not on Zenoh's own threads."""
+    client.call("/probe/slow_statistics", 3.0)
+    calls = [threading.Thread(target=client.call, args=("/mujoco_server/statistics",),
+                              kwargs={"timeout": 60}) for _ in range(6)]
+    try:
+        for call in calls:
+            call.start()
+        assert wait_for(lambda: client.call("/probe/slow_statistics", 3.0) >= 1, timeout=10)
+        started = time.monotonic()
+        assert client.call("/probe/echo", "quick", timeout=10) == "quick"
+        assert client.latest("/never/published", timeout=10) is None
+        assert time.monotonic() - started < 1.5
+    finally:
+        client.call("/probe/slow_statistics", 0.0)
+        for call in calls:
+            call.join(60)
+
+
+def test_close_from_a_service_handler_and_from_several_threads() -> None:
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    bus_server = server_module().BusServer(env, endpoint)
+    closed_in_handler = threading.Event()
+
+    def shutdown(request: Any) -> Any:
+        bus_server.close()  # on the worker that answers this call
+        closed_in_handler.set()
+        return "closed"
+
+    env.bus.advertise_service("/shutdown", shutdown)
+    try:
+        with mjfast.connect(endpoint, timeout=10) as remote, \
+                pytest.raises(ConnectionError, match="is gone"):
+            remote.call("/shutdown", timeout=10)  # the session closed before the reply
+        assert closed_in_handler.wait(10)
+        closers = [threading.Thread(target=bus_server.close) for _ in range(3)]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join(30)
+        with socket.socket() as again:
+            again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            again.bind(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])))  # the port is free
+            again.listen()
+    finally:
+        bus_server.close()
+        env.close()
+
+
+def server_module() -> Any:
+    from mjfast.remote import server
+
+    return server
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["topic", "pub", "/x/~y", "1"], "topic '/x/~y': invalid name '/x/~y'"),
+    (["topic", "pub", "", "1"], "topic '': a topic or service name must not be empty"),
+    (["topic", "echo", "/a/~b"], "topic '/a/~b': invalid name"),
+    (["service", "call", "/a/~b"], "service '/a/~b': invalid name"),
+    (["topic", "pub", "/x", "100000000000000000000000"],
+     "the JSON cannot go over the bus: cannot encode the integer 100000000000000000000000 in a "
+     "bus message: integers travel from -2**63 to 2**64-1"),
+    (["service", "call", "/mujoco_server/step", '{"steps": -100000000000000000000000}'],
+     "cannot encode the integer -100000000000000000000000"),
+])
+def test_a_name_or_message_that_cannot_travel_is_a_usage_error(
+        argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # Refused before connecting: no server is needed.
+    assert cli.main([*argv, "--connect", f"tcp/127.0.0.1:{free_port()}"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("mjfast: error: ") and expected in captured.err
+    assert captured.err.count("\n") == 1 and captured.out == ""

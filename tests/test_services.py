@@ -4,6 +4,7 @@ JSON-able requests and replies, raising what the Python call raises."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 import mjfast
+from mjfast import services
 from mjfast.services import SERVICE_NAMES
+from support import wait_for
 from test_sim_control import DT, XML
 
 NS = "/sim"
@@ -154,3 +157,60 @@ def test_services_of_a_closed_env_refuse(sim: mjfast.MujocoEnv) -> None:
     sim.close()
     with pytest.raises(mjfast.LogicError, match="closed"):
         call(sim, "get_joint_state")
+
+
+def test_step_names_its_upper_limit(sim: mjfast.MujocoEnv) -> None:
+    with pytest.raises(ValueError, match=rf"steps must be at most 2\*\*63-1, got {2**63}$"):
+        sim.bus.call(f"{NS}/step", {"steps": 2**63})
+    assert sim.step_count == 0
+
+
+def test_a_cancellable_step_stops_at_a_chunk_boundary(sim: mjfast.MujocoEnv) -> None:
+    asked = [0]
+
+    def reason() -> str | None:
+        asked[0] += 1
+        return "enough" if asked[0] > 3 else None
+
+    with services.cancellable(reason), \
+            pytest.raises(InterruptedError, match=r"^step: stopped after (\d+) of "
+                                                  r"4611686018427387904 steps: enough$") as stopped:
+        sim.bus.call(f"{NS}/step", {"steps": 2**62})
+    done = int(str(stopped.value).split()[3])
+    assert sim.step_count == done > 0
+    # Outside the block a call runs whole, as before; inside, one that is not cancelled too.
+    assert call(sim, "step", {"steps": 7})["step_count"] == done + 7
+    with services.cancellable(lambda: None):
+        assert call(sim, "step", {"steps": 1000})["step_count"] == done + 1007
+
+
+def test_resuming_ends_a_cancellable_step_in_progress(sim: mjfast.MujocoEnv) -> None:
+    sim.start(None)
+    sim.pause()
+    outcome: list[BaseException] = []
+
+    def step_long() -> None:
+        with services.cancellable(lambda: None):
+            try:
+                sim.bus.call(f"{NS}/step", {"steps": 2**62})
+            except BaseException as error:
+                outcome.append(error)
+
+    stepper = threading.Thread(target=step_long)
+    stepper.start()
+    try:
+        assert wait_for(lambda: sim.step_count > 100, timeout=10)
+        sim.resume()
+        stepper.join(10)
+        assert not stepper.is_alive()
+    finally:
+        sim.stop()  # a stepper still running would end here
+        stepper.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], mjfast.LogicError)
+    assert "while the physics thread runs" in str(outcome[0])
+
+
+def test_reset_takes_a_numpy_bool(sim: mjfast.MujocoEnv) -> None:
+    sim.step(5)
+    assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(True)}) == {"time": 5 * DT}
+    assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(False)}) == {"time": 0.0}

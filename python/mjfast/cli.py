@@ -38,6 +38,8 @@ DEFAULT_DURATION_S = 5.0
 _CHUNK_WALL_S = 0.05
 # SPEC §15's default endpoint, written here so that `--help` needs no Zenoh.
 _DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
+# `topic echo` says, once, that nothing has arrived after this long.
+_ECHO_SILENCE_S = 2.0
 
 
 class CliError(Exception):
@@ -217,7 +219,11 @@ def _add_remote_commands(commands: Any) -> None:
     topic_commands = topic.add_subparsers(dest="action", metavar="ACTION", parser_class=_Parser)
     topic_commands.required = True
     connect_option(topic_commands.add_parser("list", help="topics published or subscribed"))
-    echo = topic_commands.add_parser("echo", help="print each message as one JSON line")
+    echo = topic_commands.add_parser(
+        "echo", help="print each message as one JSON line",
+        description="Print each message on TOPIC as one line of strict JSON: arrays as lists, "
+                    "NaN and infinities (which JSON has not) as null. Says so on stderr, once, "
+                    f"when nothing has arrived after {_ECHO_SILENCE_S:g} s.")
     echo.add_argument("topic", metavar="TOPIC")
     echo.add_argument("--count", type=_positive_int, metavar="N",
                       help="exit after N messages (default: until interrupted)")
@@ -233,7 +239,10 @@ def _add_remote_commands(commands: Any) -> None:
                                               parser_class=_Parser)
     service_commands.required = True
     connect_option(service_commands.add_parser("list", help="advertised services"))
-    call = service_commands.add_parser("call", help="call a service, print the reply as JSON")
+    call = service_commands.add_parser(
+        "call", help="call a service, print the reply as JSON",
+        description="Call service NAME with the JSON request (none: null) and print the reply as "
+                    "one line of strict JSON: arrays as lists, NaN and infinities as null.")
     call.add_argument("service", metavar="NAME")
     call.add_argument("request", metavar="JSON", type=_json_argument, nargs="?", default=None)
     call.add_argument("--timeout", type=_positive_float, metavar="S", default=5.0,
@@ -712,9 +721,13 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                       f"stops it)\n")
             err.flush()
             stop.wait()
-            env.stop()
         finally:
-            server.close()
+            # The server first: it stops taking calls and cancels the `step` calls in progress
+            # (their callers are told why), so that nothing steps the env while it stops.
+            try:
+                server.close()
+            finally:
+                env.stop()
         _print_statistics(env, time.perf_counter() - started, out)
         figures = server.statistics()
         out.write("\nremote bus\n" + "".join(
@@ -727,18 +740,33 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def _as_json(value: Any) -> Any:
-    """`json.dumps` default: arrays as (nested) lists, numpy scalars as numbers."""
+    """`value` as JSON types: arrays as (nested) lists, numpy scalars as numbers, bytes as lists
+    of ints, non-finite floats (NaN, ±Infinity, which JSON has not) as null, keys as strings;
+    anything else as its repr (a message from some other client may hold anything)."""
     import numpy as np
 
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, np.ndarray) and (value.dtype.kind in "biu" or (
+            value.dtype.kind == "f" and np.isfinite(value).all())):
+        return value.tolist()  # nothing to replace: no walk through a camera frame's pixels
     if isinstance(value, (np.ndarray, np.generic)):
-        return value.tolist()
-    if isinstance(value, (bytes, bytearray)):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+        return _as_json(value.tolist())
+    if isinstance(value, dict):
+        return {key if isinstance(key, str) else _dumps(key): _as_json(item)
+                for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(item) for item in value]
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return list(bytes(value))
+    return repr(value)
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=_as_json, allow_nan=True)
+    """One line of strict JSON (RFC 8259): see `_as_json`."""
+    return json.dumps(_as_json(value), allow_nan=False)
 
 
 @contextmanager
@@ -774,7 +802,26 @@ def _print_names(names: Callable[[], Any], out: TextIO) -> int:
     return EXIT_OK
 
 
-def _topic(args: argparse.Namespace, out: TextIO) -> int:
+def _checked_arguments(what: str, name: str, message: Any = None) -> None:
+    """The name and message of a remote command can go over the bus: a usage error (one line,
+    exit 2) before connecting if not."""
+    _import_remote()
+    from mjfast.remote import codec, keys
+
+    try:
+        keys.key(keys.TOPIC, name)
+    except (TypeError, ValueError) as error:
+        raise CliError(f"{what} {name!r}: {_one_line(str(error))}", EXIT_USAGE) from error
+    try:
+        codec.encode(message)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise CliError(f"the JSON cannot go over the bus: {_one_line(str(error))}", EXIT_USAGE
+                       ) from error
+
+
+def _topic(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.action != "list":
+        _checked_arguments("topic", args.topic, getattr(args, "message", None))
     with _connected(args.connect) as client:
         if args.action == "list":
             return _print_names(client.topics, out)
@@ -783,35 +830,66 @@ def _topic(args: argparse.Namespace, out: TextIO) -> int:
             # A round trip after the put: the server has the message before the session closes.
             _remote_call(client.topics)
             return EXIT_OK
-        return _echo(client, args.topic, args.count, out)
+        return _echo(client, args.topic, args.count, out, err)
 
 
-def _echo(client: Any, topic: str, count: int | None, out: TextIO) -> int:
+def _echo(client: Any, topic: str, count: int | None, out: TextIO, err: TextIO) -> int:
     received = threading.Semaphore(0)
     lock = threading.Lock()
     printed = [0]
+    closed: list[OSError] = []  # the reader went (`| head -1`): the command ends
 
     def show(message: Any) -> None:
+        line = _dumps(message) + "\n"
         with lock:
-            if count is not None and printed[0] >= count:
+            if closed or (count is not None and printed[0] >= count):
                 return
-            out.write(_dumps(message) + "\n")
-            out.flush()
+            try:
+                out.write(line)
+                out.flush()
+            except OSError as error:  # on a Zenoh thread: handed to the command's thread
+                closed.append(error)
             printed[0] += 1
         received.release()
 
     subscription = client.subscribe(topic, show)
     try:
         seen = 0
+        waiting_since = time.monotonic()
         while count is None or seen < count:
             if received.acquire(timeout=0.2):  # a timed wait, so that Ctrl-C gets through
                 seen += 1
+                if closed:
+                    raise closed[0]
+            elif not seen and waiting_since is not None and \
+                    time.monotonic() - waiting_since >= _ECHO_SILENCE_S:
+                waiting_since = None  # said once
+                err.write(f"mjfast: no message on {_absolute(topic)} yet"
+                          f"{_publisher_hint(client, topic)}; still waiting (Ctrl-C stops)\n")
+                err.flush()
     finally:
         subscription.close()
     return EXIT_OK
 
 
+def _absolute(topic: str) -> str:
+    from mjfast.params import resolve_name
+
+    return resolve_name(topic)
+
+
+def _publisher_hint(client: Any, topic: str) -> str:
+    """`topic echo`'s word on a silent topic: whether the server knows it at all."""
+    try:
+        known = _absolute(topic) in client.topics(timeout=2.0)
+    except Exception:  # only a hint
+        return ""
+    return "" if known else " (nothing on the server publishes or subscribes it)"
+
+
 def _service(args: argparse.Namespace, out: TextIO) -> int:
+    if args.action != "list":
+        _checked_arguments("service", args.service, args.request)
     with _connected(args.connect) as client:
         if args.action == "list":
             return _print_names(client.services, out)
@@ -838,7 +916,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.command == "serve":
                 return _serve(args, out, err)
             if args.command == "topic":
-                return _topic(args, out)
+                return _topic(args, out, err)
             if args.command == "service":
                 return _service(args, out)
             if args.command == "demo":

@@ -8,9 +8,12 @@ and `MujocoEnv` do).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import enum
+import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,9 +25,34 @@ if TYPE_CHECKING:
     from mjfast.env import MujocoEnv
     from mjfast.node import ServiceRegistration
 
-__all__ = ["SERVICE_NAMES", "advertise_simulation_services", "jsonable"]
+__all__ = ["SERVICE_NAMES", "advertise_simulation_services", "cancellable", "jsonable"]
 
 Handler = Callable[["MujocoEnv", Mapping[str, Any]], dict[str, Any]]
+
+# The most steps one `step` call takes (env.step's own limit).
+_MAX_STEPS = 2**63 - 1
+# A cancellable `step` call runs in chunks of about this long, asking between chunks whether it
+# should stop: a cancelled call ends this soon after (plus one step).
+_STEP_CHUNK_S = 0.01
+
+# What a service call made on this thread (or task) asks to know whether it should stop early:
+# None, or a function returning why it should (a text), or None while it may go on.
+_cancellation: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.ContextVar(
+    "mjfast_service_cancellation", default=None)
+
+
+@contextlib.contextmanager
+def cancellable(reason: Callable[[], str | None]) -> Iterator[None]:
+    """Makes the `step` service calls made inside the block cancellable: such a call runs in
+    chunks of about 10 ms and, once `reason()` returns a text, stops at the next chunk boundary
+    and raises InterruptedError("step: stopped after K of N steps: <reason>"). The remote
+    server runs every call this way (SPEC §15; docs/remote.md). The other services end by
+    themselves."""
+    token = _cancellation.set(reason)
+    try:
+        yield
+    finally:
+        _cancellation.reset(token)
 
 
 def jsonable(value: Any) -> Any:
@@ -82,14 +110,41 @@ def _step(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
     steps = request.get("steps", 1)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
-    env.step(int(steps))
+    if steps > _MAX_STEPS:
+        raise ValueError(f"steps must be at most 2**63-1, got {steps!r}")
+    steps = int(steps)
+    cancelled = _cancellation.get()
+    if cancelled is None:
+        env.step(steps)
+    else:
+        _step_cancellable(env, steps, cancelled)
     return {"step_count": env.step_count, "time": float(env.data.time)}
 
 
+def _step_cancellable(env: MujocoEnv, steps: int, cancelled: Callable[[], str | None]) -> None:
+    """env.step(steps) in chunks of about _STEP_CHUNK_S, asking `cancelled` before each."""
+    done, chunk = 0, 1
+    while done < steps:
+        reason = cancelled()
+        if reason is not None:
+            raise InterruptedError(f"step: stopped after {done} of {steps} steps: {reason}")
+        n = min(chunk, steps - done)
+        started = time.perf_counter()
+        env.step(n)
+        done += n
+        elapsed = time.perf_counter() - started
+        if elapsed < _STEP_CHUNK_S / 2:
+            chunk = min(chunk * 2, 1 << 40)
+        elif elapsed > _STEP_CHUNK_S * 2 and chunk > 1:
+            chunk //= 2
+
+
 def _reset(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    keep_time = request.get("keep_time", False)
+    if isinstance(keep_time, np.bool_):  # a remote client's numpy bool
+        keep_time = bool(keep_time)
     env.reset(request.get("keyframe"), joint_positions=request.get("joint_positions"),
-              joint_velocities=request.get("joint_velocities"),
-              keep_time=request.get("keep_time", False))
+              joint_velocities=request.get("joint_velocities"), keep_time=keep_time)
     return {"time": float(env.data.time)}
 
 

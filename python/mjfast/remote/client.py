@@ -8,10 +8,11 @@ encoder keeps one buffer per thread. It does not run an env and imports nothing 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import zenoh
@@ -20,7 +21,7 @@ from mjfast.errors import RemoteError
 from mjfast.params import resolve_name
 from mjfast.remote import keys
 from mjfast.remote.codec import decode, encode
-from mjfast.remote.server import DEFAULT_ENDPOINT, zenoh_config
+from mjfast.remote.server import DEFAULT_ENDPOINT, MAX_TIMEOUT_S, zenoh_config
 
 __all__ = ["Client", "RemoteSubscription", "connect"]
 
@@ -80,7 +81,10 @@ class Client:
     def publish(self, topic: str, message: Any) -> None:
         """Publishes `message` on the server's bus (its plugins' subscribers receive it)."""
         self._check_open()
-        self._session.put(keys.key(keys.PUBLISH, topic), encode(message))
+        key = keys.key(keys.PUBLISH, topic)
+        payload = encode(message)
+        with self._closed_is_connection_error():
+            self._session.put(key, payload)
 
     def subscribe(self, topic: str, callback: Callable[[Any], Any]) -> RemoteSubscription:
         """Calls `callback(message)`, on a Zenoh thread, for every later message on `topic`."""
@@ -97,13 +101,19 @@ class Client:
                 return
             try:
                 callback(message)
-            except Exception:
+            except BaseException:  # SystemExit too: on a Zenoh thread it would only be printed
                 _log.exception("subscriber %r of remote topic %s raised", callback, topic)
 
-        subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key),
-                                          self._session.declare_subscriber(key, deliver))
+        with self._closed_is_connection_error():
+            subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key),
+                                              self._session.declare_subscriber(key, deliver))
         with self._lock:
-            self._subscriptions.append(subscription)
+            closed = self._closed
+            if not closed:
+                self._subscriptions.append(subscription)
+        if closed:  # close() ran meanwhile, on another thread
+            subscription.close()
+            self._check_open()
         return subscription
 
     def latest(self, topic: str, *, timeout: float = 5.0) -> Any:
@@ -133,13 +143,18 @@ class Client:
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         payload = encode(request) if request is not None else None
         started = time.monotonic()
-        replies = self._session.get(key, payload=payload, timeout=timeout)
-        for reply in replies:
-            if reply.ok is not None:
-                return decode(reply.ok.payload.to_bytes())
-            error = reply.err
-            assert error is not None
-            raise _remote_error(error.payload.to_bytes(), _described(what, service))
+        with self._closed_is_connection_error():
+            # The timeout travels with the call: the server stops a `step` call whose caller
+            # has stopped waiting (docs/remote.md).
+            replies = self._session.get(key, payload=payload, timeout=min(timeout, MAX_TIMEOUT_S),
+                                        attachment=_timeout_attachment(timeout))
+            for reply in replies:
+                if reply.ok is not None:
+                    return decode(reply.ok.payload.to_bytes())
+                error = reply.err
+                assert error is not None
+                raise _remote_error(error.payload.to_bytes(), _described(what, service))
+        self._check_open()  # closed on another thread while the call waited
         what = _described(what, service)
         waited = time.monotonic() - started
         if waited >= timeout * 0.9:
@@ -151,6 +166,16 @@ class Client:
     def _check_open(self) -> None:
         if self._closed:
             raise ConnectionError("the client is closed")
+
+    @contextlib.contextmanager
+    def _closed_is_connection_error(self) -> Iterator[None]:
+        """Zenoh's "session closed" from a call racing close() on another thread is the
+        ConnectionError of a closed client."""
+        try:
+            yield
+        except zenoh.ZError:
+            self._check_open()
+            raise
 
     def close(self) -> None:
         """Closes every subscription and the session; idempotent."""
@@ -171,6 +196,11 @@ class Client:
 
     def __repr__(self) -> str:
         return f"<mjfast.remote.Client {self.endpoint} {'closed' if self._closed else 'open'}>"
+
+
+@functools.lru_cache(maxsize=64)
+def _timeout_attachment(timeout: float) -> bytes:
+    return encode({"timeout": timeout})
 
 
 def _described(what: str, service: str | None) -> str:

@@ -25,6 +25,17 @@ _KINDS = frozenset("biufc")
 _C_ORDER = "C"
 _F_ORDER = "F"
 _SCALAR = "S"  # a numpy scalar (np.float32(1.5)), sent as a 0-d array and given back as a scalar
+_FLAGS = frozenset((_C_ORDER, _F_ORDER, _SCALAR))
+# The most bytes an array's header may take: a dtype string, up to 64 sizes, a flag.
+_MAX_HEADER = 4096
+# A thread's packer keeps its buffer between messages; past this size the buffer is let go
+# after the message (a one-off 150 MiB array must not stay allocated on every thread that once
+# sent one).
+_KEEP_BUFFER = 4 << 20
+
+
+class _Malformed(ValueError):
+    """What is wrong with an array (or an extension) in an otherwise readable message."""
 
 
 def _header_and_bytes(array: np.ndarray, flag: str) -> tuple[list[Any], Any]:
@@ -46,6 +57,9 @@ def _default(value: Any) -> msgpack.ExtType:
         header, raw = _header_and_bytes(value, _C_ORDER)
     elif isinstance(value, np.generic):
         header, raw = _header_and_bytes(np.asarray(value), _SCALAR)
+    elif isinstance(value, int):  # MessagePack's integers are 64-bit
+        raise TypeError(f"cannot encode the integer {value} in a bus message: integers travel "
+                        f"from -2**63 to 2**64-1")
     else:
         raise TypeError(f"cannot encode a {type(value).__name__} in a bus message: expected "
                         f"dicts, lists, strings, numbers, booleans, None or numpy arrays")
@@ -56,17 +70,43 @@ def _default(value: Any) -> msgpack.ExtType:
 
 def _ext_hook(code: int, payload: bytes) -> Any:
     if code != NDARRAY_EXT:
-        return msgpack.ExtType(code, payload)
-    unpacker = msgpack.Unpacker(raw=False)
-    unpacker.feed(payload)
-    dtype_str, shape, flag = unpacker.unpack()
+        raise _Malformed(f"MessagePack extension type {code}: only type {NDARRAY_EXT} (a numpy "
+                         f"array) travels")
+    # The header is a few dozen bytes at the front: only those go through an Unpacker (whose
+    # buffer is capped at 100 MiB by default, and which copies what it is fed), the array's
+    # bytes are viewed where they are, whatever their size.
+    unpacker = msgpack.Unpacker(raw=False, max_buffer_size=_MAX_HEADER)
+    unpacker.feed(memoryview(payload)[:_MAX_HEADER])
+    try:
+        header = unpacker.unpack()
+    except msgpack.OutOfData:
+        raise _Malformed("ndarray extension without a complete [dtype, shape, order] header"
+                         ) from None
     offset = unpacker.tell()
-    dtype = np.dtype(dtype_str)
-    if dtype.kind not in _KINDS:
-        raise ValueError(f"ndarray extension with dtype {dtype_str!r}: expected bool, integer, "
+    if not (isinstance(header, list) and len(header) == 3 and isinstance(header[0], str)
+            and isinstance(header[1], list) and header[2] in _FLAGS
+            and all(type(size) is int and size >= 0 for size in header[1])):
+        raise _Malformed(f"ndarray extension header {header!r}: expected [dtype, shape, order] "
+                         f"(a dtype string, a list of sizes >= 0, one of {sorted(_FLAGS)})")
+    dtype_str, shape, flag = header
+    try:
+        dtype = np.dtype(dtype_str)
+    except (TypeError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind not in _KINDS or dtype.fields is not None \
+            or dtype.subdtype is not None:
+        raise _Malformed(f"ndarray extension with dtype {dtype_str!r}: expected bool, integer, "
                          f"float or complex")
+    if flag == _SCALAR and shape:
+        raise _Malformed(f"ndarray extension of a scalar with shape {shape}: expected []")
+    count = 1
+    for size in shape:
+        count *= size
+    if count * dtype.itemsize != len(payload) - offset:
+        raise _Malformed(f"ndarray extension of {dtype_str} {shape}: expected "
+                         f"{count * dtype.itemsize} bytes of elements, got {len(payload) - offset}")
     # A view of the received bytes (read-only); no copy.
-    flat = np.frombuffer(payload, dtype=dtype, offset=offset)
+    flat = np.frombuffer(payload, dtype=dtype, offset=offset, count=count)
     if flag == _F_ORDER:
         return flat.reshape(tuple(reversed(shape))).T
     array = flat.reshape(tuple(shape))
@@ -94,10 +134,24 @@ def encode(message: Any) -> bytes:
         packer.pack(message)
         return packer.bytes()
     finally:
-        packer.reset()
+        if len(packer.getbuffer()) > _KEEP_BUFFER:
+            _packers.packer = _Packers().packer
+        else:
+            packer.reset()
 
 
 def decode(payload: bytes | bytearray | memoryview) -> Any:
-    """The message encoded in `payload`; arrays are read-only views of the received bytes."""
-    return msgpack.unpackb(payload, ext_hook=_ext_hook, raw=False, strict_map_key=False,
-                           use_list=True)
+    """The message encoded in `payload`; arrays are read-only views of the received bytes.
+    ValueError (or msgpack's own errors, all ValueError) for bytes that are not one message."""
+    # msgpack caps each string, bin, ext, array and map at the payload's own length (no more
+    # can be in it): any size goes, and a forged length cannot allocate past the payload.
+    try:
+        return msgpack.unpackb(payload, ext_hook=_ext_hook, raw=False, strict_map_key=False,
+                               use_list=True)
+    except _Malformed as error:
+        raise ValueError(str(error)) from None
+    except (ValueError, TypeError) as error:  # msgpack's own (FormatError, StackError, ...)
+        what = str(error) or type(error).__name__  # some of msgpack's have no text
+        raise ValueError(f"undecodable message: {what} (expected one MessagePack value; "
+                         f"docs/remote.md describes the format)") from None
+

@@ -57,4 +57,9 @@ def bus_name(area: str, key_expr: str) -> str:
     text = str(key_expr)
     if not text.startswith(area + "/"):
         raise ValueError(f"key {text!r} is not under {area!r}")
-    return "/" + "/".join(unquote(segment) for segment in text[len(area) + 1:].split("/"))
+    segments = [unquote(segment) for segment in text[len(area) + 1:].split("/")]
+    for segment in segments:
+        if "/" in segment:  # "%2F": one name would have two keys
+            raise ValueError(f"key {text!r} encodes '/' inside a segment ({segment!r}); "
+                             f"names map to keys segment by segment")
+    return "/" + "/".join(segments)

@@ -13,11 +13,13 @@ import json
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import zenoh
 
+from mjfast import services
 from mjfast.params import resolve_name
 from mjfast.remote import keys
 from mjfast.remote.codec import decode, encode
@@ -25,14 +27,29 @@ from mjfast.remote.codec import decode, encode
 __all__ = ["DEFAULT_ENDPOINT", "BusServer", "zenoh_config"]
 
 DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
-# Threads answering service calls (each call holds one until its handler returns) and the
-# server's own queries, and how many queries may wait for them.
-_SERVICE_WORKERS = 8
-_WORKER_EXIT_TIMEOUT_S = 10.0
-# Services of the env's own (section 13) that only read and never wait for a step: answered on
-# Zenoh's thread, without the hand-over to a worker (a thread wake-up, about a quarter of a
-# round trip). Everything else may block (a `step`, a plugin's slow service) and goes to workers.
-_INLINE_SERVICES = frozenset({"info", "statistics"})
+# Service calls run on worker threads (each call holds one until its handler returns), started as
+# calls come in and none is free, up to this many at once: a call past that many in progress is
+# refused at once (a RemoteError saying so) rather than waiting behind calls that may never end.
+_MAX_SERVICE_CALLS = 64
+# close() waits this long, in all, for the calls in progress (a cancelled `step` ends within a
+# chunk; a plugin's service that does not return is left behind, its reply dropped), and as long
+# again for messages being put.
+_CLOSE_WAIT_S = 2.0
+# Services of the env's own (section 13) that only read, never wait for a step and run no plugin
+# code: answered on Zenoh's thread, without the hand-over to a worker (a thread wake-up, about a
+# quarter of a round trip). Everything else may block (a `step`, a plugin's slow service, the
+# plugins' statistics() that `statistics` calls) and goes to workers: Zenoh's few threads also
+# carry every message and reply.
+_INLINE_SERVICES = frozenset({"info"})
+# Zenoh's largest message (its default is 1 GiB): SPEC §15 has arrays of any size. Zenoh
+# allocates per message received, not this much up front.
+MAX_MESSAGE_SIZE = 1 << 40
+_FRAGMENT_WAIT_US = 250_000
+# The longest wait handed to Zenoh (a longer timeout, float("inf") included, waits this long: a
+# million seconds, 11 days); Zenoh's own durations overflow past about 2**63 ns.
+MAX_TIMEOUT_S = 1e6
+# What a cancelled `step` call says (the caller sees it when the server shuts down).
+_SHUTTING_DOWN = "the server is shutting down"
 
 _log = logging.getLogger("mjfast.remote")
 
@@ -44,11 +61,18 @@ def zenoh_config(mode: str, endpoint: str, *, timeout: float | None = None) -> z
     config.insert_json5("mode", json.dumps(mode))
     config.insert_json5("scouting/multicast/enabled", "false")
     config.insert_json5("scouting/gossip/enabled", "false")
+    config.insert_json5("transport/link/rx/max_message_size", json.dumps(MAX_MESSAGE_SIZE))
+    # A message of many fragments (over one 64 KiB batch) waits up to this long (per fragment)
+    # for room in a congested link before it is dropped (Zenoh's 50 ms drops large arrays even on
+    # a loaded loopback); smaller messages keep Zenoh's 1 ms.
+    config.insert_json5("transport/link/tx/queue/congestion_control/drop/"
+                        "max_wait_before_drop_fragments", json.dumps(_FRAGMENT_WAIT_US))
     if mode == "client":
         config.insert_json5("connect/endpoints", json.dumps([endpoint]))
         config.insert_json5("listen/endpoints", "[]")
         if timeout is not None:
-            config.insert_json5("connect/timeout_ms", json.dumps(max(1, round(timeout * 1000))))
+            config.insert_json5("connect/timeout_ms",
+                                json.dumps(max(1, round(min(timeout, MAX_TIMEOUT_S) * 1000))))
     else:
         config.insert_json5("listen/endpoints", json.dumps([endpoint]))
         config.insert_json5("connect/endpoints", "[]")
@@ -73,12 +97,33 @@ class _Counters:
 
 
 def error_reply(error: BaseException) -> dict[str, str]:
-    """The reply payload of a failed call: the exception's type name and message."""
-    if isinstance(error, KeyError) and len(error.args) == 1:
-        message = str(error.args[0])  # str(KeyError) quotes its message
-    else:
-        message = str(error)
-    return {"type": type(error).__name__, "message": message}
+    """The reply payload of a failed call: the exception's type name and message (a fallback text
+    when the exception cannot be shown)."""
+    name = type(error).__name__
+    try:
+        if isinstance(error, KeyError) and len(error.args) == 1:
+            message = str(error.args[0])  # str(KeyError) quotes its message
+        else:
+            message = str(error)
+    except BaseException as failure:  # a broken __str__, even one that exits
+        message = (f"<the {name} could not be shown: its str() raised "
+                   f"{type(failure).__name__}>")
+    return {"type": name, "message": message}
+
+
+def _caller_deadline(query: zenoh.Query, arrived: float) -> float | None:
+    """When the caller stops waiting (monotonic), from the timeout that mjfast's client attaches
+    to its queries; None for a caller that says nothing (or something unreadable)."""
+    try:
+        attachment = query.attachment
+        if attachment is None:
+            return None
+        timeout = decode(attachment.to_bytes()).get("timeout")
+        if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0:
+            return arrived + min(float(timeout), 1e9)
+    except Exception:  # another client's attachment: not ours to read
+        pass
+    return None
 
 
 class BusServer:
@@ -92,6 +137,15 @@ class BusServer:
         self._publishers: dict[str, zenoh.Publisher] = {}
         self._publishers_lock = threading.Lock()
         self._closed = False
+        # Guards _closed, the worker pool's state and the count of messages being put; close()
+        # waits on it for those puts (a put racing the session's close is "Already borrowed").
+        self._state = threading.Condition()
+        self._forwarding = 0
+        self._session_closed = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self._idle_workers = 0
+        self._service_queries: queue.SimpleQueue[tuple[zenoh.Query, float] | None] = \
+            queue.SimpleQueue()
         self._session = zenoh.open(zenoh_config("router", endpoint))
         try:
             subscriber = self._session.declare_subscriber(f"{keys.PUBLISH}/**",
@@ -107,13 +161,6 @@ class BusServer:
             self._session.close()
             raise
         self._declared = [subscriber, services, server]
-        self._service_queries: queue.SimpleQueue[zenoh.Query | None] = queue.SimpleQueue()
-        self._workers = [
-            threading.Thread(target=self._serve_queries, name=f"mjfast-remote-service-{index}",
-                             daemon=True)
-            for index in range(_SERVICE_WORKERS)]
-        for worker in self._workers:
-            worker.start()
         # Every publish on the env's bus, by plugins or user code, is forwarded: the bus has no
         # catch-all subscription, so this instance's publish is wrapped (and put back on close).
         self._bus_publish = self._bus.publish
@@ -123,8 +170,19 @@ class BusServer:
 
     def _publish_and_forward(self, topic: str, message: Any) -> None:
         self._bus_publish(topic, message)  # in-process delivery first, as without a server
-        if self._closed:
-            return
+        with self._state:
+            if self._closed:
+                return
+            self._forwarding += 1
+        try:
+            self._forward(topic, message)
+        finally:
+            with self._state:
+                self._forwarding -= 1
+                if not self._forwarding:
+                    self._state.notify_all()
+
+    def _forward(self, topic: str, message: Any) -> None:
         try:
             publisher = self._publisher(topic)
             # Encoded only when some remote subscriber matches: a camera stream nobody watches
@@ -166,11 +224,15 @@ class BusServer:
             _log.warning("ignored a remote publish on %s: %s", sample.key_expr, error)
             return
         self._counters.add("messages_in")
-        self._bus.publish(topic, message)
+        try:
+            self._bus.publish(topic, message)
+        except Exception as error:  # the bus refused it (a bad topic name)
+            _log.warning("ignored a remote publish on %s: %s", topic, error)
 
     # -- services -------------------------------------------------------------------------------
 
     def _on_service_query(self, query: zenoh.Query) -> None:
+        arrived = time.monotonic()
         try:
             namespace, _, name = keys.bus_name(keys.SERVICE, str(query.key_expr)).rpartition("/")
             inline = name in _INLINE_SERVICES and namespace == self._env.namespace.rstrip("/")
@@ -178,30 +240,73 @@ class BusServer:
             inline = False
         if inline:
             self._answer(query, self._call_service)
-        else:
-            self._service_queries.put(query)
+            return
+        refusal = None
+        with self._state:
+            if self._closed:
+                refusal = _SHUTTING_DOWN
+            elif self._idle_workers:
+                self._idle_workers -= 1  # that worker takes this query
+            elif len(self._workers) < _MAX_SERVICE_CALLS:
+                worker = threading.Thread(target=self._serve_queries, daemon=True,
+                                          name=f"mjfast-remote-service-{len(self._workers)}")
+                worker.start()
+                self._workers.append(worker)
+            else:
+                refusal = (f"the server is busy: {_MAX_SERVICE_CALLS} service calls are in "
+                           f"progress; call again when one has finished")
+        if refusal is not None:
+            self._reply_error(query, RuntimeError(refusal))
+            return
+        self._service_queries.put((query, arrived))
 
     def _serve_queries(self) -> None:
         while True:
-            query = self._service_queries.get()
-            if query is None:  # close()
+            item = self._service_queries.get()
+            if item is None:  # close()
                 return
-            self._answer(query, self._call_service)
+            query, arrived = item
+            deadline = _caller_deadline(query, arrived)
+
+            def reason(deadline: float | None = deadline) -> str | None:
+                if self._closed:
+                    return _SHUTTING_DOWN
+                if deadline is not None and time.monotonic() > deadline:
+                    return "the caller stopped waiting (its timeout passed)"
+                return None
+
+            try:
+                with services.cancellable(reason):
+                    self._answer(query, self._call_service)
+            except BaseException:  # _answer replies to everything; never die
+                _log.exception("remote service worker")
             # Dropping the query tells the caller that no more replies come: before waiting.
-            del query
+            del query, item
+            with self._state:
+                self._idle_workers += 1
 
     def _answer(self, query: zenoh.Query, handler: Callable[[str, Any], Any]) -> None:
+        """Answers `query` with what `handler` returns, or with the error it raised, whatever it
+        raised (SystemExit and KeyboardInterrupt included: they end this call, not the thread)."""
         try:
             payload = query.payload
             request = decode(payload.to_bytes()) if payload is not None and len(payload) else None
             reply = encode(handler(str(query.key_expr), request))
-        except Exception as error:
+        except BaseException as error:  # every outcome is a reply
             self._counters.add("failed_calls")
-            with contextlib.suppress(zenoh.ZError):  # the client has gone
-                query.reply_err(encode(error_reply(error)))
+            self._reply_error(query, error)
             return
-        with contextlib.suppress(zenoh.ZError):
+        try:
             query.reply(query.key_expr, reply)
+        except Exception:  # the caller or the session has gone
+            return
+
+    @staticmethod
+    def _reply_error(query: zenoh.Query, error: BaseException) -> None:
+        try:
+            query.reply_err(encode(error_reply(error)))
+        except Exception:  # the caller or the session has gone
+            return
 
     def _call_service(self, key_expr: str, request: Any) -> Any:
         self._counters.add("calls")
@@ -227,28 +332,61 @@ class BusServer:
         return self._counters.snapshot()
 
     def close(self) -> None:
-        """Stops forwarding and closes the session; idempotent."""
-        if self._closed:
+        """Stops forwarding, ends the calls in progress (a `step` call is cancelled at its next
+        chunk and answered with InterruptedError) and closes the session, freeing the endpoint;
+        idempotent. Returns within a few seconds whatever the calls in progress do."""
+        with self._state:
+            closing = self._closed
+            self._closed = True  # no new forward, no new call; running `step` calls stop
+            workers = [worker for worker in self._workers
+                       if worker is not threading.current_thread()]  # a handler closing us
+        if closing:  # closed, or being closed on another thread: returns once it is
+            self._session_closed.wait(_CLOSE_WAIT_S * 3)
             return
-        self._closed = True
-        # Only if still ours: someone may have wrapped the bus after us.
-        if self._bus.publish == self._publish_and_forward:
-            del self._bus.publish
-        for entity in self._declared:
-            entity.undeclare()
-        for _ in self._workers:
-            self._service_queries.put(None)
-        for worker in self._workers:
-            worker.join(_WORKER_EXIT_TIMEOUT_S)  # a worker in a long call finishes it first
-        with self._publishers_lock:
-            publishers, self._publishers = list(self._publishers.values()), {}
-        for publisher in publishers:
-            publisher.undeclare()
-        self._session.close()
+        try:
+            # Only if still ours: someone may have wrapped the bus after us.
+            if self._bus.publish == self._publish_and_forward:
+                del self._bus.publish
+            for entity in self._declared:
+                with contextlib.suppress(Exception):
+                    entity.undeclare()
+            for _ in workers:
+                self._service_queries.put(None)
+            deadline = time.monotonic() + _CLOSE_WAIT_S
+            for worker in workers:
+                worker.join(max(0.0, deadline - time.monotonic()))
+            busy = sum(worker.is_alive() for worker in workers)
+            if busy:
+                _log.warning("%d remote service call(s) still running at close: their replies "
+                             "are dropped", busy)
+            with self._state:
+                self._state.wait_for(lambda: not self._forwarding, _CLOSE_WAIT_S)
+            with self._publishers_lock:
+                publishers, self._publishers = list(self._publishers.values()), {}
+            for publisher in publishers:
+                with contextlib.suppress(Exception):
+                    publisher.undeclare()
+        finally:
+            try:
+                self._close_session()
+            finally:
+                self._session_closed.set()
+
+    def _close_session(self) -> None:
+        """Closes the session (which frees the endpoint), retrying while a Zenoh call on another
+        thread still holds it ("Already borrowed")."""
+        deadline = time.monotonic() + _CLOSE_WAIT_S
+        while True:
+            try:
+                self._session.close()
+                return
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def __enter__(self) -> BusServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
