@@ -557,3 +557,23 @@ def test_scene_nodes_follow_the_geoms(running: tuple[mjfast.MujocoEnv, Any]) -> 
         mujoco.mju_quat2Mat(matrix, node.wxyz)
         np.testing.assert_allclose(matrix, data.geom_xmat[geom_id], atol=1e-6)
     assert len(viewer._user_nodes) == 1  # the marker plugin's sphere
+
+
+def test_a_reload_and_a_geom_edit_remake_the_nodes(running: tuple[mjfast.MujocoEnv, Any]) -> None:
+    env, viewer = running
+    env.stop()
+    env.set_geom_properties("block", rgba=[0.0, 0.0, 1.0, 1.0], size=[0.2, 0.3, 0.4])
+    viewer._turn()
+    block = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "block")
+    assert viewer._shapes[block].rgb == (0, 0, 255)
+    assert viewer._shapes[block].size == pytest.approx((0.2, 0.3, 0.4))
+    assert tuple(viewer._nodes[block].dimensions) == pytest.approx((0.4, 0.6, 0.8))
+
+    env.reload("""<mujoco><worldbody>
+        <camera name="watch" pos="0 -3 1.5" xyaxes="1 0 0 0 .5 1"/>
+        <geom name="only" type="sphere" pos="0 0 1" size=".25" rgba="1 1 0 1"/>
+    </worldbody></mujoco>""")
+    viewer._turn()
+    assert [node.name for node in viewer._nodes] == ["/mjfast/geoms/0_only"]
+    np.testing.assert_allclose(viewer._nodes[0].position, [0, 0, 1])
+    np.testing.assert_allclose(viewer._server.initial_camera.look_at, env.model.stat.center)
