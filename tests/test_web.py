@@ -229,8 +229,8 @@ def test_the_page_draws_the_scene_the_plugins_geometry_and_the_camera(
     (tmp_path / "web_viewer.png").write_bytes(png)
     height, width, _ = image.shape
     middle = image[height // 2 - 40:height // 2 + 40, width // 2 - 40:width // 2 + 40]
-    assert coloured(middle, "green").mean() > 0.9, f"the middle of the page is not the green block " \
-        f"(see {tmp_path / 'web_viewer.png'})"
+    assert coloured(middle, "green").mean() > 0.9, (
+        f"the middle of the page is not the green block (see {tmp_path / 'web_viewer.png'})")
     assert coloured(image[:, :width // 2], "magenta").sum() > 500, (
         f"no magenta sphere from the plugin's render_callback (see {tmp_path})")
     scene = image[:, : width * 2 // 3]  # left of the panel (its buttons are blue)
@@ -416,13 +416,15 @@ def test_cli_without_the_extra_is_one_line_naming_it(command: str, tmp_path: Pat
 # -- the handle -----------------------------------------------------------------------------------
 
 
-def test_a_taken_port_is_an_error_and_changes_nothing() -> None:
+def test_a_taken_port_or_unknown_host_is_an_error_and_changes_nothing() -> None:
     with mjfast.MujocoEnv(SCENE_XML) as env, socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
         with pytest.raises(OSError, match=f"127.0.0.1:{port}"):
             env.launch_web_viewer(port=port)
+        with pytest.raises(OSError, match=r"cannot listen on nonexistent\.invalid:0: unknown host"):
+            env.launch_web_viewer(port=0, host="nonexistent.invalid")
         with pytest.raises(ValueError, match="port"):
             env.launch_web_viewer(port=70000)
         with pytest.raises(ValueError, match="port"):

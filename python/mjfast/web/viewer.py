@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import io
 import logging
 import math
@@ -57,9 +58,28 @@ def _url(host: str, port: int) -> str:
     return f"http://{host}:{port}/"
 
 
+def _check_address(host: str, port: int) -> None:
+    """OSError naming host:port when this machine cannot listen there (viser itself would try
+    the next thousand ports, and wait forever when the host is not one of this machine's)."""
+    where = f"cannot listen on {host}:{port}"
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as error:
+        raise OSError(f"{where}: unknown host ({error.strerror})") from error
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
+        try:
+            probe.bind(address)
+        except OSError as error:
+            reason = "the port is in use" if error.errno == errno.EADDRINUSE else error.strerror
+            raise OSError(f"{where}: {reason}") from error
+
+
 def _start_server(host: str, port: int) -> viser.ViserServer:
     """A viser server on exactly host:port (viser itself would move on to the next free port);
     OSError naming the address when it cannot listen there."""
+    _check_address(host, port)
     # viser prints its banner and "Server stopped" with rich: not into mjfast's output.
     with contextlib.redirect_stdout(io.StringIO()):
         server = viser.ViserServer(host=host, port=port, verbose=False)
@@ -431,6 +451,8 @@ class WebViewer:
             else:
                 image.image = pixels
             self._camera_images[name] = (image, capture)
+        for name in set(self._camera_images) - shown:  # closed (or reloading): taken away
+            self._camera_images.pop(name)[0].remove()
 
 
 def _add_node(server: viser.ViserServer, name: str, shape: shapes.GeomShape,
