@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import errno
 import io
 import logging
@@ -94,15 +95,20 @@ def _stop_server(server: viser.ViserServer) -> None:
         server.stop()
 
 
+@dataclasses.dataclass(slots=True)
 class _Snapshot:
     """What a turn copies at a step boundary."""
 
-    __slots__ = ("geom_rgba", "geom_size", "mocap_pos", "mocap_quat", "qpos", "reloaded",
-                 "step_count", "time", "user_geoms")
-
-    def __init__(self) -> None:
-        self.reloaded = False
-        self.user_geoms: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+    qpos: np.ndarray
+    mocap_pos: np.ndarray
+    mocap_quat: np.ndarray
+    time: float
+    step_count: int
+    geom_rgba: np.ndarray
+    geom_size: np.ndarray
+    # The plugins' geoms: type, size, pos, mat, rgba each.
+    user_geoms: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    reloaded: bool = False
 
 
 class WebViewer:
@@ -248,14 +254,9 @@ class WebViewer:
         if check_generation and env.model_generation != self._generation:
             return self._copy_model()
         data, model = env.data, env.model
-        snapshot = _Snapshot()
-        snapshot.qpos = data.qpos.copy()
-        snapshot.mocap_pos = data.mocap_pos.copy()
-        snapshot.mocap_quat = data.mocap_quat.copy()
-        snapshot.time = float(data.time)
-        snapshot.step_count = env.step_count
-        snapshot.geom_rgba = model.geom_rgba.copy()
-        snapshot.geom_size = model.geom_size.copy()
+        snapshot = _Snapshot(data.qpos.copy(), data.mocap_pos.copy(), data.mocap_quat.copy(),
+                             float(data.time), env.step_count, model.geom_rgba.copy(),
+                             model.geom_size.copy(), [])
         scene = self._user_scene
         scene.ngeom = 0
         try:
@@ -464,7 +465,7 @@ def _add_node(server: viser.ViserServer, name: str, shape: shapes.GeomShape,
         pose["wxyz"] = tuple(float(v) for v in wxyz)
     scene = server.scene
     if shape.kind == "box":
-        return scene.add_box(name, color=shape.rgb, dimensions=tuple(2 * s for s in shape.size),
+        return scene.add_box(name, color=shape.rgb, dimensions=2 * np.asarray(shape.size[:3]),
                              opacity=shape.opacity, **pose)
     if shape.kind == "sphere":
         return scene.add_icosphere(name, radius=shape.size[0], color=shape.rgb, subdivisions=3,
