@@ -63,7 +63,7 @@ SCENE_XML = f"""
     </body>
     <body name="puck" pos="-.9 .6 .3">
       <freejoint/>
-      <geom type="cylinder" size=".12 .06" rgba=".5 .2 .7 1"/>
+      <geom type="cylinder" size=".12 .06" rgba=".35 .35 .4 1"/>
     </body>
     <geom name="hidden" type="sphere" pos="0 0 1.4" size=".3" group="3" rgba="0 1 1 1"/>
   </worldbody>
@@ -199,7 +199,7 @@ def coloured(image: np.ndarray, colour: str) -> np.ndarray:
     if colour == "green":
         return g - np.maximum(r, b) > 40
     if colour == "magenta":
-        return np.minimum(r, b) - g > 60
+        return (np.minimum(r, b) - g > 100) & (np.abs(r - b) < 60)
     if colour == "orange":
         return (r - g > 40) & (g - b > 40)
     assert colour == "cyan"
