@@ -26,7 +26,7 @@ pytest.importorskip("selenium", reason="the web viewer benchmark drives Chromium
 GROUP_WEB_RATE = "web viewer watched"
 WINDOW_S = 0.5  # physics-rate window per round
 SETTLE_S = 0.3  # after start(): the first turns, the pacing's first figures
-RATE_ROUNDS = 8
+RATE_ROUNDS = 10
 BROWSER_WINDOW = (400, 300)  # small: the page is drawn in software on the same cores
 
 pytestmark = pytest.mark.parametrize("bench_model", ["humanoid"], indirect=True)

@@ -552,12 +552,12 @@ def test_scene_nodes_follow_the_geoms(running: tuple[mjfast.MujocoEnv, Any]) -> 
     mujoco.mj_kinematics(model, data)
     drawn = [i for i in range(model.ngeom) if model.geom_group[i] < 3]
     assert [i for i, node in enumerate(viewer._nodes) if node is not None] == drawn
-    for geom_id in drawn:
+    for geom_id in drawn:  # viser itself skips a change within np.allclose's 1e-5
         node = viewer._nodes[geom_id]
-        np.testing.assert_allclose(node.position, data.geom_xpos[geom_id], atol=1e-6)
+        np.testing.assert_allclose(node.position, data.geom_xpos[geom_id], atol=1e-4)
         matrix = np.zeros(9)
         mujoco.mju_quat2Mat(matrix, node.wxyz)
-        np.testing.assert_allclose(matrix, data.geom_xmat[geom_id], atol=1e-6)
+        np.testing.assert_allclose(matrix, data.geom_xmat[geom_id], atol=1e-4)
     assert len(viewer._user_nodes) == 1  # the marker plugin's sphere
 
 
