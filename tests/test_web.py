@@ -579,3 +579,32 @@ def test_a_reload_and_a_geom_edit_remake_the_nodes(running: tuple[mjfast.MujocoE
     assert [node.name for node in viewer._nodes] == ["/mjfast/geoms/0_only"]
     np.testing.assert_allclose(viewer._nodes[0].position, [0, 0, 1])
     np.testing.assert_allclose(viewer._server.initial_camera.look_at, env.model.stat.center)
+
+
+def test_a_slow_page_never_holds_the_physics_thread(running: tuple[mjfast.MujocoEnv, Any],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stepping is held only for the copy: a turn stuck sending (a slow network, a busy event
+    loop) leaves the physics thread stepping."""
+    import contextlib
+    import threading
+
+    env, viewer = running
+    sending, release = threading.Event(), threading.Event()
+
+    @contextlib.contextmanager
+    def stuck() -> Iterator[None]:
+        sending.set()
+        release.wait(10)
+        yield
+
+    monkeypatch.setattr(viewer._server, "atomic", stuck)
+    turn = threading.Thread(target=viewer._turn)
+    turn.start()
+    try:
+        assert sending.wait(10)
+        steps = env.step_count
+        assert wait_for(lambda: env.step_count > steps + 50, timeout=10)
+        assert not env.paused
+    finally:
+        release.set()
+        turn.join(10)
