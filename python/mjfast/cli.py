@@ -200,10 +200,10 @@ def _web_address(text: str) -> tuple[str, int]:
     return host or _DEFAULT_WEB[0], int(port)
 
 
-def _add_web_option(parser: argparse.ArgumentParser) -> None:
+def _add_web_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument("--web", type=_web_address, nargs="?", const=_DEFAULT_WEB,
                         metavar="[HOST:]PORT",
-                        help=f"also serve the browser viewer (the extra mjfast[web]) on "
+                        help=f"{what} the browser viewer (the extra mjfast[web]) on "
                              f"http://HOST:PORT/ (default {_DEFAULT_WEB[0]}:{_DEFAULT_WEB[1]}; "
                              f"a host other than loopback lets anyone who reaches it pause, "
                              f"step and reset the run)")
@@ -217,7 +217,8 @@ def _add_remote_commands(commands: Any) -> None:
                                            "steps once while paused, Backspace resets. Closing "
                                            "the window stops the run and prints the statistics.")
     _add_live_run_options(view)
-    _add_web_option(view)  # instead of the window: the page, until SIGINT or SIGTERM
+    _add_web_option(view, "instead of the window (no display needed), until SIGINT or SIGTERM, "
+                          "serve")
 
     serve = commands.add_parser("serve", help="run a model and serve its bus over Zenoh",
                                 description="Load MODEL with its plugins, run it, and make its "
@@ -229,7 +230,7 @@ def _add_remote_commands(commands: Any) -> None:
                        help=f"Zenoh endpoint to listen on (default {_DEFAULT_ENDPOINT}; "
                             f"anything but loopback lets any client reload the model and move "
                             f"bodies)")
-    _add_web_option(serve)
+    _add_web_option(serve, "also serve")
 
     def connect_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--connect", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
