@@ -249,6 +249,7 @@ def test_pause_step_and_reset_buttons_drive_the_run(
     button(browser, "Pause").click()
     assert wait_for(lambda: env.paused, timeout=10)
     assert env.info()["running"]
+    env.get_body_state("upper")  # waits for a step boundary: a step in progress is done
     frozen = env.info()["time"]
     assert not wait_for(lambda: env.info()["time"] != frozen, timeout=0.3)  # time stands still
     assert page_shows(browser, lambda: field(browser, "paused") == "yes")
