@@ -8,6 +8,7 @@ frame stores and the handle semantics themselves are the compiled core's (`_core
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,6 +79,8 @@ class CameraRig:
 
     def __init__(self, env_core: Any, render_sync: bool) -> None:
         self._core = _core.RenderCore(env_core, render_sync)
+        # The handles opened and still held by someone (the browser viewer shows their frames).
+        self._opened: weakref.WeakSet[Any] = weakref.WeakSet()
 
     @property
     def render_core(self) -> Any:
@@ -113,7 +116,13 @@ class CameraRig:
         if not isinstance(name, str):
             raise TypeError(f"camera name must be a str, got {type(name).__name__}")
         object_id(model, mujoco.mjtObj.mjOBJ_CAMERA, "camera", model.ncam, name)  # or KeyError
-        return self._core.open(name, camera_config(params, namespace, model, name))
+        handle = self._core.open(name, camera_config(params, namespace, model, name))
+        self._opened.add(handle)
+        return handle
+
+    def open_handles(self) -> list[OffscreenCamera]:
+        """The handles opened on this env that someone still holds, in no particular order."""
+        return list(self._opened)
 
     def retire(self) -> None:
         self._core.retire()

@@ -40,6 +40,8 @@ _CHUNK_WALL_S = 0.05
 _DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
 # `topic echo` says, once, that nothing has arrived after this long.
 _ECHO_SILENCE_S = 2.0
+# SPEC §22's default address of the browser viewer (`--web` without a value): loopback only.
+_DEFAULT_WEB = ("127.0.0.1", 8080)
 
 
 class CliError(Exception):
@@ -190,6 +192,25 @@ def _json_argument(text: str) -> Any:
                                          ) from None
 
 
+def _web_address(text: str) -> tuple[str, int]:
+    """`--web [HOST:]PORT` (SPEC §22): the host defaults to loopback; IPv6 hosts in brackets."""
+    host, colon, port = text.rpartition(":")
+    host = host.strip("[]") if colon else ""
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected [HOST:]PORT with a port from 0 to 65535 "
+                                         f"(e.g. :8080 or 127.0.0.1:8080), got {text!r}")
+    return host or _DEFAULT_WEB[0], int(port)
+
+
+def _add_web_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--web", type=_web_address, nargs="?", const=_DEFAULT_WEB,
+                        metavar="[HOST:]PORT",
+                        help=f"{what} the browser viewer (the extra mjfast[web]) on "
+                             f"http://HOST:PORT/ (default {_DEFAULT_WEB[0]}:{_DEFAULT_WEB[1]}; "
+                             f"a host other than loopback lets anyone who reaches it pause, "
+                             f"step and reset the run)")
+
+
 def _add_remote_commands(commands: Any) -> None:
     """`view`, `serve`, `topic` and `service` (SPEC §15)."""
     view = commands.add_parser("view", help="open MuJoCo's viewer on a running model",
@@ -198,6 +219,8 @@ def _add_remote_commands(commands: Any) -> None:
                                            "steps once while paused, Backspace resets. Closing "
                                            "the window stops the run and prints the statistics.")
     _add_live_run_options(view)
+    _add_web_option(view, "instead of the window (no display needed), until SIGINT or SIGTERM, "
+                          "serve")
 
     serve = commands.add_parser("serve", help="run a model and serve its bus over Zenoh",
                                 description="Load MODEL with its plugins, run it, and make its "
@@ -209,6 +232,7 @@ def _add_remote_commands(commands: Any) -> None:
                        help=f"Zenoh endpoint to listen on (default {_DEFAULT_ENDPOINT}; "
                             f"anything but loopback lets any client reload the model and move "
                             f"bodies)")
+    _add_web_option(serve, "also serve")
 
     def connect_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--connect", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
@@ -659,6 +683,8 @@ def _new_plugin(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.web is not None:  # the same page as `serve --web`, for a machine with no display
+        return _view_web(args, out, err)
     try:
         from mjfast import viewer
     except ImportError as error:
@@ -701,8 +727,55 @@ def _import_remote() -> Any:
     return remote
 
 
+def _import_web() -> None:
+    try:
+        import mjfast.web  # noqa: F401
+    except ImportError as error:
+        raise CliError(_one_line(str(error))) from error  # the line names mjfast[web]
+
+
+def _launch_web(env: Any, address: tuple[str, int], err: TextIO) -> Any:
+    host, port = address
+    try:
+        page = env.launch_web_viewer(port=port, host=host)
+    except OSError as error:  # the port is taken, or the host is not ours
+        raise CliError(f"cannot serve the browser viewer on {host}:{port}: "
+                       f"{_one_line(str(error))}") from error
+    err.write(f"mjfast: browser viewer at {page.url}\n")
+    err.flush()
+    return page
+
+
+def _view_web(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """`mjfast view MODEL --web`: the run and its page until SIGINT or SIGTERM (exit 0, as
+    `serve`: with no window to close, an interrupt is the normal way to stop)."""
+    _import_web()
+    env = _make_env(*_model_files(args))
+    stop = threading.Event()
+    previous = {signum: signal.signal(signum, lambda *_: stop.set())
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        started = time.perf_counter()
+        with _bad_input_is_one_line():
+            env.start(args.realtime)
+        page = _launch_web(env, args.web, err)
+        try:
+            stop.wait()
+            env.stop()
+        finally:
+            page.close()
+        _print_statistics(env, time.perf_counter() - started, out)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        env.close()
+    return EXIT_OK
+
+
 def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     remote = _import_remote()
+    if args.web is not None:
+        _import_web()
     env = _make_env(*_model_files(args))
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set())
@@ -714,14 +787,18 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             raise CliError(f"cannot listen on {args.listen}: {_one_line(str(error))}"
                            ) from error
         started = time.perf_counter()
+        page = None
         try:
             with _bad_input_is_one_line():
                 env.start(args.realtime)
+            page = _launch_web(env, args.web, err) if args.web is not None else None
             err.write(f"mjfast: serving {args.model} on {args.listen} (SIGINT or SIGTERM "
                       f"stops it)\n")
             err.flush()
             stop.wait()
         finally:
+            if page is not None:
+                page.close()
             # The server first: it stops taking calls and cancels the `step` calls in progress
             # (their callers are told why), so that nothing steps the env while it stops.
             try:

@@ -592,6 +592,16 @@ class MujocoEnv:
         self._check_open()
         return launch_viewer(self, **options)
 
+    def launch_web_viewer(self, port: int = 8080, host: str = "127.0.0.1",
+                          **options: Any) -> Any:
+        """The browser viewer on this env (SPEC §22), served on http://host:port/ (loopback
+        unless a host is given): a handle with `url` and `close()`. Needs the extra mjfast[web]
+        (an ImportError naming it otherwise). Options: see `mjfast.web.WebViewer`."""
+        from mjfast.web import launch_web_viewer  # viser is loaded only by those who view
+
+        self._check_open()
+        return launch_web_viewer(self, port=port, host=host, **options)
+
     # -- cameras ------------------------------------------------------------------------------
 
     def open_offscreen_camera(self, name: str) -> OffscreenCamera:
