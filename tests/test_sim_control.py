@@ -671,3 +671,189 @@ def test_every_call_in_a_loop_while_the_physics_thread_runs_unpaced() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+
+
+# -- hardening 3: body twists, quaternions, names with '/' ----------------------------------------
+
+# Bodies whose centre of mass is away from their frame's origin: a free box with an offset geom,
+# and a hinged link with an explicit inertial offset.
+OFFSET_COM_XML = """
+<mujoco>
+  <option timestep="0.002" gravity="0 0 0"/>
+  <worldbody>
+    <body name="box" pos="0 0 1" euler="10 20 30">
+      <freejoint/>
+      <geom type="box" size=".1 .2 .3" pos=".4 -.3 .2" mass="2"/>
+    </body>
+    <body name="arm" pos="1 0 1">
+      <joint name="swing" axis="0 1 0"/>
+      <inertial pos=".5 0 0" mass="1" diaginertia=".01 .01 .01"/>
+      <body name="hand" pos=".8 0 0" euler="0 0 45">
+        <joint name="twist" axis="1 0 0"/>
+        <geom type="box" size=".05 .05 .05" pos="0 .3 0" mass=".5"/>
+      </body>
+    </body>
+    <body name="frame" pos="0 1 0" euler="30 0 60"/>
+  </worldbody>
+</mujoco>
+"""
+
+
+def finite_difference_velocity(env: mjfast.MujocoEnv, body: str) -> np.ndarray:
+    """d xpos / dt of `body`'s frame origin, by integrating qpos over a tiny time."""
+    model, h = env.model, 1e-7
+    data = mujoco.MjData(model)
+    data.qpos[:] = env.data.qpos
+    mujoco.mj_kinematics(model, data)
+    before = data.xpos[model.body(body).id].copy()
+    mujoco.mj_integratePos(model, data.qpos, env.data.qvel, h)
+    mujoco.mj_kinematics(model, data)
+    return (data.xpos[model.body(body).id] - before) / h
+
+
+def test_body_linvel_is_the_velocity_of_the_frame_origin_not_the_com(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(OFFSET_COM_XML)
+    env.set_joint_state(velocities={"swing": 1.5, "twist": -2.0})
+    env.set_body_state({"box": {"linvel": [0.3, -0.2, 0.5], "angvel": [1.0, -2.0, 0.7]}})
+    reference = mujoco.MjData(env.model)
+    reference.qpos[:], reference.qvel[:] = env.data.qpos, env.data.qvel
+    mujoco.mj_forward(env.model, reference)
+    for body in ("box", "arm", "hand"):
+        state = env.get_body_state(body)
+        expected = finite_difference_velocity(env, body)
+        np.testing.assert_allclose(state.linvel, expected, atol=1e-5, err_msg=body)
+        twist = np.empty(6)
+        mujoco.mj_objectVelocity(env.model, reference, mujoco.mjtObj.mjOBJ_XBODY,
+                                 env.model.body(body).id, twist, 0)
+        np.testing.assert_allclose(state.linvel, twist[3:], atol=1e-12, err_msg=body)
+        np.testing.assert_allclose(state.angvel, twist[:3], atol=1e-12, err_msg=body)
+        # The centre of mass moves differently here: what the old answer was.
+        com = np.empty(6)
+        mujoco.mj_objectVelocity(env.model, reference, mujoco.mjtObj.mjOBJ_BODY,
+                                 env.model.body(body).id, com, 0)
+        assert np.linalg.norm(com[3:] - state.linvel) > 0.1, body
+    # Relative to another body: the same twist, rotated into its axes.
+    rotation = env.data.xmat[env.model.body("frame").id].reshape(3, 3)
+    relative = env.get_body_state("hand", frame="frame")
+    np.testing.assert_allclose(relative.linvel, rotation.T @ finite_difference_velocity(env, "hand"),
+                               atol=1e-5)
+
+
+def test_set_body_state_linvel_round_trips_on_a_body_with_an_offset_com(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(OFFSET_COM_XML)
+    env.set_body_state({"box": {"pos": [1, 2, 3], "quat": [0.5, 0.5, 0.5, 0.5],
+                                "linvel": [1, 2, 3], "angvel": [0.5, -1, 2]}})
+    state = env.get_body_state("box")
+    np.testing.assert_allclose(state.linvel, [1, 2, 3], atol=1e-12)
+    np.testing.assert_allclose(state.angvel, [0.5, -1, 2], atol=1e-12)
+    np.testing.assert_allclose(finite_difference_velocity(env, "box"), [1, 2, 3], atol=1e-5)
+    env.set_body_state({"box": {"linvel": [-1, 0, 4]}}, frame="frame")
+    np.testing.assert_allclose(env.get_body_state("box", frame="frame").linvel, [-1, 0, 4],
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-300, 5e-324])
+def test_a_quaternion_of_extreme_magnitude_is_normalised_not_zeroed(sim: mjfast.MujocoEnv,
+                                                                     scale: float) -> None:
+    half = math.sqrt(0.5)
+    sim.set_body_state({"ball": {"quat": [scale, scale, 0, 0]}})
+    np.testing.assert_allclose(sim.get_body_state("ball").quat, [half, half, 0, 0], atol=1e-12)
+    sim.set_joint_state({"tip_ball": [0, 0, -scale, scale]})
+    np.testing.assert_allclose(sim.get_joint_state(["tip_ball"])["tip_ball"].position,
+                               [0, 0, -half, half], atol=1e-12)
+    sim.reset(joint_positions={"held_free": [0, 0, 1, 0, scale, 0, 0]})
+    np.testing.assert_allclose(sim.data.qpos[10:14], [0, 1, 0, 0], atol=1e-12)
+
+
+def test_a_quaternion_of_extreme_magnitude_in_the_initial_state_is_normalised(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(XML, params={"mujoco_server": {
+        "initial_joint_positions": {"tip_ball": [1e308, 0, 1e308, 0]}}})
+    half = math.sqrt(0.5)
+    np.testing.assert_allclose(env.data.qpos[15:19], [half, 0, half, 0], atol=1e-12)
+
+
+def test_messages_say_velocity(sim: mjfast.MujocoEnv) -> None:
+    with pytest.raises(ValueError, match=r"joint 'hinge' velocity: expected 1 number") as error:
+        sim.set_joint_state(velocities={"hinge": [1, 2]})
+    assert "velocitie " not in str(error.value)
+
+
+def attached_arms_model() -> mujoco.MjModel:
+    """Two copies of one arm attached under the prefixes `left/` and `right/` (MjSpec.attach),
+    as composed models name things: `left/pan_pos`, `left/link`, `left/pan_sensor`."""
+    parent = mujoco.MjSpec.from_string("""
+    <mujoco><option gravity="0 0 0"/><worldbody>
+      <body name="free/box" pos="0 0 2"><freejoint name="free/joint"/>
+        <geom type="box" size=".1 .1 .1" pos=".2 0 0" mass="1"/></body>
+    </worldbody></mujoco>""")
+    for prefix, y in (("left/", 0.3), ("right/", -0.3)):
+        arm = mujoco.MjSpec.from_string("""
+        <mujoco><worldbody><body name="base"><body name="link" pos="0 0 .1">
+          <joint name="pan_pos" axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".5"/>
+          <site name="tip" pos=".2 0 0"/>
+        </body></body></worldbody>
+        <actuator><motor name="pan_motor" joint="pan_pos"/></actuator>
+        <sensor><jointpos name="pan_sensor" joint="pan_pos"/></sensor></mujoco>""")
+        parent.worldbody.add_frame(pos=[0, y, 0]).attach_body(arm.body("base"), prefix, "")
+    return parent.compile()
+
+
+@pytest.mark.parametrize("form", ["flat", "nested"])
+def test_initial_joint_positions_take_names_with_a_slash_from_a_dict(
+        make_env: Callable[..., mjfast.MujocoEnv], form: str) -> None:
+    positions = ({"left/pan_pos": 0.3, "right/pan_pos": -0.2} if form == "flat"
+                 else {"left": {"pan_pos": 0.3}, "right": {"pan_pos": -0.2}})
+    env = make_env(attached_arms_model(), params={"mujoco_server": {
+        "initial_joint_positions": positions, "initial_joint_velocities": {"left/pan_pos": 1}}})
+    state = env.get_joint_state(["left/pan_pos", "right/pan_pos"])
+    assert (state["left/pan_pos"].position[0], state["right/pan_pos"].position[0]) == (0.3, -0.2)
+    assert state["left/pan_pos"].velocity[0] == 1.0
+
+
+def test_initial_joint_positions_take_names_with_a_slash_from_yaml(
+        make_env: Callable[..., mjfast.MujocoEnv], tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("mujoco_server:\n  initial_joint_positions:\n    left/pan_pos: 0.4\n"
+                      "    right: {pan_pos: -0.1}\n")
+    env = make_env(attached_arms_model(), params=params)
+    assert env.data.joint("left/pan_pos").qpos[0] == 0.4
+    assert env.data.joint("right/pan_pos").qpos[0] == -0.1
+    env.params.set("/mujoco_server/initial_joint_positions/left/pan_pos", -0.6)
+    env.reset()
+    assert env.data.joint("left/pan_pos").qpos[0] == -0.6
+
+
+def test_a_misspelt_name_with_a_slash_is_named_in_full(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    with pytest.raises(mjfast.ConfigError, match=r"no joint named 'left/pan_po'; did you mean "
+                                                 r"'left/pan_pos'"):
+        make_env(attached_arms_model(),
+                 params={"mujoco_server": {"initial_joint_positions": {"left": {"pan_po": 0.3}}}})
+    env = make_env(attached_arms_model())
+    before = snapshot(env)
+    with pytest.raises(ValueError, match="'left/pan_pos' is given twice"):
+        env.reset(joint_positions={"left/pan_pos": 0.1, "left": {"pan_pos": 0.2}})
+    assert_unchanged(env, before)
+
+
+def test_simulation_calls_take_names_with_a_slash(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(attached_arms_model(), namespace="/sim")
+    env.reset(joint_positions={"left/pan_pos": 0.5, "free/joint": [0, 0, 3, 1, 0, 0, 0]})
+    assert env.data.joint("left/pan_pos").qpos[0] == 0.5
+    env.set_joint_state({"right": {"pan_pos": 0.25}}, {"right/pan_pos": 1.0})
+    assert env.data.joint("right/pan_pos").qpos[0] == 0.25
+    env.set_body_state({"free/box": {"pos": [1, 1, 1], "linvel": [0, 0, 1]}}, frame="left/link")
+    state = env.get_body_state("free/box", frame="left/link")
+    np.testing.assert_allclose(state.pos, [1, 1, 1], atol=1e-12)
+    np.testing.assert_allclose(state.linvel, [0, 0, 1], atol=1e-12)
+    reply = env.bus.call("/sim/get_joint_state", {"names": ["left/pan_pos"]})
+    assert reply == {"left/pan_pos": {"position": [0.5], "velocity": [0.0]}}
+    env.bus.call("/sim/set_joint_state", {"positions": {"left/pan_pos": -0.5}})
+    assert env.data.joint("left/pan_pos").qpos[0] == -0.5
+    reply = env.bus.call("/sim/get_body_state", {"body": "left/link", "frame": "right/base"})
+    assert set(reply) == {"pos", "quat", "linvel", "angvel"}
