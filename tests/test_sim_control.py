@@ -736,8 +736,8 @@ def test_body_linvel_is_the_velocity_of_the_frame_origin_not_the_com(
     # Relative to another body: the same twist, rotated into its axes.
     rotation = env.data.xmat[env.model.body("frame").id].reshape(3, 3)
     relative = env.get_body_state("hand", frame="frame")
-    np.testing.assert_allclose(relative.linvel, rotation.T @ finite_difference_velocity(env, "hand"),
-                               atol=1e-5)
+    np.testing.assert_allclose(relative.linvel,
+                               rotation.T @ finite_difference_velocity(env, "hand"), atol=1e-5)
 
 
 def test_set_body_state_linvel_round_trips_on_a_body_with_an_offset_com(

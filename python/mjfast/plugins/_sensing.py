@@ -16,6 +16,7 @@ from typing import Any
 import mujoco
 
 from mjfast.plugin import MujocoPlugin
+from mjfast.sim_control import labelled_id
 
 __all__ = [
     "RatePublisher",
@@ -73,9 +74,13 @@ def seed_of(plugin: str, config: Mapping[str, Any]) -> int:
 
 
 def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
-          name: Any, candidates: Iterable[str]) -> int:
-    """The id of the `what` named `name`; ValueError naming it and the closest names if absent."""
-    index = mujoco.mj_name2id(model, kind, str(name)) if isinstance(name, str) else -1
+          name: Any, candidates: Iterable[str], prefix: str | None = None) -> int:
+    """The id of the `what` named `name` (with `prefix`, an unnamed one is `<prefix>_<id>`);
+    ValueError naming it and the closest names if absent."""
+    if prefix is not None:
+        index = labelled_id(model, kind, _count(model, kind), prefix, name)
+    else:
+        index = mujoco.mj_name2id(model, kind, str(name)) if isinstance(name, str) else -1
     if index < 0:
         names = [c for c in candidates if c]
         close = difflib.get_close_matches(str(name), names, n=3)
@@ -84,8 +89,16 @@ def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
     return int(index)
 
 
+def _count(model: mujoco.MjModel, kind: mujoco.mjtObj) -> int:
+    counts = {mujoco.mjtObj.mjOBJ_SENSOR: model.nsensor, mujoco.mjtObj.mjOBJ_JOINT: model.njnt,
+              mujoco.mjtObj.mjOBJ_CAMERA: model.ncam, mujoco.mjtObj.mjOBJ_SITE: model.nsite,
+              mujoco.mjtObj.mjOBJ_BODY: model.nbody}
+    return int(counts[kind])
+
+
 def listed_ids(plugin: str, config: Mapping[str, Any], key: str, model: mujoco.MjModel,
-               kind: mujoco.mjtObj, what: str, candidates: list[str]) -> list[int] | None:
+               kind: mujoco.mjtObj, what: str, candidates: list[str],
+               prefix: str | None = None) -> list[int] | None:
     """The ids of the `what`s that `config[key]` lists by name, in that order; None if `key` is
     absent. ValueError naming `key` for anything but a list of names, or an unknown name."""
     wanted = config.get(key)
@@ -93,7 +106,7 @@ def listed_ids(plugin: str, config: Mapping[str, Any], key: str, model: mujoco.M
         return None
     if not isinstance(wanted, (list, tuple)) or not all(isinstance(n, str) for n in wanted):
         raise ValueError(f"{plugin}: {key} must be a list of {what} names, got {wanted!r}")
-    return [id_of(plugin, model, kind, what, n, candidates) for n in wanted]
+    return [id_of(plugin, model, kind, what, n, candidates, prefix) for n in wanted]
 
 
 def names_of(model: mujoco.MjModel, kind: mujoco.mjtObj, count: int) -> list[str]:
