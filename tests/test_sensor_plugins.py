@@ -406,3 +406,16 @@ def test_noise_takes_sensor_names_with_a_slash(envs: list[Any], tmp_path: Any) -
     assert env.bus.latest(f"{NS}/SensorPublisher/left/pan_sensor")["value"][0] == 2.0
     assert env.bus.latest(f"{NS}/SensorPublisher/right/pan_sensor")["value"][0] == -2.0
     assert env.bus.latest(f"{NS}/SensorPublisher/left/pan_sensor_gt")["value"][0] == 0.0
+
+
+def test_joint_state_publisher_lists_an_unnamed_joint_by_its_published_name(
+        envs: list[Any]) -> None:
+    xml = WORLD.replace('<joint name="slide" type="slide"', '<joint type="slide"').replace(
+        '<motor name="slide_motor" joint="slide"/>', "").replace(
+        '<jointvel name="slide_vel" joint="slide"/>', "")
+    plugin = {"type": "mjfast/JointStatePublisher", "joints": ["joint_1", "swing"]}
+    env = mjfast.MujocoEnv(xml, params={"mujoco_server": {"MujocoPlugins": [plugin]}})
+    envs.append(env)
+    assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+    env.step(5)
+    assert env.bus.latest(f"{NS}/JointStatePublisher/joint_states")["name"] == ["joint_1", "swing"]

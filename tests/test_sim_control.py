@@ -857,3 +857,45 @@ def test_simulation_calls_take_names_with_a_slash(
     assert env.data.joint("left/pan_pos").qpos[0] == -0.5
     reply = env.bus.call("/sim/get_body_state", {"body": "left/link", "frame": "right/base"})
     assert set(reply) == {"pos", "quat", "linvel", "angvel"}
+
+
+# An unnamed free joint (as `<freejoint/>` in most models) on an unnamed body, and a named joint
+# called `joint_3`, which keeps that name for itself (the unnamed joint 3 is left out).
+UNNAMED_XML = """
+<mujoco><worldbody>
+  <body pos="0 0 1"><freejoint/><geom type="box" size=".1 .1 .1" pos=".1 0 0" mass="1"/></body>
+  <body name="arm"><joint name="elbow" axis="0 1 0"/><geom type="sphere" size=".1" mass="1"/>
+    <body pos=".2 0 0"><joint type="ball"/><geom type="sphere" size=".1" mass="1"/>
+      <body pos=".2 0 0"><joint axis="1 0 0"/><geom type="sphere" size=".1" mass="1"/>
+        <body pos=".2 0 0"><joint name="joint_3" axis="0 0 1"/>
+          <geom type="sphere" size=".1" mass="1"/></body></body></body></body>
+</worldbody></mujoco>
+"""
+
+
+def test_unnamed_joints_and_bodies_are_named_by_kind_and_id(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(UNNAMED_XML, params={"mujoco_server": {"initial_joint_positions": {
+        "joint_0": [1, 2, 3, 1, 0, 0, 0], "joint_2": [0, 1, 0, 0]}}})
+    np.testing.assert_array_equal(env.data.qpos[:3], [1, 2, 3])
+    states = env.get_joint_state()
+    assert list(states) == ["joint_0", "elbow", "joint_2", "joint_3"]
+    assert states["joint_3"].position.shape == (1,)  # the named one
+    np.testing.assert_array_equal(states["joint_2"].position, [0, 1, 0, 0])
+    assert list(env.get_joint_state([0])) == ["joint_0"]  # an index reports the same name
+    env.set_joint_state({"joint_0": [0, 0, 2, 1, 0, 0, 0]}, {"joint_0": [0, 0, 1, 0, 0, 0]})
+    env.reset(joint_positions={"joint_2": [0, 0, 1, 0]})
+    np.testing.assert_array_equal(env.get_joint_state(["joint_2"])["joint_2"].position,
+                                  [0, 0, 1, 0])
+    env.set_body_state({"body_1": {"pos": [4, 5, 6], "linvel": [1, 0, 0]}})
+    state = env.get_body_state("body_1", frame="arm")
+    np.testing.assert_allclose(state.pos, [4, 5, 6], atol=1e-12)
+    np.testing.assert_allclose(env.get_body_state("body_3").pos, env.data.xpos[3], atol=1e-12)
+    with pytest.raises(KeyError, match="no body named 'body_2'"):
+        env.get_body_state("body_2")  # body 2 is named: arm
+
+
+@pytest.mark.parametrize("names", [b"\x00", bytearray(b"a"), {"hinge": 1}, 5])
+def test_joint_names_must_be_a_list_of_names(sim: mjfast.MujocoEnv, names: object) -> None:
+    with pytest.raises(ValueError, match="names must be a list of joint names"):
+        sim.get_joint_state(names)

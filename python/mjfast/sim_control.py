@@ -233,11 +233,12 @@ def checked_joint_values(model: mujoco.MjModel, values: object, kind: str
     writes = []
 
     def is_joint(name: str) -> bool:
-        return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name) >= 0
+        return labelled_id(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint", name) >= 0
 
     for joint, value in named_entries(_mapping(values, f"joint {kind}"), is_joint,
                                       f"joint {kind}"):
-        joint_id = object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, joint)
+        joint_id = object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, joint,
+                             prefix="joint")
         qpos_size, qvel_size, quat_start = _JOINT_LAYOUT[mujoco.mjtJoint(model.jnt_type[joint_id])]
         size = qpos_size if positions else qvel_size
         array = _finite_vector(value, size, f"joint {joint!r} {noun}")
@@ -258,22 +259,23 @@ def write_joint_values(data: mujoco.MjData, positions: list[tuple[int, np.ndarra
 
 def joint_state(model: mujoco.MjModel, data: mujoco.MjData, names: object = None
                 ) -> dict[str, JointState]:
-    """{name: JointState} for `names` (None: every named joint), copied from `data`."""
+    """{name: JointState} for `names` (None: every joint; an unnamed one is `joint_<id>`),
+    copied from `data`."""
+    labels = object_labels(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint")
     if names is None:
-        ids = [i for i in range(model.njnt)
-               if mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, i)]
+        ids = [i for i in range(model.njnt) if labels[i]]
     else:
         if isinstance(names, str):
             names = [names]
-        if not isinstance(names, Iterable):
+        if isinstance(names, (bytes, bytearray, Mapping)) or not isinstance(names, Iterable):
             raise ValueError(f"names must be a list of joint names, got {names!r}")
-        ids = [object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, name)
-               for name in names]
+        ids = [object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, name,
+                         prefix="joint") for name in names]
     states = {}
     for joint_id in ids:
         qpos_size, qvel_size, _ = _JOINT_LAYOUT[mujoco.mjtJoint(model.jnt_type[joint_id])]
         qpos_start, dof_start = int(model.jnt_qposadr[joint_id]), int(model.jnt_dofadr[joint_id])
-        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joint_id)
+        name = labels[joint_id] or f"joint_{joint_id}"
         states[name] = JointState(data.qpos[qpos_start:qpos_start + qpos_size].copy(),
                                   data.qvel[dof_start:dof_start + qvel_size].copy())
     return states
@@ -345,7 +347,8 @@ def _frame_pose(model: mujoco.MjModel, scratch: mujoco.MjData, frame: object
     """(position, quaternion, rotation matrix) of body `frame` in `scratch`, None for world."""
     if frame is None:
         return None
-    frame_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, frame)
+    frame_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, frame,
+                         prefix="body")
     quat = scratch.xquat[frame_id].copy()
     return scratch.xpos[frame_id].copy(), quat, _rotation(quat)
 
@@ -353,7 +356,8 @@ def _frame_pose(model: mujoco.MjModel, scratch: mujoco.MjData, frame: object
 def body_state(snapshot: StateSnapshot, body: object, frame: object = None) -> BodyState:
     """The state of `body` at the snapshot, in world axes or relative to body `frame`."""
     model = snapshot.model
-    body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body)
+    body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body,
+                        prefix="body")
     scratch = _kinematics(snapshot)
     reference = _frame_pose(model, scratch, frame)
     # [angular, linear] of the body frame's origin, world axes. (mjOBJ_BODY would give the
@@ -383,7 +387,8 @@ def set_body_states(model: mujoco.MjModel, data: mujoco.MjData, states: object,
     """
     entries = []
     for body, entry in _mapping(states, "states").items():
-        body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body)
+        body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body,
+                            prefix="body")
         joint = int(model.body_jntadr[body_id])
         if (model.body_jntnum[body_id] != 1
                 or model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_FREE):
