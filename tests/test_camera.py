@@ -706,3 +706,18 @@ def test_camera_publisher_publishes_unnamed_cameras():
         env.step(20)
         message = env.bus.latest("/mujoco_server/cams/camera_1/rgb")
     assert message is not None and message["camera"] == "camera_1"
+
+
+@pytest.mark.parametrize(("config", "fragment"), [
+    ({"planes": ["rgb", "colour"]}, "planes: unknown plane 'colour'"),
+    ({"planes": "depht"}, "planes: unknown plane 'depht'"),
+    ({"cameras": []}, "cameras must name at least one camera"),
+    ({"cameras": ["front", "front"]}, "cameras lists 'front' more than once"),
+])
+def test_camera_publisher_misconfiguration_is_a_load_failure(config, fragment):
+    params = {"mujoco_server": {"MujocoPlugins": [
+        {"name": "cams", "type": "mjfast/CameraPublisher", **config}]}}
+    with mjfast.MujocoEnv(XML, params=params, render_sync=True) as env:
+        (info,) = env.plugins
+        assert info.state is mjfast.PluginState.FAILED
+        assert fragment in info.failure.message

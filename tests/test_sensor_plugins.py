@@ -419,3 +419,15 @@ def test_joint_state_publisher_lists_an_unnamed_joint_by_its_published_name(
     assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
     env.step(5)
     assert env.bus.latest(f"{NS}/JointStatePublisher/joint_states")["name"] == ["joint_1", "swing"]
+
+
+@pytest.mark.parametrize(("plugin", "key", "name"), [
+    ("mjfast/SensorPublisher", "sensors", "tip_pos"),
+    ("mjfast/JointStatePublisher", "joints", "swing"),
+])
+def test_a_name_listed_twice_is_a_load_failure(plugin: str, key: str, name: str,
+                                              envs: list[Any]) -> None:
+    env = make_env({"type": plugin, key: [name, "slide" if key == "joints" else "slide_vel",
+                                          name]})
+    envs.append(env)
+    assert f"{key} lists" in failure_of(env) and f"{name!r} more than once" in failure_of(env)

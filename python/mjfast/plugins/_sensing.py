@@ -106,6 +106,9 @@ def listed_ids(plugin: str, config: Mapping[str, Any], key: str, model: mujoco.M
         return None
     if not isinstance(wanted, (list, tuple)) or not all(isinstance(n, str) for n in wanted):
         raise ValueError(f"{plugin}: {key} must be a list of {what} names, got {wanted!r}")
+    repeated = sorted({n for n in wanted if wanted.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{plugin}: {key} lists {what} {repeated[0]!r} more than once")
     return [id_of(plugin, model, kind, what, n, candidates, prefix) for n in wanted]
 
 
