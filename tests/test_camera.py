@@ -721,3 +721,15 @@ def test_camera_publisher_misconfiguration_is_a_load_failure(config, fragment):
         (info,) = env.plugins
         assert info.state is mjfast.PluginState.FAILED
         assert fragment in info.failure.message
+
+
+def test_a_camera_name_with_a_slash_takes_its_parameters_from_yaml(tmp_path):
+    xml = XML.replace('<camera name="side"', '<camera name="left/eye"')
+    params = tmp_path / "cameras.yaml"
+    params.write_text("mujoco_server:\n  cameras:\n    left/eye: {width: 16, height: 12}\n")
+    with mjfast.MujocoEnv(xml, params=params, render_sync=True) as env:
+        camera = env.open_offscreen_camera("left/eye")
+        camera.enable_frames()
+        env.step(2)
+        with camera.take_latest("rgb") as lease:
+            assert (lease.width, lease.height) == (16, 12)
