@@ -899,3 +899,33 @@ def test_unnamed_joints_and_bodies_are_named_by_kind_and_id(
 def test_joint_names_must_be_a_list_of_names(sim: mjfast.MujocoEnv, names: object) -> None:
     with pytest.raises(ValueError, match="names must be a list of joint names"):
         sim.get_joint_state(names)
+
+
+def test_a_joint_whose_name_begins_others_still_takes_the_nested_form(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    spec = mujoco.MjSpec.from_string("""
+    <mujoco><worldbody><body name="turret"><joint name="left" axis="0 0 1"/>
+      <geom type="sphere" size=".1" mass="1"/></body></worldbody></mujoco>""")
+    arm = mujoco.MjSpec.from_string("""
+    <mujoco><worldbody><body name="base" pos="1 0 0"><joint name="pan" axis="0 0 1"/>
+      <geom type="sphere" size=".1" mass="1"/></body></worldbody></mujoco>""")
+    spec.worldbody.add_frame().attach_body(arm.body("base"), "left/", "")
+    model = spec.compile()
+    env = make_env(model, params={"mujoco_server": {"initial_joint_positions": {
+        "left/pan": 0.2}}})  # stored as left: {pan: 0.2}, though `left` is a joint too
+    assert env.data.joint("left/pan").qpos[0] == 0.2
+    env.reset(joint_positions={"left": 0.1, "left/pan": 0.3})  # a plain dict holds both
+    assert (env.data.joint("left").qpos[0], env.data.joint("left/pan").qpos[0]) == (0.1, 0.3)
+    # The parameter server cannot hold `left` as a value and as a namespace at once.
+    with pytest.raises(mjfast.ConfigError, match="mapping key 'left/pan' sets"):
+        make_env(model, params={"mujoco_server": {"initial_joint_positions": {
+            "left": 0.1, "left/pan": 0.2}}})
+
+
+def test_an_empty_mapping_names_nothing(sim: mjfast.MujocoEnv) -> None:
+    before = snapshot(sim)
+    with pytest.raises(ValueError, match="'pendulum' is an empty mapping"):
+        sim.set_joint_state({"hinge": 0.3, "pendulum": {}})
+    with pytest.raises(ValueError, match="joint 'hinge' position: expected 1 number"):
+        sim.set_joint_state({"hinge": {}})
+    assert_unchanged(sim, before)

@@ -175,18 +175,22 @@ def _orientation(quat: np.ndarray) -> np.ndarray:
     return scaled / float(np.linalg.norm(scaled))
 
 
-def named_entries(values: Mapping[Any, Any], is_name: Callable[[str], bool], what: str,
+def named_entries(values: Mapping[Any, Any], names: Iterable[str], what: str,
                   is_value: Callable[[Mapping[Any, Any]], bool] | None = None
                   ) -> list[tuple[Any, Any]]:
     """The (name, value) pairs of a mapping keyed by model names, nested mappings flattened.
 
     Names may contain '/' (`MjSpec.attach` prefixes, composed models: `left/pan_pos`). The
     parameter server stores a key `left/pan_pos` as the namespace `left` holding `pan_pos`, so a
-    mapping value under a key that is not itself a name (`is_name`) is read as such a namespace,
-    its keys joined to it with '/', unless `is_value` says the mapping is a value (a sensor's
-    `{std, bias}`). A name given twice (`left/pan_pos` beside `left:
-    {pan_pos}`) is a ValueError naming it; other keys pass through as they are (an int index).
+    mapping under a key that is not one of `names`, or that begins others of them (`left` when
+    `left/pan_pos` is one), is read as such a namespace, its keys joined to it with '/', unless
+    `is_value` says it is a value (a sensor's `{std, bias}`); an empty one is a ValueError (it
+    names nothing). A name given twice (`left/pan_pos` beside `left: {pan_pos}`) is a ValueError
+    naming it; other keys pass through as they are (an int index).
     """
+    known = set(names)
+    parents = {"/".join(parts[:i]) for parts in (name.split("/") for name in known)
+               for i in range(1, len(parts))}
     entries: list[tuple[Any, Any]] = []
     seen: set[Any] = set()
 
@@ -195,8 +199,12 @@ def named_entries(values: Mapping[Any, Any], is_name: Callable[[str], bool], wha
             if prefix and not isinstance(key, str):
                 raise ValueError(f"{what}: key {key!r} under {prefix[:-1]!r} is not a name")
             name = prefix + key if isinstance(key, str) else key
-            if (isinstance(name, str) and isinstance(value, Mapping) and not is_name(name)
+            if (isinstance(name, str) and isinstance(value, Mapping)
+                    and (name not in known or name in parents)
                     and not (is_value is not None and is_value(value))):
+                if not value:
+                    raise ValueError(f"{what}: {name!r} is an empty mapping (expected a value, "
+                                     f"or the names under {name!r})")
                 walk(value, name + "/")
                 continue
             if name in seen:
@@ -232,10 +240,10 @@ def checked_joint_values(model: mujoco.MjModel, values: object, kind: str
     noun = "position" if positions else "velocity"
     writes = []
 
-    def is_joint(name: str) -> bool:
-        return labelled_id(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint", name) >= 0
-
-    for joint, value in named_entries(_mapping(values, f"joint {kind}"), is_joint,
+    labels = object_labels(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint")
+    names = [*object_names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt),
+             *(label for label in labels if label)]
+    for joint, value in named_entries(_mapping(values, f"joint {kind}"), names,
                                       f"joint {kind}"):
         joint_id = object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, joint,
                              prefix="joint")

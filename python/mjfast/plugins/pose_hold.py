@@ -164,7 +164,7 @@ class PoseHoldPD(MujocoPlugin):
         if not isinstance(targets, Mapping):
             raise ValueError(f"{self.name}: a target is a mapping from joint name to position, "
                              f"got {targets!r}")
-        entries = named_entries(targets, self._joint_names.__contains__, f"{self.name}: target")
+        entries = named_entries(targets, self._joint_names, f"{self.name}: target")
         unknown = [joint for joint, _ in entries if joint not in self._joint_names]
         if unknown:
             raise KeyError(f"{self.name}: no held joint {', '.join(map(repr, unknown))} "

@@ -83,7 +83,7 @@ class SensorPublisher(RatePublisher):
         def is_spec(value: Mapping[str, Any]) -> bool:
             return any(key in value for key in _NOISE_KEYS)
 
-        for name, spec in named_entries(noise, by_name.__contains__, f"{who}: noise", is_spec):
+        for name, spec in named_entries(noise, by_name, f"{who}: noise", is_spec):
             sensor = by_name.get(name)
             if sensor is None:
                 id_of(who, model, mujoco.mjtObj.mjOBJ_SENSOR, "sensor", name,
