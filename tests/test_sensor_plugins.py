@@ -431,3 +431,21 @@ def test_a_name_listed_twice_is_a_load_failure(plugin: str, key: str, name: str,
                                           name]})
     envs.append(env)
     assert f"{key} lists" in failure_of(env) and f"{name!r} more than once" in failure_of(env)
+
+
+@pytest.mark.parametrize(("old", "new", "fragment"), [
+    ('<rangefinder name="rf-1" site="rf_y"/>',
+     '<rangefinder name="rf-1" site="rf_y" data="point"/>',
+     "rangefinder 'rf-1' does not output its distance"),
+    ('<rangefinder name="rf-1" site="rf_y"/>', '<rangefinder name="rf-1" site="rf_y"/>'
+                                               '<rangefinder name="rf-01" site="rf_y"/>',
+     "rangefinders 'rf-1' and 'rf-01' have the same number 1"),
+])
+def test_rangefinder_lidar_refuses_rangefinders_it_would_misread(old: str, new: str,
+                                                                 fragment: str,
+                                                                 envs: list[Any]) -> None:
+    plugin = {"type": "mjfast/RangefinderLidar", "prefix": "rf"}
+    env = mjfast.MujocoEnv(WORLD.replace(old, new),
+                           params={"mujoco_server": {"MujocoPlugins": [plugin]}})
+    envs.append(env)
+    assert fragment in failure_of(env)
