@@ -516,3 +516,13 @@ def test_free_joint_state_refuses_a_body_listed_twice(make_env):
     entry = {"name": "state", "type": "mjfast/FreeJointStatePublisher", "bodies": ["a", "a"]}
     env = make_env(TWO_BODIES_XML, params=plugins_param(entry))
     assert "bodies lists 'a' more than once" in env.plugins[0].failure.message
+
+
+def test_fts_grav_comp_takes_unnamed_sensors_as_sensor_and_their_id(make_env):
+    xml = FTS_XML.replace('<force name="force" site="fts"/><torque name="torque" site="fts"/>',
+                          '<force site="fts"/><torque site="fts"/>')
+    env = make_env(xml, params=fts_params(mass=PAYLOAD_MASS, cog=PAYLOAD_COG,
+                                          force_sensor="sensor_0", torque_sensor="sensor_1"))
+    assert env.plugins[0].state is PluginState.ACTIVE, env.plugins[0].failure
+    env.step(20)
+    np.testing.assert_allclose(env.control.read().sensordata[:6], 0.0, atol=1e-9)
