@@ -267,7 +267,11 @@ class ParameterServer:
     """A thread-safe, hierarchical parameter store with ROS naming (`/a/b`, relative to `/`).
 
     `set` replaces the value at a name (like `rosparam set`); `load_yaml` merges mappings
-    recursively (like `rosparam load`). Reads return deep copies.
+    recursively (like `rosparam load`). Reads return deep copies. A mapping key with '/' is a
+    relative name (`{"left/pan": 1}` is stored as `{"left": {"pan": 1}}`, read back at
+    `.../left/pan`), so that model names from composed models can key parameters; a key with an
+    empty segment or one starting with '~', or one that sets what another key of the same
+    mapping sets, is a ConfigError.
     """
 
     def __init__(self, initial: dict[str, Any] | None = None) -> None:
