@@ -176,8 +176,12 @@ class PoseHoldPD(MujocoPlugin):
                 raise ValueError(f"{self.name}: the target of joint {joint!r} must be a finite "
                                  f"number, got {value!r}")
             values[joint] = float(value)
+        target = self.target.copy()
         for joint, value in values.items():
-            self.target[self._joint_names.index(joint)] = value
+            target[self._joint_names.index(joint)] = value
+        # One reference swap: control_callback (on the physics thread) sees the old target or
+        # the new one, never a message half applied.
+        self.target = target
 
     def statistics(self) -> dict[str, float]:
         """How far the held joints are from the current target (moved by `~target` too)."""
