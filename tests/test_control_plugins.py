@@ -526,3 +526,16 @@ def test_fts_grav_comp_takes_unnamed_sensors_as_sensor_and_their_id(make_env):
     assert env.plugins[0].state is PluginState.ACTIVE, env.plugins[0].failure
     env.step(20)
     np.testing.assert_allclose(env.control.read().sensordata[:6], 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("topic", ["/", "//", "", "a/~b"])
+@pytest.mark.parametrize(("entry", "xml"), [
+    ({"type": "mjfast/HeartbeatPublisher"}, BASE_XML),
+    ({"type": "mjfast/FreeJointStatePublisher", "bodies": ["a"]}, TWO_BODIES_XML),
+], ids=["heartbeat", "free_joint_state"])
+def test_a_topic_that_names_no_topic_is_a_load_failure_not_a_step_error(make_env, entry, xml,
+                                                                        topic):
+    env = make_env(xml, params=plugins_param({"name": "p", **entry, "topic": topic}))
+    (info,) = env.plugins
+    assert info.state is PluginState.FAILED and "topic" in info.failure.message
+    env.step(1000)  # 2 s: past the first heartbeat

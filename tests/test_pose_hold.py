@@ -147,3 +147,10 @@ def test_targets_name_joints_with_a_slash(make_env, tmp_path) -> None:
     env.bus.publish("/mujoco_server/hold/target", {"left/pan_pos": 0.7, "right/pan_pos": "up"})
     with env.acquire_plugin("hold") as hold:
         np.testing.assert_array_equal(hold.target, [0.1, 0.2])  # refused whole
+
+
+@pytest.mark.parametrize("topic", ["/", "", "a/~b"])
+def test_a_topic_that_names_no_topic_is_a_load_failure(make_env, arm, topic) -> None:
+    env = make_env(arm, params=hold_params(topic=topic))
+    assert env.plugins[0].state == mjfast.PluginState.FAILED
+    assert "topic" in env.plugins[0].failure.message

@@ -27,6 +27,7 @@ __all__ = [
     "number",
     "positive_int",
     "seed_of",
+    "topic_of",
 ]
 
 # Keys the host may leave in a plugin's configuration besides its own.
@@ -63,6 +64,20 @@ def positive_int(plugin: str, key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{plugin}: {key} must be a positive integer, got {value!r}")
     return value
+
+
+def topic_of(plugin: str, node: Any, topic: Any) -> str:
+    """`topic` checked at load: a non-empty str that resolves (in `node`) to a topic, not `/`;
+    ValueError naming it otherwise (rather than an error from the first publish, mid-step)."""
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"{plugin}: topic must be a non-empty topic name, got {topic!r}")
+    try:
+        resolved = node.resolve_name(topic)
+    except ValueError as error:
+        raise ValueError(f"{plugin}: topic {topic!r} is not a valid name: {error}") from None
+    if resolved == "/":
+        raise ValueError(f"{plugin}: topic {topic!r} names no topic (it resolves to '/')")
+    return topic
 
 
 def seed_of(plugin: str, config: Mapping[str, Any]) -> int:

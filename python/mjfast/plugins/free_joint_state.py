@@ -16,6 +16,7 @@ import mujoco
 import numpy as np
 
 from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import topic_of
 from mjfast.sim_control import labelled_id
 
 __all__ = ["FreeJointStatePublisher"]
@@ -34,6 +35,8 @@ class FreeJointStatePublisher(MujocoPlugin):
             raise ValueError(f"{self.name}: rate_hz must be a positive number, "
                              f"got {self.config.get('rate_hz')!r}")
         topic = self.config.get("topic")
+        if topic is not None:
+            topic_of(self.name, self.node, topic)
         self._targets: list[tuple[str, str, int, int]] = []  # body, topic, qpos and dof address
         repeated = sorted({str(body) for body in bodies if bodies.count(body) > 1})
         if repeated:

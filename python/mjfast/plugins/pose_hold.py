@@ -31,6 +31,7 @@ import numpy as np
 
 from mjfast.errors import ConfigError
 from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import topic_of
 from mjfast.sim_control import named_entries
 
 __all__ = ["PoseHoldPD"]
@@ -119,7 +120,8 @@ class PoseHoldPD(MujocoPlugin):
             self.set_target(self.config.get("target", {}))
         except (KeyError, ValueError) as error:
             raise ConfigError(f"target: {error.args[0]}") from error
-        self.node.subscribe(self.config.get("topic", "~target"), self.set_target)
+        self.node.subscribe(topic_of(self.name, self.node, self.config.get("topic", "~target")),
+                            self.set_target)
         return True
 
     @staticmethod
