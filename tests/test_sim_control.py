@@ -694,6 +694,10 @@ OFFSET_COM_XML = """
       </body>
     </body>
     <body name="frame" pos="0 1 0" euler="30 0 60"/>
+    <body name="pivoted" pos="0 -1 1" euler="0 40 0">
+      <joint type="free" pos=".3 0 .1"/>
+      <geom type="box" size=".1 .1 .1" pos="-.2 .1 0" mass="1"/>
+    </body>
   </worldbody>
 </mujoco>
 """
@@ -715,11 +719,12 @@ def test_body_linvel_is_the_velocity_of_the_frame_origin_not_the_com(
         make_env: Callable[..., mjfast.MujocoEnv]) -> None:
     env = make_env(OFFSET_COM_XML)
     env.set_joint_state(velocities={"swing": 1.5, "twist": -2.0})
-    env.set_body_state({"box": {"linvel": [0.3, -0.2, 0.5], "angvel": [1.0, -2.0, 0.7]}})
+    env.set_body_state({"box": {"linvel": [0.3, -0.2, 0.5], "angvel": [1.0, -2.0, 0.7]},
+                        "pivoted": {"linvel": [0.1, 0.2, 0.3], "angvel": [-1.0, 0.5, 2.0]}})
     reference = mujoco.MjData(env.model)
     reference.qpos[:], reference.qvel[:] = env.data.qpos, env.data.qvel
     mujoco.mj_forward(env.model, reference)
-    for body in ("box", "arm", "hand"):
+    for body in ("box", "arm", "hand", "pivoted"):
         state = env.get_body_state(body)
         expected = finite_difference_velocity(env, body)
         np.testing.assert_allclose(state.linvel, expected, atol=1e-5, err_msg=body)
@@ -749,6 +754,10 @@ def test_set_body_state_linvel_round_trips_on_a_body_with_an_offset_com(
     np.testing.assert_allclose(state.linvel, [1, 2, 3], atol=1e-12)
     np.testing.assert_allclose(state.angvel, [0.5, -1, 2], atol=1e-12)
     np.testing.assert_allclose(finite_difference_velocity(env, "box"), [1, 2, 3], atol=1e-5)
+    # A free joint placed away from the body's origin: its qvel is still the origin's twist.
+    env.set_body_state({"pivoted": {"linvel": [1, 2, 3], "angvel": [0.5, -1, 2]}})
+    np.testing.assert_allclose(env.get_body_state("pivoted").linvel, [1, 2, 3], atol=1e-12)
+    np.testing.assert_allclose(finite_difference_velocity(env, "pivoted"), [1, 2, 3], atol=1e-5)
     env.set_body_state({"box": {"linvel": [-1, 0, 4]}}, frame="frame")
     np.testing.assert_allclose(env.get_body_state("box", frame="frame").linvel, [-1, 0, 4],
                                atol=1e-12)
