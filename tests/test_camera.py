@@ -664,3 +664,72 @@ def test_a_reload_with_bad_camera_parameters_changes_nothing():
         env.step(1)
         with front.take_latest() as frame:
             assert frame.width == WIDTH
+
+
+# -- unnamed cameras ------------------------------------------------------------------------------
+
+# The camera world with a third camera that has no name: id 2, opened as `camera_2`.
+XML_UNNAMED = XML.replace('<camera name="side"', '<camera pos="0 2 1" xyaxes="-1 0 0 0 0.5 1"/>'
+                                                  '<camera name="side"')
+
+
+def test_an_unnamed_camera_opens_as_camera_and_its_id_and_renders_that_camera():
+    params = camera_params(camera_1={"planes": ["rgb", "depth"]})
+    with mjfast.MujocoEnv(XML_UNNAMED, params=params, render_sync=True) as env:
+        assert env.model.cam(1).name == ""
+        camera = env.open_offscreen_camera("camera_1")
+        assert camera.plane_configured("depth")  # its parameters, under cameras/camera_1
+        camera.enable_frames()
+        env.step(30)
+        expected = data_after(env.model, 18)
+        with camera.take_latest("rgb") as lease:
+            np.testing.assert_array_equal(lease.data, reference(env.model, expected, 1))
+            assert not np.array_equal(lease.data, reference(env.model, expected, "front"))
+        env.reload()  # rebinds by the same name
+        env.step(30)
+        assert camera.take_latest("rgb") is not None
+
+
+@pytest.mark.parametrize("name", ["camera_0", "camera_2", "camera_9", "camera_01", "camera_"])
+def test_a_synthesised_name_names_only_an_unnamed_camera(name):
+    with mjfast.MujocoEnv(XML_UNNAMED, render_sync=True) as unnamed:
+        with pytest.raises(KeyError) as raised:
+            unnamed.open_offscreen_camera(name)  # 0 and 2 are named: front, side
+        assert "camera_1" in str(raised.value)
+
+
+def test_camera_publisher_publishes_unnamed_cameras():
+    params = camera_params(camera_1={"rate_hz": 100.0})
+    params["mujoco_server"]["MujocoPlugins"] = [{"name": "cams", "type": "mjfast/CameraPublisher"}]
+    with mjfast.MujocoEnv(XML_UNNAMED, params=params, render_sync=True) as env:
+        assert env.plugins[0].state == mjfast.PluginState.ACTIVE
+        env.step(20)
+        message = env.bus.latest("/mujoco_server/cams/camera_1/rgb")
+    assert message is not None and message["camera"] == "camera_1"
+
+
+@pytest.mark.parametrize(("config", "fragment"), [
+    ({"planes": ["rgb", "colour"]}, "planes: unknown plane 'colour'"),
+    ({"planes": "depht"}, "planes: unknown plane 'depht'"),
+    ({"cameras": []}, "cameras must name at least one camera"),
+    ({"cameras": ["front", "front"]}, "cameras lists 'front' more than once"),
+])
+def test_camera_publisher_misconfiguration_is_a_load_failure(config, fragment):
+    params = {"mujoco_server": {"MujocoPlugins": [
+        {"name": "cams", "type": "mjfast/CameraPublisher", **config}]}}
+    with mjfast.MujocoEnv(XML, params=params, render_sync=True) as env:
+        (info,) = env.plugins
+        assert info.state is mjfast.PluginState.FAILED
+        assert fragment in info.failure.message
+
+
+def test_a_camera_name_with_a_slash_takes_its_parameters_from_yaml(tmp_path):
+    xml = XML.replace('<camera name="side"', '<camera name="left/eye"')
+    params = tmp_path / "cameras.yaml"
+    params.write_text("mujoco_server:\n  cameras:\n    left/eye: {width: 16, height: 12}\n")
+    with mjfast.MujocoEnv(xml, params=params, render_sync=True) as env:
+        camera = env.open_offscreen_camera("left/eye")
+        camera.enable_frames()
+        env.step(2)
+        with camera.take_latest("rgb") as lease:
+            assert (lease.width, lease.height) == (16, 12)

@@ -466,3 +466,76 @@ def test_control_read_and_write_inside_a_callback_or_acquire_block_are_refused_n
     lines = result.stdout.splitlines()
     assert [line.split(" ", 1)[0] for line in lines] == ["callback"] * 2 + ["acquire"] * 2
     assert all("would deadlock" in line for line in lines), lines
+
+
+# -- hardening 3: unnamed joints and bodies, stored quaternions that are not unit, bad commands --
+
+UNNAMED_BASE_XML = BASE_XML.replace('<body name="base" pos="0 0 0.5">', '<body pos="0 0 0.5">') \
+    .replace('<freejoint name="base_free"/>', "<freejoint/>")
+
+
+def test_base_velocity_takes_an_unnamed_free_joint_as_joint_and_its_id(make_env):
+    entry = {"name": "base", "type": "mjfast/BaseVelocity", "joint": "joint_0"}
+    env = make_env(UNNAMED_BASE_XML, params=plugins_param(entry))
+    assert env.plugins[0].state is PluginState.ACTIVE, env.plugins[0].failure
+    env.bus.publish(CMD_TOPIC, {"vx": 0.5})
+    env.step()
+    assert env.data.qvel[0] == 0.5
+
+
+def test_base_velocity_sets_the_world_yaw_rate_of_a_quaternion_that_is_not_unit(make_env):
+    env = base_env(make_env)
+    env.data.qpos[3:7] = [2.0, 0.0, 0.0, 0.0]  # written by a user: MuJoCo reads it normalised
+    env.data.qvel[3:6] = [0.1, 0.0, 0.0]
+    env.bus.publish(CMD_TOPIC, {"yaw_rate": 0.3})
+    with env.acquire_plugin("base") as plugin:
+        plugin.pre_step(env.data)  # the step's first stage, on the live data
+    np.testing.assert_allclose(env.data.qvel[3:6], [0.1, 0.0, 0.3], atol=1e-12)
+
+
+@pytest.mark.parametrize("command", [{"vx": True}, {"vx": "1.5"}, [0.1, None, 0.0],
+                                     (b"1", 0, 0)])
+def test_base_velocity_refuses_a_command_that_is_not_numbers(make_env, command):
+    env = base_env(make_env)
+    with env.acquire_plugin("base") as plugin, pytest.raises(ValueError, match="numbers"):
+        plugin.command(command)
+
+
+def test_free_joint_state_takes_an_unnamed_body_as_body_and_its_id(make_env):
+    xml = TWO_BODIES_XML.replace('<body name="a" pos="0 0 1">', '<body pos="0 0 1">')
+    entry = {"name": "state", "type": "mjfast/FreeJointStatePublisher", "bodies": ["body_1"]}
+    env = make_env(xml, params=plugins_param(entry))
+    assert env.plugins[0].state is PluginState.ACTIVE, env.plugins[0].failure
+    messages = collect(env, "/mujoco_server/state/body_1")
+    env.step(5)
+    assert messages[0]["body"] == "body_1"
+    np.testing.assert_allclose(messages[0]["position"], [0, 0, 1], atol=1e-12)
+
+
+def test_free_joint_state_refuses_a_body_listed_twice(make_env):
+    entry = {"name": "state", "type": "mjfast/FreeJointStatePublisher", "bodies": ["a", "a"]}
+    env = make_env(TWO_BODIES_XML, params=plugins_param(entry))
+    assert "bodies lists 'a' more than once" in env.plugins[0].failure.message
+
+
+def test_fts_grav_comp_takes_unnamed_sensors_as_sensor_and_their_id(make_env):
+    xml = FTS_XML.replace('<force name="force" site="fts"/><torque name="torque" site="fts"/>',
+                          '<force site="fts"/><torque site="fts"/>')
+    env = make_env(xml, params=fts_params(mass=PAYLOAD_MASS, cog=PAYLOAD_COG,
+                                          force_sensor="sensor_0", torque_sensor="sensor_1"))
+    assert env.plugins[0].state is PluginState.ACTIVE, env.plugins[0].failure
+    env.step(20)
+    np.testing.assert_allclose(env.control.read().sensordata[:6], 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("topic", ["/", "//", "", "a/~b"])
+@pytest.mark.parametrize(("entry", "xml"), [
+    ({"type": "mjfast/HeartbeatPublisher"}, BASE_XML),
+    ({"type": "mjfast/FreeJointStatePublisher", "bodies": ["a"]}, TWO_BODIES_XML),
+], ids=["heartbeat", "free_joint_state"])
+def test_a_topic_that_names_no_topic_is_a_load_failure_not_a_step_error(make_env, entry, xml,
+                                                                        topic):
+    env = make_env(xml, params=plugins_param({"name": "p", **entry, "topic": topic}))
+    (info,) = env.plugins
+    assert info.state is PluginState.FAILED and "topic" in info.failure.message
+    env.step(1000)  # 2 s: past the first heartbeat

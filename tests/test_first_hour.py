@@ -202,8 +202,8 @@ def test_a_load_failure_is_one_warning_line(capsys: pytest.CaptureFixture[str], 
     assert code == 0
     assert err.splitlines() == [
         "mjfast: warning: plugin 'PoseHoldPD' (mjfast/PoseHoldPD) failed to load, in factory: "
-        "ConfigError: unknown configuration key 'Kp' (did you mean 'kp'?); its keys are: kd, "
-        "kp, target, topic"]
+        "ConfigError: unknown configuration key 'Kp' (did you mean 'kp'?); its keys are: "
+        "joints, kd, kp, target, topic"]
     assert "FAILED" in out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -314,3 +315,34 @@ def test_concurrent_sets_all_land() -> None:
     snapshot = params.to_dict()
     assert len(snapshot) == 8
     assert all(len(v) == 200 for v in snapshot.values())
+
+
+def test_a_mapping_key_with_a_slash_is_a_relative_name() -> None:
+    # Names from MjSpec.attach prefixes and composed models (`left/pan_pos`) are keys of
+    # name-keyed parameters; the key is read as ROS reads a relative name: nested namespaces.
+    params = ParameterServer({"ns": {"initial": {"left/pan_pos": 1, "left/tilt": 2,
+                                                 "right": {"pan_pos": 3}, "a/b/c": [4]}}})
+    assert params.get("/ns/initial") == {"left": {"pan_pos": 1, "tilt": 2},
+                                         "right": {"pan_pos": 3}, "a": {"b": {"c": [4]}}}
+    assert params.get("/ns/initial/left/pan_pos") == 1
+    params.load_yaml("ns:\n  initial:\n    right/tilt: 5\n    left: {roll: 6}\n")
+    assert params.get("/ns/initial/right") == {"pan_pos": 3, "tilt": 5}
+    assert params.get("/ns/initial/left") == {"pan_pos": 1, "tilt": 2, "roll": 6}
+    params.set("/x", {"p/q": {"r": 1}, "p": {"q": {"s": 2}}})  # meeting mappings merge
+    assert params.get("/x") == {"p": {"q": {"r": 1, "s": 2}}}
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ({"a/b": 1, "a": 2}, "mapping key 'a' sets '/p/a', which another key"),
+    ({"a": {"b": 1}, "a/b": 2}, "mapping key 'a/b' sets '/p/a/b', which another key"),
+    ({"a/b": {"c": 1}, "a": {"b": {"c": 2}}}, "mapping key 'a' sets '/p/a'"),
+    ({"a/": 1}, "mapping key 'a/' is not a valid name segment"),
+    ({"/a": 1}, "mapping key '/a' is not a valid name segment"),
+    ({"a//b": 1}, "mapping key 'a//b' is not a valid name segment"),
+    ({"a/~b": 1}, "mapping key 'a/~b' is not a valid name segment"),
+])
+def test_a_slash_key_that_clashes_or_has_an_empty_segment_is_refused(value, fragment) -> None:
+    params = ParameterServer({"keep": 1})
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
+        params.set("/p", value)
+    assert params.to_dict() == {"keep": 1}

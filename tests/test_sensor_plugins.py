@@ -340,3 +340,112 @@ def test_rangefinder_numbers_must_have_no_gap(envs: list[Any]) -> None:
         "mujoco_server": {"MujocoPlugins": [{"type": "mjfast/RangefinderLidar", "prefix": "rf"}]}})
     envs.append(env)
     assert "missing rf-1" in failure_of(env)
+
+
+# -- hardening 3: unnamed sensors and names with '/' ----------------------------------------------
+
+# WORLD with two unnamed sensors after the named ones (ids 8 and 9), and a named sensor called
+# `sensor_9`... which makes the unnamed sensor 9 unreachable by that name: it is left out.
+UNNAMED = WORLD.replace('<rangefinder name="rf-1" site="rf_y"/>',
+                        '<rangefinder name="rf-1" site="rf_y"/><jointpos joint="swing"/>'
+                        '<jointvel joint="slide"/><clock name="sensor_9"/>')
+
+
+def make_unnamed_env(**config: Any) -> mjfast.MujocoEnv:
+    plugin = {"type": "mjfast/SensorPublisher", **config}
+    return mjfast.MujocoEnv(UNNAMED, params={"mujoco_server": {"MujocoPlugins": [plugin]}})
+
+
+def test_an_unnamed_sensor_is_sensor_and_its_id_in_sensors_noise_and_its_topic(
+        envs: list[Any]) -> None:
+    env = make_unnamed_env(sensors=["sensor_8", "swing_pos"], noise={"sensor_8": {"std": 0.0,
+                                                                                 "bias": 1.0}})
+    envs.append(env)
+    assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+    env.data.qpos[0] = 0.7
+    env.step(5)
+    value = env.bus.latest(f"{NS}/SensorPublisher/sensor_8")["value"]
+    address = env.model.sensor_adr[8]
+    np.testing.assert_array_equal(value, env.data.sensordata[address:address + 1] + 1.0)
+    assert env.bus.latest(f"{NS}/SensorPublisher/sensor_8_gt") is not None
+    assert env.bus.latest(f"{NS}/SensorPublisher/slide_vel") is None  # not listed
+
+
+def test_every_sensor_by_default_the_named_one_keeping_its_name(envs: list[Any]) -> None:
+    env = make_unnamed_env()
+    envs.append(env)
+    env.step(5)
+    topics = {topic for topic in env.bus.topics() if topic.startswith(f"{NS}/SensorPublisher/")}
+    assert f"{NS}/SensorPublisher/sensor_8" in topics
+    clock = env.model.sensor("sensor_9").adr[0]
+    assert env.model.sensor(9).name == "" and env.model.sensor(10).name == "sensor_9"
+    assert env.bus.latest(f"{NS}/SensorPublisher/sensor_9")["value"][0] == \
+        env.data.sensordata[clock]
+
+
+@pytest.mark.parametrize("name", ["sensor_10", "sensor_0", "sensor_08"])
+def test_a_synthesised_name_of_no_unnamed_sensor_is_a_load_failure(name: str,
+                                                                    envs: list[Any]) -> None:
+    env = make_unnamed_env(sensors=[name])
+    envs.append(env)
+    assert f"no sensor named {name!r}" in failure_of(env)
+
+
+def test_noise_takes_sensor_names_with_a_slash(envs: list[Any], tmp_path: Any) -> None:
+    from test_sim_control import attached_arms_model
+
+    params = tmp_path / "sensors.yaml"
+    params.write_text("mujoco_server:\n  MujocoPlugins:\n    - type: mjfast/SensorPublisher\n"
+                      "      sensors: [left/pan_sensor, right/pan_sensor]\n"
+                      "      noise:\n        left/pan_sensor: {std: 0.0, bias: 2.0}\n"
+                      "        right:\n          pan_sensor: {std: 0.0, bias: -2.0}\n")
+    env = mjfast.MujocoEnv(attached_arms_model(), params=params)
+    envs.append(env)
+    assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+    env.step(5)
+    assert env.bus.latest(f"{NS}/SensorPublisher/left/pan_sensor")["value"][0] == 2.0
+    assert env.bus.latest(f"{NS}/SensorPublisher/right/pan_sensor")["value"][0] == -2.0
+    assert env.bus.latest(f"{NS}/SensorPublisher/left/pan_sensor_gt")["value"][0] == 0.0
+
+
+def test_joint_state_publisher_lists_an_unnamed_joint_by_its_published_name(
+        envs: list[Any]) -> None:
+    xml = WORLD.replace('<joint name="slide" type="slide"', '<joint type="slide"').replace(
+        '<motor name="slide_motor" joint="slide"/>', "").replace(
+        '<jointvel name="slide_vel" joint="slide"/>', "")
+    plugin = {"type": "mjfast/JointStatePublisher", "joints": ["joint_1", "swing"]}
+    env = mjfast.MujocoEnv(xml, params={"mujoco_server": {"MujocoPlugins": [plugin]}})
+    envs.append(env)
+    assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+    env.step(5)
+    assert env.bus.latest(f"{NS}/JointStatePublisher/joint_states")["name"] == ["joint_1", "swing"]
+
+
+@pytest.mark.parametrize(("plugin", "key", "name"), [
+    ("mjfast/SensorPublisher", "sensors", "tip_pos"),
+    ("mjfast/JointStatePublisher", "joints", "swing"),
+])
+def test_a_name_listed_twice_is_a_load_failure(plugin: str, key: str, name: str,
+                                              envs: list[Any]) -> None:
+    env = make_env({"type": plugin, key: [name, "slide" if key == "joints" else "slide_vel",
+                                          name]})
+    envs.append(env)
+    assert f"{key} lists" in failure_of(env) and f"{name!r} more than once" in failure_of(env)
+
+
+@pytest.mark.parametrize(("old", "new", "fragment"), [
+    ('<rangefinder name="rf-1" site="rf_y"/>',
+     '<rangefinder name="rf-1" site="rf_y" data="point"/>',
+     "rangefinder 'rf-1' does not output its distance"),
+    ('<rangefinder name="rf-1" site="rf_y"/>', '<rangefinder name="rf-1" site="rf_y"/>'
+                                               '<rangefinder name="rf-01" site="rf_y"/>',
+     "rangefinders 'rf-1' and 'rf-01' have the same number 1"),
+])
+def test_rangefinder_lidar_refuses_rangefinders_it_would_misread(old: str, new: str,
+                                                                 fragment: str,
+                                                                 envs: list[Any]) -> None:
+    plugin = {"type": "mjfast/RangefinderLidar", "prefix": "rf"}
+    env = mjfast.MujocoEnv(WORLD.replace(old, new),
+                           params={"mujoco_server": {"MujocoPlugins": [plugin]}})
+    envs.append(env)
+    assert fragment in failure_of(env)

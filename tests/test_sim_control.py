@@ -671,3 +671,270 @@ def test_every_call_in_a_loop_while_the_physics_thread_runs_unpaced() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr
+
+
+# -- hardening 3: body twists, quaternions, names with '/' ----------------------------------------
+
+# Bodies whose centre of mass is away from their frame's origin: a free box with an offset geom,
+# and a hinged link with an explicit inertial offset.
+OFFSET_COM_XML = """
+<mujoco>
+  <option timestep="0.002" gravity="0 0 0"/>
+  <worldbody>
+    <body name="box" pos="0 0 1" euler="10 20 30">
+      <freejoint/>
+      <geom type="box" size=".1 .2 .3" pos=".4 -.3 .2" mass="2"/>
+    </body>
+    <body name="arm" pos="1 0 1">
+      <joint name="swing" axis="0 1 0"/>
+      <inertial pos=".5 0 0" mass="1" diaginertia=".01 .01 .01"/>
+      <body name="hand" pos=".8 0 0" euler="0 0 45">
+        <joint name="twist" axis="1 0 0"/>
+        <geom type="box" size=".05 .05 .05" pos="0 .3 0" mass=".5"/>
+      </body>
+    </body>
+    <body name="frame" pos="0 1 0" euler="30 0 60"/>
+    <body name="pivoted" pos="0 -1 1" euler="0 40 0">
+      <joint type="free" pos=".3 0 .1"/>
+      <geom type="box" size=".1 .1 .1" pos="-.2 .1 0" mass="1"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def finite_difference_velocity(env: mjfast.MujocoEnv, body: str) -> np.ndarray:
+    """d xpos / dt of `body`'s frame origin, by integrating qpos over a tiny time."""
+    model, h = env.model, 1e-7
+    data = mujoco.MjData(model)
+    data.qpos[:] = env.data.qpos
+    mujoco.mj_kinematics(model, data)
+    before = data.xpos[model.body(body).id].copy()
+    mujoco.mj_integratePos(model, data.qpos, env.data.qvel, h)
+    mujoco.mj_kinematics(model, data)
+    return (data.xpos[model.body(body).id] - before) / h
+
+
+def test_body_linvel_is_the_velocity_of_the_frame_origin_not_the_com(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(OFFSET_COM_XML)
+    env.set_joint_state(velocities={"swing": 1.5, "twist": -2.0})
+    env.set_body_state({"box": {"linvel": [0.3, -0.2, 0.5], "angvel": [1.0, -2.0, 0.7]},
+                        "pivoted": {"linvel": [0.1, 0.2, 0.3], "angvel": [-1.0, 0.5, 2.0]}})
+    reference = mujoco.MjData(env.model)
+    reference.qpos[:], reference.qvel[:] = env.data.qpos, env.data.qvel
+    mujoco.mj_forward(env.model, reference)
+    for body in ("box", "arm", "hand", "pivoted"):
+        state = env.get_body_state(body)
+        expected = finite_difference_velocity(env, body)
+        np.testing.assert_allclose(state.linvel, expected, atol=1e-5, err_msg=body)
+        twist = np.empty(6)
+        mujoco.mj_objectVelocity(env.model, reference, mujoco.mjtObj.mjOBJ_XBODY,
+                                 env.model.body(body).id, twist, 0)
+        np.testing.assert_allclose(state.linvel, twist[3:], atol=1e-12, err_msg=body)
+        np.testing.assert_allclose(state.angvel, twist[:3], atol=1e-12, err_msg=body)
+        # The centre of mass moves differently here: what the old answer was.
+        com = np.empty(6)
+        mujoco.mj_objectVelocity(env.model, reference, mujoco.mjtObj.mjOBJ_BODY,
+                                 env.model.body(body).id, com, 0)
+        assert np.linalg.norm(com[3:] - state.linvel) > 0.1, body
+    # Relative to another body: the same twist, rotated into its axes.
+    rotation = env.data.xmat[env.model.body("frame").id].reshape(3, 3)
+    relative = env.get_body_state("hand", frame="frame")
+    np.testing.assert_allclose(relative.linvel,
+                               rotation.T @ finite_difference_velocity(env, "hand"), atol=1e-5)
+
+
+def test_set_body_state_linvel_round_trips_on_a_body_with_an_offset_com(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(OFFSET_COM_XML)
+    env.set_body_state({"box": {"pos": [1, 2, 3], "quat": [0.5, 0.5, 0.5, 0.5],
+                                "linvel": [1, 2, 3], "angvel": [0.5, -1, 2]}})
+    state = env.get_body_state("box")
+    np.testing.assert_allclose(state.linvel, [1, 2, 3], atol=1e-12)
+    np.testing.assert_allclose(state.angvel, [0.5, -1, 2], atol=1e-12)
+    np.testing.assert_allclose(finite_difference_velocity(env, "box"), [1, 2, 3], atol=1e-5)
+    # A free joint placed away from the body's origin: its qvel is still the origin's twist.
+    env.set_body_state({"pivoted": {"linvel": [1, 2, 3], "angvel": [0.5, -1, 2]}})
+    np.testing.assert_allclose(env.get_body_state("pivoted").linvel, [1, 2, 3], atol=1e-12)
+    np.testing.assert_allclose(finite_difference_velocity(env, "pivoted"), [1, 2, 3], atol=1e-5)
+    env.set_body_state({"box": {"linvel": [-1, 0, 4]}}, frame="frame")
+    np.testing.assert_allclose(env.get_body_state("box", frame="frame").linvel, [-1, 0, 4],
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-300, 5e-324])
+def test_a_quaternion_of_extreme_magnitude_is_normalised_not_zeroed(sim: mjfast.MujocoEnv,
+                                                                     scale: float) -> None:
+    half = math.sqrt(0.5)
+    sim.set_body_state({"ball": {"quat": [scale, scale, 0, 0]}})
+    np.testing.assert_allclose(sim.get_body_state("ball").quat, [half, half, 0, 0], atol=1e-12)
+    sim.set_joint_state({"tip_ball": [0, 0, -scale, scale]})
+    np.testing.assert_allclose(sim.get_joint_state(["tip_ball"])["tip_ball"].position,
+                               [0, 0, -half, half], atol=1e-12)
+    sim.reset(joint_positions={"held_free": [0, 0, 1, 0, scale, 0, 0]})
+    np.testing.assert_allclose(sim.data.qpos[10:14], [0, 1, 0, 0], atol=1e-12)
+
+
+def test_a_quaternion_of_extreme_magnitude_in_the_initial_state_is_normalised(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(XML, params={"mujoco_server": {
+        "initial_joint_positions": {"tip_ball": [1e308, 0, 1e308, 0]}}})
+    half = math.sqrt(0.5)
+    np.testing.assert_allclose(env.data.qpos[15:19], [half, 0, half, 0], atol=1e-12)
+
+
+def test_messages_say_velocity(sim: mjfast.MujocoEnv) -> None:
+    with pytest.raises(ValueError, match=r"joint 'hinge' velocity: expected 1 number") as error:
+        sim.set_joint_state(velocities={"hinge": [1, 2]})
+    assert "velocitie " not in str(error.value)
+
+
+def attached_arms_model() -> mujoco.MjModel:
+    """Two copies of one arm attached under the prefixes `left/` and `right/` (MjSpec.attach),
+    as composed models name things: `left/pan_pos`, `left/link`, `left/pan_sensor`."""
+    parent = mujoco.MjSpec.from_string("""
+    <mujoco><option gravity="0 0 0"/><worldbody>
+      <body name="free/box" pos="0 0 2"><freejoint name="free/joint"/>
+        <geom type="box" size=".1 .1 .1" pos=".2 0 0" mass="1"/></body>
+    </worldbody></mujoco>""")
+    for prefix, y in (("left/", 0.3), ("right/", -0.3)):
+        arm = mujoco.MjSpec.from_string("""
+        <mujoco><worldbody><body name="base"><body name="link" pos="0 0 .1">
+          <joint name="pan_pos" axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".5"/>
+          <site name="tip" pos=".2 0 0"/>
+        </body></body></worldbody>
+        <actuator><motor name="pan_motor" joint="pan_pos"/></actuator>
+        <sensor><jointpos name="pan_sensor" joint="pan_pos"/></sensor></mujoco>""")
+        parent.worldbody.add_frame(pos=[0, y, 0]).attach_body(arm.body("base"), prefix, "")
+    return parent.compile()
+
+
+@pytest.mark.parametrize("form", ["flat", "nested"])
+def test_initial_joint_positions_take_names_with_a_slash_from_a_dict(
+        make_env: Callable[..., mjfast.MujocoEnv], form: str) -> None:
+    positions = ({"left/pan_pos": 0.3, "right/pan_pos": -0.2} if form == "flat"
+                 else {"left": {"pan_pos": 0.3}, "right": {"pan_pos": -0.2}})
+    env = make_env(attached_arms_model(), params={"mujoco_server": {
+        "initial_joint_positions": positions, "initial_joint_velocities": {"left/pan_pos": 1}}})
+    state = env.get_joint_state(["left/pan_pos", "right/pan_pos"])
+    assert (state["left/pan_pos"].position[0], state["right/pan_pos"].position[0]) == (0.3, -0.2)
+    assert state["left/pan_pos"].velocity[0] == 1.0
+
+
+def test_initial_joint_positions_take_names_with_a_slash_from_yaml(
+        make_env: Callable[..., mjfast.MujocoEnv], tmp_path: Path) -> None:
+    params = tmp_path / "params.yaml"
+    params.write_text("mujoco_server:\n  initial_joint_positions:\n    left/pan_pos: 0.4\n"
+                      "    right: {pan_pos: -0.1}\n")
+    env = make_env(attached_arms_model(), params=params)
+    assert env.data.joint("left/pan_pos").qpos[0] == 0.4
+    assert env.data.joint("right/pan_pos").qpos[0] == -0.1
+    env.params.set("/mujoco_server/initial_joint_positions/left/pan_pos", -0.6)
+    env.reset()
+    assert env.data.joint("left/pan_pos").qpos[0] == -0.6
+
+
+def test_a_misspelt_name_with_a_slash_is_named_in_full(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    with pytest.raises(mjfast.ConfigError, match=r"no joint named 'left/pan_po'; did you mean "
+                                                 r"'left/pan_pos'"):
+        make_env(attached_arms_model(),
+                 params={"mujoco_server": {"initial_joint_positions": {"left": {"pan_po": 0.3}}}})
+    env = make_env(attached_arms_model())
+    before = snapshot(env)
+    with pytest.raises(ValueError, match="'left/pan_pos' is given twice"):
+        env.reset(joint_positions={"left/pan_pos": 0.1, "left": {"pan_pos": 0.2}})
+    assert_unchanged(env, before)
+
+
+def test_simulation_calls_take_names_with_a_slash(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(attached_arms_model(), namespace="/sim")
+    env.reset(joint_positions={"left/pan_pos": 0.5, "free/joint": [0, 0, 3, 1, 0, 0, 0]})
+    assert env.data.joint("left/pan_pos").qpos[0] == 0.5
+    env.set_joint_state({"right": {"pan_pos": 0.25}}, {"right/pan_pos": 1.0})
+    assert env.data.joint("right/pan_pos").qpos[0] == 0.25
+    env.set_body_state({"free/box": {"pos": [1, 1, 1], "linvel": [0, 0, 1]}}, frame="left/link")
+    state = env.get_body_state("free/box", frame="left/link")
+    np.testing.assert_allclose(state.pos, [1, 1, 1], atol=1e-12)
+    np.testing.assert_allclose(state.linvel, [0, 0, 1], atol=1e-12)
+    reply = env.bus.call("/sim/get_joint_state", {"names": ["left/pan_pos"]})
+    assert reply == {"left/pan_pos": {"position": [0.5], "velocity": [0.0]}}
+    env.bus.call("/sim/set_joint_state", {"positions": {"left/pan_pos": -0.5}})
+    assert env.data.joint("left/pan_pos").qpos[0] == -0.5
+    reply = env.bus.call("/sim/get_body_state", {"body": "left/link", "frame": "right/base"})
+    assert set(reply) == {"pos", "quat", "linvel", "angvel"}
+
+
+# An unnamed free joint (as `<freejoint/>` in most models) on an unnamed body, and a named joint
+# called `joint_3`, which keeps that name for itself (the unnamed joint 3 is left out).
+UNNAMED_XML = """
+<mujoco><worldbody>
+  <body pos="0 0 1"><freejoint/><geom type="box" size=".1 .1 .1" pos=".1 0 0" mass="1"/></body>
+  <body name="arm"><joint name="elbow" axis="0 1 0"/><geom type="sphere" size=".1" mass="1"/>
+    <body pos=".2 0 0"><joint type="ball"/><geom type="sphere" size=".1" mass="1"/>
+      <body pos=".2 0 0"><joint axis="1 0 0"/><geom type="sphere" size=".1" mass="1"/>
+        <body pos=".2 0 0"><joint name="joint_3" axis="0 0 1"/>
+          <geom type="sphere" size=".1" mass="1"/></body></body></body></body>
+</worldbody></mujoco>
+"""
+
+
+def test_unnamed_joints_and_bodies_are_named_by_kind_and_id(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(UNNAMED_XML, params={"mujoco_server": {"initial_joint_positions": {
+        "joint_0": [1, 2, 3, 1, 0, 0, 0], "joint_2": [0, 1, 0, 0]}}})
+    np.testing.assert_array_equal(env.data.qpos[:3], [1, 2, 3])
+    states = env.get_joint_state()
+    assert list(states) == ["joint_0", "elbow", "joint_2", "joint_3"]
+    assert states["joint_3"].position.shape == (1,)  # the named one
+    np.testing.assert_array_equal(states["joint_2"].position, [0, 1, 0, 0])
+    assert list(env.get_joint_state([0])) == ["joint_0"]  # an index reports the same name
+    env.set_joint_state({"joint_0": [0, 0, 2, 1, 0, 0, 0]}, {"joint_0": [0, 0, 1, 0, 0, 0]})
+    env.reset(joint_positions={"joint_2": [0, 0, 1, 0]})
+    np.testing.assert_array_equal(env.get_joint_state(["joint_2"])["joint_2"].position,
+                                  [0, 0, 1, 0])
+    env.set_body_state({"body_1": {"pos": [4, 5, 6], "linvel": [1, 0, 0]}})
+    state = env.get_body_state("body_1", frame="arm")
+    np.testing.assert_allclose(state.pos, [4, 5, 6], atol=1e-12)
+    np.testing.assert_allclose(env.get_body_state("body_3").pos, env.data.xpos[3], atol=1e-12)
+    with pytest.raises(KeyError, match="no body named 'body_2'"):
+        env.get_body_state("body_2")  # body 2 is named: arm
+
+
+@pytest.mark.parametrize("names", [b"\x00", bytearray(b"a"), {"hinge": 1}, 5])
+def test_joint_names_must_be_a_list_of_names(sim: mjfast.MujocoEnv, names: object) -> None:
+    with pytest.raises(ValueError, match="names must be a list of joint names"):
+        sim.get_joint_state(names)
+
+
+def test_a_joint_whose_name_begins_others_still_takes_the_nested_form(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    spec = mujoco.MjSpec.from_string("""
+    <mujoco><worldbody><body name="turret"><joint name="left" axis="0 0 1"/>
+      <geom type="sphere" size=".1" mass="1"/></body></worldbody></mujoco>""")
+    arm = mujoco.MjSpec.from_string("""
+    <mujoco><worldbody><body name="base" pos="1 0 0"><joint name="pan" axis="0 0 1"/>
+      <geom type="sphere" size=".1" mass="1"/></body></worldbody></mujoco>""")
+    spec.worldbody.add_frame().attach_body(arm.body("base"), "left/", "")
+    model = spec.compile()
+    env = make_env(model, params={"mujoco_server": {"initial_joint_positions": {
+        "left/pan": 0.2}}})  # stored as left: {pan: 0.2}, though `left` is a joint too
+    assert env.data.joint("left/pan").qpos[0] == 0.2
+    env.reset(joint_positions={"left": 0.1, "left/pan": 0.3})  # a plain dict holds both
+    assert (env.data.joint("left").qpos[0], env.data.joint("left/pan").qpos[0]) == (0.1, 0.3)
+    # The parameter server cannot hold `left` as a value and as a namespace at once.
+    with pytest.raises(mjfast.ConfigError, match="mapping key 'left/pan' sets"):
+        make_env(model, params={"mujoco_server": {"initial_joint_positions": {
+            "left": 0.1, "left/pan": 0.2}}})
+
+
+def test_an_empty_mapping_names_nothing(sim: mjfast.MujocoEnv) -> None:
+    before = snapshot(sim)
+    with pytest.raises(ValueError, match="'pendulum' is an empty mapping"):
+        sim.set_joint_state({"hinge": 0.3, "pendulum": {}})
+    with pytest.raises(ValueError, match="joint 'hinge' position: expected 1 number"):
+        sim.set_joint_state({"hinge": {}})
+    assert_unchanged(sim, before)

@@ -17,7 +17,7 @@ import mujoco
 from mjfast._core_loader import _core
 from mjfast.errors import ConfigError
 from mjfast.params import ParameterServer, resolve_name
-from mjfast.sim_control import names_listing, object_id, object_names
+from mjfast.sim_control import names_listing, object_id, object_labels
 
 __all__ = ["PLANES", "CameraRig", "FrameLease", "OffscreenCamera", "camera_config"]
 
@@ -29,8 +29,14 @@ DEFAULT_RATE_HZ = 30.0
 DEFAULT_MAX_GEOM = 10000
 
 
+CAMERA_PREFIX = "camera"
+
+
 def camera_names(model: mujoco.MjModel) -> list[str]:
-    return object_names(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam)
+    """The names cameras are opened by, in id order: an unnamed camera is `camera_<id>` (as an
+    unnamed sensor is `sensor_<id>`), unless a named camera has that name."""
+    return [label for label in object_labels(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam,
+                                             CAMERA_PREFIX) if label]
 
 
 def camera_config(params: ParameterServer, namespace: str, model: mujoco.MjModel,
@@ -115,7 +121,8 @@ class CameraRig:
         self._core.check_can_open()
         if not isinstance(name, str):
             raise TypeError(f"camera name must be a str, got {type(name).__name__}")
-        object_id(model, mujoco.mjtObj.mjOBJ_CAMERA, "camera", model.ncam, name)  # or KeyError
+        object_id(model, mujoco.mjtObj.mjOBJ_CAMERA, "camera", model.ncam, name,  # or KeyError
+                  prefix=CAMERA_PREFIX)
         handle = self._core.open(name, camera_config(params, namespace, model, name))
         self._opened.add(handle)
         return handle

@@ -511,7 +511,8 @@ class MujocoEnv:
         return int(self._core.step_count)
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
-        """{name: JointState(position, velocity)} for `names` (None: every named joint)."""
+        """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
+        is `joint_<id>`)."""
         sim_control.check_outside_callbacks("get_joint_state()")
         with self._paused("get_joint_state", defer_interrupts=False):
             return sim_control.joint_state(self._model, self._data, names)

@@ -82,6 +82,12 @@ def _checked_geom_changes(model: mujoco.MjModel, geom_id: int, **values: Any) ->
             raise ValueError(f"the size of a {geom_type.name} geom cannot be changed")
         if np.any(changes["size"] < 0):
             raise ValueError(f"size must be non-negative, got {changes['size'].tolist()}")
+        used = _USED_SIZES[geom_type]
+        if np.any(changes["size"][:used] <= 0):
+            # As MuJoCo's compiler: a zero extent makes the collision functions divide by zero.
+            raise ValueError(f"size: the first {used} value{'s' if used > 1 else ''} of a "
+                             f"{geom_type.name} geom must be positive, got "
+                             f"{changes['size'].tolist()}")
     return changes
 
 
@@ -147,4 +153,13 @@ _PRIMITIVE_BOUNDS = {
     mujoco.mjtGeom.mjGEOM_CYLINDER: _cylinder,
     mujoco.mjtGeom.mjGEOM_BOX: _box,
     mujoco.mjtGeom.mjGEOM_ELLIPSOID: _ellipsoid,
+}
+
+# How many of a primitive's three size values are its dimensions (the rest are unused).
+_USED_SIZES = {
+    mujoco.mjtGeom.mjGEOM_SPHERE: 1,
+    mujoco.mjtGeom.mjGEOM_CAPSULE: 2,
+    mujoco.mjtGeom.mjGEOM_CYLINDER: 2,
+    mujoco.mjtGeom.mjGEOM_BOX: 3,
+    mujoco.mjtGeom.mjGEOM_ELLIPSOID: 3,
 }

@@ -116,7 +116,9 @@ def _validated(value: Any, name: str, level: int, ancestors: set[int] | None = N
             out: dict[str, Any] = {}
             for key, item in value.items():
                 _check_key(key, name)
-                out[key] = _validated(item, _join(name, key), level + 1, ancestors)
+                segments = key.split("/")
+                stored = _validated(item, _join(name, key), level + len(segments), ancestors)
+                _insert(out, segments, stored, name, key)
             return out
         return [
             _validated(item, f"{name}[{i}]", level + 1, ancestors)
@@ -132,12 +134,49 @@ def _check_key(key: object, name: str) -> None:
             f"parameter '{_shown(name)}': mapping key {_brief.repr(key)} is a "
             f"{type(key).__name__} (expected str keys)"
         )
-    if not key or "/" in key or key.startswith("~"):
+    if any(not segment or segment.startswith("~") for segment in key.split("/")):
         # Such a key would be unreachable by name, or read back under a different name.
         raise ConfigError(
             f"parameter '{_shown(name)}': mapping key {_brief.repr(key)} is not a valid name "
-            f"segment (expected a non-empty str without '/', not starting with '~')"
+            f"segment (expected a non-empty str, or '/'-separated ones, none starting with '~')"
         )
+
+
+def _insert(out: dict[str, Any], segments: list[str], value: Any, name: str, key: str) -> None:
+    """Stores `value` at the relative name `segments` inside `out`, as ROS reads a mapping key
+    with '/' (`left/pan_pos: 1` is `left: {pan_pos: 1}`, reachable as `<name>/left/pan_pos`).
+    Mappings that meet merge; ConfigError naming `key` where a value would replace another."""
+
+    def clash() -> ConfigError:
+        return ConfigError(
+            f"parameter '{_shown(name)}': mapping key {_brief.repr(key)} sets "
+            f"'{_shown(_join(name, '/'.join(segments)))}', which another key of the same mapping "
+            f"sets too"
+        )
+
+    node = out
+    for segment in segments[:-1]:
+        child = node.setdefault(segment, {})
+        if not isinstance(child, dict):
+            raise clash()
+        node = child
+    last = segments[-1]
+    if last not in node:
+        node[last] = value
+    elif isinstance(node[last], dict) and isinstance(value, dict):
+        _merge_disjoint(node[last], value, clash)
+    else:
+        raise clash()
+
+
+def _merge_disjoint(target: dict[str, Any], source: dict[str, Any], clash: Any) -> None:
+    for key, value in source.items():
+        if key not in target:
+            target[key] = value
+        elif isinstance(target[key], dict) and isinstance(value, dict):
+            _merge_disjoint(target[key], value, clash)
+        else:
+            raise clash()
 
 
 def check_nesting(value: object, where: str, *, level: int = 0) -> None:
@@ -228,7 +267,11 @@ class ParameterServer:
     """A thread-safe, hierarchical parameter store with ROS naming (`/a/b`, relative to `/`).
 
     `set` replaces the value at a name (like `rosparam set`); `load_yaml` merges mappings
-    recursively (like `rosparam load`). Reads return deep copies.
+    recursively (like `rosparam load`). Reads return deep copies. A mapping key with '/' is a
+    relative name (`{"left/pan": 1}` is stored as `{"left": {"pan": 1}}`, read back at
+    `.../left/pan`), so that model names from composed models can key parameters; a key with an
+    empty segment or one starting with '~', or one that sets what another key of the same
+    mapping sets, is a ConfigError.
     """
 
     def __init__(self, initial: dict[str, Any] | None = None) -> None:

@@ -13,7 +13,7 @@ import enum
 import math
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import mujoco
@@ -76,19 +76,52 @@ def object_names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> 
     return [name for i in range(count) if (name := mujoco.mj_id2name(model, obj_type, i))]
 
 
+def object_labels(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int, prefix: str
+                  ) -> list[str | None]:
+    """Per id, how mjfast names the model's objects of `obj_type`: its name, or for an unnamed
+    one `<prefix>_<id>` (`sensor_3`, `camera_0`); None where a named object already has that
+    name (the name means the named one). `labelled_id` reads these names back."""
+    names = [mujoco.mj_id2name(model, obj_type, i) or "" for i in range(count)]
+    taken = set(names)
+    return [name or (None if f"{prefix}_{i}" in taken else f"{prefix}_{i}")
+            for i, name in enumerate(names)]
+
+
+def labelled_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int, prefix: str,
+                name: object) -> int:
+    """The id of the object of `obj_type` that `object_labels` calls `name`, or -1."""
+    if not isinstance(name, str):
+        return -1
+    found = mujoco.mj_name2id(model, obj_type, name)
+    if found >= 0:
+        return int(found)
+    digits = name[len(prefix) + 1:] if name.startswith(f"{prefix}_") else ""
+    if digits.isdigit() and digits.isascii() and str(int(digits)) == digits:
+        index = int(digits)
+        if index < count and not mujoco.mj_id2name(model, obj_type, index):
+            return index
+    return -1
+
+
 def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: int,
-              key: object) -> int:
+              key: object, *, prefix: str | None = None) -> int:
     """The id of the model's `noun` named (or indexed) by `key`: the one lookup of keyframes,
-    geoms, joints, bodies, cameras and equality constraints by the env and this module.
+    geoms, joints, bodies, cameras and equality constraints by the env and this module. With
+    `prefix`, an unnamed object is named `<prefix>_<id>` too (`object_labels`).
 
     KeyError for an unknown name (with its close matches and the model's names) or index;
     ValueError for a key that is neither a str nor an int.
     """
     if isinstance(key, str):
-        object_id_ = mujoco.mj_name2id(model, obj_type, key)
+        if prefix is None:
+            object_id_ = mujoco.mj_name2id(model, obj_type, key)
+            known = object_names(model, obj_type, count) if object_id_ < 0 else []
+        else:
+            object_id_ = labelled_id(model, obj_type, count, prefix, key)
+            known = ([label for label in object_labels(model, obj_type, count, prefix) if label]
+                     if object_id_ < 0 else [])
         if object_id_ >= 0:
             return int(object_id_)
-        known = object_names(model, obj_type, count)
         raise KeyError(f"no {noun} named {key!r}{close_matches_hint(key, known)} "
                        f"{names_listing(noun, known)}")
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
@@ -121,10 +154,66 @@ def _finite_vector(value: object, size: int, what: str) -> np.ndarray:
 
 
 def _unit_quaternion(quat: np.ndarray, what: str) -> np.ndarray:
-    norm = float(np.linalg.norm(quat))
-    if norm == 0.0:
+    """`quat` (finite) scaled to unit length; ValueError for a zero quaternion.
+
+    Scaled by its largest component first, so that neither huge components (1e308, whose
+    squares overflow) nor tiny ones (1e-200, whose squares underflow) lose the orientation.
+    """
+    scale = float(np.max(np.abs(quat)))
+    if scale == 0.0:
         raise ValueError(f"{what}: a zero quaternion has no orientation")
-    return quat / norm
+    scaled = quat / scale
+    return scaled / float(np.linalg.norm(scaled))
+
+
+def _orientation(quat: np.ndarray) -> np.ndarray:
+    """A stored quaternion as MuJoCo's kinematics reads it: unit length, identity if zero."""
+    scale = float(np.max(np.abs(quat)))
+    if not scale > 0.0 or not math.isfinite(scale):
+        return np.array([1.0, 0.0, 0.0, 0.0])
+    scaled = quat / scale
+    return scaled / float(np.linalg.norm(scaled))
+
+
+def named_entries(values: Mapping[Any, Any], names: Iterable[str], what: str,
+                  is_value: Callable[[Mapping[Any, Any]], bool] | None = None
+                  ) -> list[tuple[Any, Any]]:
+    """The (name, value) pairs of a mapping keyed by model names, nested mappings flattened.
+
+    Names may contain '/' (`MjSpec.attach` prefixes, composed models: `left/pan_pos`). The
+    parameter server stores a key `left/pan_pos` as the namespace `left` holding `pan_pos`, so a
+    mapping under a key that is not one of `names`, or that begins others of them (`left` when
+    `left/pan_pos` is one), is read as such a namespace, its keys joined to it with '/', unless
+    `is_value` says it is a value (a sensor's `{std, bias}`); an empty one is a ValueError (it
+    names nothing). A name given twice (`left/pan_pos` beside `left: {pan_pos}`) is a ValueError
+    naming it; other keys pass through as they are (an int index).
+    """
+    known = set(names)
+    parents = {"/".join(parts[:i]) for parts in (name.split("/") for name in known)
+               for i in range(1, len(parts))}
+    entries: list[tuple[Any, Any]] = []
+    seen: set[Any] = set()
+
+    def walk(mapping: Mapping[Any, Any], prefix: str) -> None:
+        for key, value in mapping.items():
+            if prefix and not isinstance(key, str):
+                raise ValueError(f"{what}: key {key!r} under {prefix[:-1]!r} is not a name")
+            name = prefix + key if isinstance(key, str) else key
+            if (isinstance(name, str) and isinstance(value, Mapping)
+                    and (name not in known or name in parents)
+                    and not (is_value is not None and is_value(value))):
+                if not value:
+                    raise ValueError(f"{what}: {name!r} is an empty mapping (expected a value, "
+                                     f"or the names under {name!r})")
+                walk(value, name + "/")
+                continue
+            if name in seen:
+                raise ValueError(f"{what}: {name!r} is given twice")
+            seen.add(name)
+            entries.append((name, value))
+
+    walk(values, "")
+    return entries
 
 
 # -- joints -------------------------------------------------------------------------------------
@@ -148,12 +237,19 @@ def checked_joint_values(model: mujoco.MjModel, values: object, kind: str
     if values is None:
         return []
     positions = kind == "positions"
+    noun = "position" if positions else "velocity"
     writes = []
-    for joint, value in _mapping(values, f"joint {kind}").items():
-        joint_id = object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, joint)
+
+    labels = object_labels(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint")
+    names = [*object_names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt),
+             *(label for label in labels if label)]
+    for joint, value in named_entries(_mapping(values, f"joint {kind}"), names,
+                                      f"joint {kind}"):
+        joint_id = object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, joint,
+                             prefix="joint")
         qpos_size, qvel_size, quat_start = _JOINT_LAYOUT[mujoco.mjtJoint(model.jnt_type[joint_id])]
         size = qpos_size if positions else qvel_size
-        array = _finite_vector(value, size, f"joint {joint!r} {kind[:-1]}")
+        array = _finite_vector(value, size, f"joint {joint!r} {noun}")
         if positions and quat_start is not None:
             quat = array[quat_start:quat_start + 4]
             array[quat_start:quat_start + 4] = _unit_quaternion(quat, f"joint {joint!r} position")
@@ -171,22 +267,23 @@ def write_joint_values(data: mujoco.MjData, positions: list[tuple[int, np.ndarra
 
 def joint_state(model: mujoco.MjModel, data: mujoco.MjData, names: object = None
                 ) -> dict[str, JointState]:
-    """{name: JointState} for `names` (None: every named joint), copied from `data`."""
+    """{name: JointState} for `names` (None: every joint; an unnamed one is `joint_<id>`),
+    copied from `data`."""
+    labels = object_labels(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint")
     if names is None:
-        ids = [i for i in range(model.njnt)
-               if mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, i)]
+        ids = [i for i in range(model.njnt) if labels[i]]
     else:
         if isinstance(names, str):
             names = [names]
-        if not isinstance(names, Iterable):
+        if isinstance(names, (bytes, bytearray, Mapping)) or not isinstance(names, Iterable):
             raise ValueError(f"names must be a list of joint names, got {names!r}")
-        ids = [object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, name)
-               for name in names]
+        ids = [object_id(model, mujoco.mjtObj.mjOBJ_JOINT, "joint", model.njnt, name,
+                         prefix="joint") for name in names]
     states = {}
     for joint_id in ids:
         qpos_size, qvel_size, _ = _JOINT_LAYOUT[mujoco.mjtJoint(model.jnt_type[joint_id])]
         qpos_start, dof_start = int(model.jnt_qposadr[joint_id]), int(model.jnt_dofadr[joint_id])
-        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_JOINT, joint_id)
+        name = labels[joint_id] or f"joint_{joint_id}"
         states[name] = JointState(data.qpos[qpos_start:qpos_start + qpos_size].copy(),
                                   data.qvel[dof_start:dof_start + qvel_size].copy())
     return states
@@ -258,7 +355,8 @@ def _frame_pose(model: mujoco.MjModel, scratch: mujoco.MjData, frame: object
     """(position, quaternion, rotation matrix) of body `frame` in `scratch`, None for world."""
     if frame is None:
         return None
-    frame_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, frame)
+    frame_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, frame,
+                         prefix="body")
     quat = scratch.xquat[frame_id].copy()
     return scratch.xpos[frame_id].copy(), quat, _rotation(quat)
 
@@ -266,11 +364,14 @@ def _frame_pose(model: mujoco.MjModel, scratch: mujoco.MjData, frame: object
 def body_state(snapshot: StateSnapshot, body: object, frame: object = None) -> BodyState:
     """The state of `body` at the snapshot, in world axes or relative to body `frame`."""
     model = snapshot.model
-    body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body)
+    body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body,
+                        prefix="body")
     scratch = _kinematics(snapshot)
     reference = _frame_pose(model, scratch, frame)
-    twist = np.empty(6)  # [angular, linear] of the body's origin, world axes
-    mujoco.mj_objectVelocity(model, scratch, mujoco.mjtObj.mjOBJ_BODY, body_id, twist, 0)
+    # [angular, linear] of the body frame's origin, world axes. (mjOBJ_BODY would give the
+    # velocity of the centre of mass, which is the origin only when the inertial frame is.)
+    twist = np.empty(6)
+    mujoco.mj_objectVelocity(model, scratch, mujoco.mjtObj.mjOBJ_XBODY, body_id, twist, 0)
     pos, quat = scratch.xpos[body_id].copy(), scratch.xquat[body_id].copy()
     angvel, linvel = twist[:3].copy(), twist[3:].copy()
     if reference is not None:
@@ -278,7 +379,7 @@ def body_state(snapshot: StateSnapshot, body: object, frame: object = None) -> B
         pos = frame_rotation.T @ (pos - frame_pos)
         quat = _quat_product(_conjugate(frame_quat), quat)
         linvel, angvel = frame_rotation.T @ linvel, frame_rotation.T @ angvel
-    return BodyState(pos, quat / np.linalg.norm(quat), linvel, angvel)
+    return BodyState(pos, _orientation(quat), linvel, angvel)
 
 
 _BODY_FIELDS = {"pos": 3, "quat": 4, "linvel": 3, "angvel": 3}
@@ -294,7 +395,8 @@ def set_body_states(model: mujoco.MjModel, data: mujoco.MjData, states: object,
     """
     entries = []
     for body, entry in _mapping(states, "states").items():
-        body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body)
+        body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body,
+                            prefix="body")
         joint = int(model.body_jntadr[body_id])
         if (model.body_jntnum[body_id] != 1
                 or model.jnt_type[joint] != mujoco.mjtJoint.mjJNT_FREE):
@@ -334,8 +436,8 @@ def set_body_states(model: mujoco.MjModel, data: mujoco.MjData, states: object,
         if "linvel" in fields:
             qvel[:3] = fields["linvel"]
         if "angvel" in fields:
-            orientation = qpos[3:] / np.linalg.norm(qpos[3:])
-            qvel[3:] = _rotation(orientation).T @ fields["angvel"]  # world -> body axes
+            # world -> body axes, in the orientation MuJoCo will use for this qpos
+            qvel[3:] = _rotation(_orientation(qpos[3:])).T @ fields["angvel"]
     forward(model, data)
 
 

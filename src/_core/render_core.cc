@@ -57,6 +57,25 @@ class NativeSceneProvider final : public SceneProvider {
   }
 };
 
+// The id of the camera a handle is opened by: its name, or for an unnamed camera
+// `camera_<id>` (as mjfast.camera.camera_names names it); -1 if there is none.
+int camera_id_of(const mjModel* model, const std::string& name) {
+  if (!model) return -1;
+  const int named = mj_name2id(model, mjOBJ_CAMERA, name.c_str());
+  if (named >= 0) return named;
+  const std::string prefix = "camera_";
+  if (name.compare(0, prefix.size(), prefix) != 0) return -1;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0') ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return -1;
+  }
+  const int index = std::stoi(digits);
+  if (index >= model->ncam) return -1;
+  const char* own = mj_id2name(model, mjOBJ_CAMERA, index);
+  return own == nullptr || own[0] == '\0' ? index : -1;
+}
+
 bool is_due(const CameraHandle& handle, double now) {
   return handle.frames_enabled() && now + kDueTolerance >= handle.next_due();
 }
@@ -198,7 +217,7 @@ std::vector<std::string> RenderCore::bind(const std::map<std::string, CameraConf
     for (std::size_t i = 0; i < pending.size(); ++i) {
       CameraHandle& handle = *pending[i];
       auto config = configs.find(handle.name());
-      const int camera_id = model_ ? mj_name2id(model_, mjOBJ_CAMERA, handle.name().c_str()) : -1;
+      const int camera_id = camera_id_of(model_, handle.name());
       if (config == configs.end() || camera_id < 0) {
         handle.set_state(CameraHandle::State::kMissing);
         if (std::find(missing.begin(), missing.end(), handle.name()) == missing.end()) {
@@ -235,7 +254,7 @@ std::shared_ptr<CameraHandle> RenderCore::open(const std::string& name,
     handles_.push_back(handle);
     if (!bind_now) return handle;  // pending until bind()
   }
-  const int camera_id = mj_name2id(model_, mjOBJ_CAMERA, name.c_str());
+  const int camera_id = camera_id_of(model_, name);
   if (camera_id < 0) throw std::invalid_argument("the model has no camera '" + name + "'");
   auto scenes = make_scenes(config);
   try {

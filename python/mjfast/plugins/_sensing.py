@@ -16,6 +16,7 @@ from typing import Any
 import mujoco
 
 from mjfast.plugin import MujocoPlugin
+from mjfast.sim_control import labelled_id
 
 __all__ = [
     "RatePublisher",
@@ -26,6 +27,7 @@ __all__ = [
     "number",
     "positive_int",
     "seed_of",
+    "topic_of",
 ]
 
 # Keys the host may leave in a plugin's configuration besides its own.
@@ -64,6 +66,20 @@ def positive_int(plugin: str, key: str, value: Any) -> int:
     return value
 
 
+def topic_of(plugin: str, node: Any, topic: Any) -> str:
+    """`topic` checked at load: a non-empty str that resolves (in `node`) to a topic, not `/`;
+    ValueError naming it otherwise (rather than an error from the first publish, mid-step)."""
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"{plugin}: topic must be a non-empty topic name, got {topic!r}")
+    try:
+        resolved = node.resolve_name(topic)
+    except ValueError as error:
+        raise ValueError(f"{plugin}: topic {topic!r} is not a valid name: {error}") from None
+    if resolved == "/":
+        raise ValueError(f"{plugin}: topic {topic!r} names no topic (it resolves to '/')")
+    return topic
+
+
 def seed_of(plugin: str, config: Mapping[str, Any]) -> int:
     """The noise seed: an integer >= 0, default 0 (so that an unseeded run is reproducible too)."""
     seed = config.get("seed", 0)
@@ -73,9 +89,13 @@ def seed_of(plugin: str, config: Mapping[str, Any]) -> int:
 
 
 def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
-          name: Any, candidates: Iterable[str]) -> int:
-    """The id of the `what` named `name`; ValueError naming it and the closest names if absent."""
-    index = mujoco.mj_name2id(model, kind, str(name)) if isinstance(name, str) else -1
+          name: Any, candidates: Iterable[str], prefix: str | None = None) -> int:
+    """The id of the `what` named `name` (with `prefix`, an unnamed one is `<prefix>_<id>`);
+    ValueError naming it and the closest names if absent."""
+    if prefix is not None:
+        index = labelled_id(model, kind, _count(model, kind), prefix, name)
+    else:
+        index = mujoco.mj_name2id(model, kind, str(name)) if isinstance(name, str) else -1
     if index < 0:
         names = [c for c in candidates if c]
         close = difflib.get_close_matches(str(name), names, n=3)
@@ -84,8 +104,16 @@ def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
     return int(index)
 
 
+def _count(model: mujoco.MjModel, kind: mujoco.mjtObj) -> int:
+    counts = {mujoco.mjtObj.mjOBJ_SENSOR: model.nsensor, mujoco.mjtObj.mjOBJ_JOINT: model.njnt,
+              mujoco.mjtObj.mjOBJ_CAMERA: model.ncam, mujoco.mjtObj.mjOBJ_SITE: model.nsite,
+              mujoco.mjtObj.mjOBJ_BODY: model.nbody}
+    return int(counts[kind])
+
+
 def listed_ids(plugin: str, config: Mapping[str, Any], key: str, model: mujoco.MjModel,
-               kind: mujoco.mjtObj, what: str, candidates: list[str]) -> list[int] | None:
+               kind: mujoco.mjtObj, what: str, candidates: list[str],
+               prefix: str | None = None) -> list[int] | None:
     """The ids of the `what`s that `config[key]` lists by name, in that order; None if `key` is
     absent. ValueError naming `key` for anything but a list of names, or an unknown name."""
     wanted = config.get(key)
@@ -93,7 +121,10 @@ def listed_ids(plugin: str, config: Mapping[str, Any], key: str, model: mujoco.M
         return None
     if not isinstance(wanted, (list, tuple)) or not all(isinstance(n, str) for n in wanted):
         raise ValueError(f"{plugin}: {key} must be a list of {what} names, got {wanted!r}")
-    return [id_of(plugin, model, kind, what, n, candidates) for n in wanted]
+    repeated = sorted({n for n in wanted if wanted.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{plugin}: {key} lists {what} {repeated[0]!r} more than once")
+    return [id_of(plugin, model, kind, what, n, candidates, prefix) for n in wanted]
 
 
 def names_of(model: mujoco.MjModel, kind: mujoco.mjtObj, count: int) -> list[str]:

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from mjfast.plugin import ControlPlugin
+from mjfast.sim_control import labelled_id
 
 __all__ = ["BaseVelocity"]
 
@@ -34,6 +35,9 @@ def _command(message: Any) -> tuple[float, float, float]:
     else:
         raise ValueError(f"expected a mapping with vx, vy, yaw_rate or a sequence of 3 numbers, "
                          f"got {message!r}")
+    if not all(isinstance(v, (int, float, np.number)) and not isinstance(v, (bool, np.bool_))
+               for v in values):
+        raise ValueError(f"velocity command must be numbers, got {message!r}")
     command = tuple(float(v) for v in values)
     if not all(math.isfinite(v) for v in command):
         raise ValueError(f"velocity command must be finite, got {message!r}")
@@ -45,7 +49,8 @@ class BaseVelocity(ControlPlugin):
 
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         joint = self.config.get("joint")
-        joint_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, str(joint))
+        # An unnamed free joint (`<freejoint/>`) is `joint_<id>`.
+        joint_id = labelled_id(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint", joint)
         if joint_id < 0:
             raise ValueError(f"{self.name}: the model has no joint named {joint!r}")
         if int(model.jnt_type[joint_id]) != mujoco.mjtJoint.mjJNT_FREE:
@@ -86,7 +91,11 @@ class BaseVelocity(ControlPlugin):
         data.qvel[dof] = vx
         data.qvel[dof + 1] = vy
         # A free joint's angular velocity is in the body frame: set the world z component.
-        mujoco.mju_quat2Mat(self._rotation, data.qpos[self.qpos_address + 3:self.qpos_address + 7])
+        # The orientation MuJoCo uses: the stored quaternion normalised (a user may have written
+        # one that is not).
+        quaternion = data.qpos[self.qpos_address + 3:self.qpos_address + 7].copy()
+        mujoco.mju_normalize4(quaternion)
+        mujoco.mju_quat2Mat(self._rotation, quaternion)
         rotation = self._rotation.reshape(3, 3)
         angular = rotation @ data.qvel[dof + 3:dof + 6]
         angular[2] = yaw_rate

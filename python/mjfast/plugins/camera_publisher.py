@@ -1,12 +1,12 @@
 """mjfast/CameraPublisher: publishes each configured camera's latest frames on the bus.
 
-Configuration keys: `cameras` (list of camera names; default: every camera of the model),
-`planes` (default: every plane each camera is configured with), `topic` (default `~`; frames go
-to `<topic>/<camera>/<plane>`). Each camera renders at its own `rate_hz` (parameters under
-`<env namespace>/cameras/<name>`); a message is published whenever a newer frame has completed,
-from `last_stage_callback`. A message is a dict: `camera`, `plane`, `simulation_time_ns`,
-`capture_id`, `width`, `height`, `frame_generation` and `data` (a copy of the pixels, so that
-subscribers may keep it without holding the frame store's slots).
+Configuration keys: `cameras` (list of camera names, an unnamed camera being `camera_<id>`;
+default: every camera of the model), `planes` (default: every plane each camera is configured
+with), `topic` (default `~`; frames go to `<topic>/<camera>/<plane>`). Each camera renders at its
+own `rate_hz` (parameters under `<env namespace>/cameras/<name>`); a message is published
+whenever a newer frame has completed, from `last_stage_callback`. A message is a dict: `camera`,
+`plane`, `simulation_time_ns`, `capture_id`, `width`, `height`, `frame_generation` and `data` (a
+copy of the pixels, so that subscribers may keep it without holding the frame store's slots).
 """
 
 from __future__ import annotations
@@ -26,10 +26,24 @@ class CameraPublisher(MujocoPlugin):
         "cameras": (list[str], str), "planes": (list[str], str), "topic": str}
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
-        names = self.config.get("cameras") or camera_names(model)
+        names = self.config.get("cameras")
+        if names is None:
+            names = camera_names(model)
         if isinstance(names, str):
             names = [names]
+        if not names:
+            raise ValueError(f"{self.name}: cameras must name at least one camera (leave it out "
+                             f"for every camera of the model)")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"{self.name}: cameras lists {repeated[0]!r} more than once")
         wanted = self.config.get("planes")
+        if isinstance(wanted, str):
+            wanted = [wanted]
+        unknown = [plane for plane in wanted or [] if plane not in PLANES]
+        if unknown:
+            raise ValueError(f"{self.name}: planes: unknown plane {unknown[0]!r} (planes: "
+                             f"{', '.join(PLANES)})")
         prefix = str(self.config.get("topic", "~")).rstrip("/")
         self._streams: list[tuple[Any, str, str]] = []
         self._cameras = []

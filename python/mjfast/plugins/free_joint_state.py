@@ -16,6 +16,8 @@ import mujoco
 import numpy as np
 
 from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import topic_of
+from mjfast.sim_control import labelled_id
 
 __all__ = ["FreeJointStatePublisher"]
 
@@ -33,9 +35,15 @@ class FreeJointStatePublisher(MujocoPlugin):
             raise ValueError(f"{self.name}: rate_hz must be a positive number, "
                              f"got {self.config.get('rate_hz')!r}")
         topic = self.config.get("topic")
+        if topic is not None:
+            topic_of(self.name, self.node, topic)
         self._targets: list[tuple[str, str, int, int]] = []  # body, topic, qpos and dof address
+        repeated = sorted({str(body) for body in bodies if bodies.count(body) > 1})
+        if repeated:
+            raise ValueError(f"{self.name}: bodies lists {repeated[0]!r} more than once")
         for body in bodies:
-            body_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, str(body))
+            # An unnamed body is `body_<id>`.
+            body_id = labelled_id(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody, "body", body)
             if body_id < 0:
                 raise ValueError(f"{self.name}: the model has no body named {body!r}")
             joint = int(model.body_jntadr[body_id])

@@ -17,6 +17,7 @@ import mujoco
 import numpy as np
 
 from mjfast.plugin import ControlPlugin
+from mjfast.sim_control import labelled_id
 
 __all__ = ["FtsGravComp"]
 
@@ -59,7 +60,8 @@ class FtsGravComp(ControlPlugin):
         return True
 
     def _sensor_address(self, model: mujoco.MjModel, name: str, kind: mujoco.mjtSensor) -> int:
-        sensor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, name)
+        # An unnamed sensor is `sensor_<id>`, as SensorPublisher publishes it.
+        sensor = labelled_id(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor, "sensor", name)
         if sensor < 0:
             raise ValueError(f"{self.name}: the model has no sensor named {name!r}")
         if int(model.sensor_type[sensor]) != kind:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import mujoco
 
 from mjfast.plugin import ControlPlugin
+from mjfast.plugins._sensing import topic_of
 
 __all__ = ["HeartbeatPublisher"]
 
@@ -22,7 +23,7 @@ class HeartbeatPublisher(ControlPlugin):
     config_keys: ClassVar[dict[str, Any]] = {"topic": str}
 
     def init(self, node: Any, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
-        self.topic = str(self.config.get("topic", "~heartbeat"))
+        self.topic = topic_of(self.name, node, self.config.get("topic", "~heartbeat"))
         self.count = 0
         self._half_step = 0.5 * float(model.opt.timestep)
         self._schedule_after(float(data.time))

@@ -14,7 +14,8 @@ from __future__ import annotations
 import mujoco
 import numpy as np
 
-from mjfast.plugins._sensing import RatePublisher, check_keys, listed_ids, names_of, number
+from mjfast.plugins._sensing import RatePublisher, check_keys, listed_ids, number
+from mjfast.sim_control import object_labels
 
 __all__ = ["JointStatePublisher"]
 
@@ -28,16 +29,18 @@ class JointStatePublisher(RatePublisher):
         check_keys(who, self.config, _KEYS)
         rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 100.0), minimum=0.0,
                          strict=True)
-        all_names = names_of(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+        # An unnamed joint is `joint_<id>`, in `joints` as in the message.
+        labels = object_labels(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint")
         ids = listed_ids(who, self.config, "joints", model, mujoco.mjtObj.mjOBJ_JOINT, "joint",
-                         all_names)
+                         [label or "" for label in labels], prefix="joint")
         if ids is None:
-            ids = [j for j in range(model.njnt) if int(model.jnt_type[j]) in _SCALAR_JOINTS]
+            ids = [j for j in range(model.njnt)
+                   if int(model.jnt_type[j]) in _SCALAR_JOINTS and labels[j]]
         for j in ids:
             if int(model.jnt_type[j]) not in _SCALAR_JOINTS:
-                raise ValueError(f"{who}: joint {all_names[j]!r} is not a hinge or slide joint "
+                raise ValueError(f"{who}: joint {labels[j]!r} is not a hinge or slide joint "
                                  f"(joints lists one-dof joints only)")
-        self._names = [all_names[j] or f"joint_{j}" for j in ids]
+        self._names = [labels[j] or f"joint_{j}" for j in ids]
         self._qpos = np.array([model.jnt_qposadr[j] for j in ids], dtype=np.intp)
         self._dof = np.array([model.jnt_dofadr[j] for j in ids], dtype=np.intp)
         self._start_schedule(rate_hz, model, data)

@@ -25,6 +25,9 @@ from mjfast.plugins._sensing import RatePublisher, check_keys, names_of, number
 __all__ = ["RangefinderLidar"]
 
 _KEYS = ("prefix", "rate_hz", "min_angle", "max_angle", "range")
+# The `dist` flag of a rangefinder's data fields (sensor_intprm[0], MJCF `data`): when set, the
+# distance is the sensor's first value.
+_DIST_BIT = 1
 
 
 class RangefinderLidar(RatePublisher):
@@ -55,7 +58,15 @@ class RangefinderLidar(RatePublisher):
         for i, name in enumerate(names):
             match = pattern.fullmatch(name)
             if match and int(model.sensor_type[i]) == mujoco.mjtSensor.mjSENS_RANGEFINDER:
-                found[int(match.group(1))] = i
+                number_ = int(match.group(1))
+                if number_ in found:
+                    raise ValueError(f"{who}: rangefinders {names[found[number_]]!r} and "
+                                     f"{name!r} have the same number {number_}")
+                if not int(model.sensor_intprm[i, 0]) & _DIST_BIT:
+                    # Its data (MJCF `data`) leaves out the distance: its first value is not one.
+                    raise ValueError(f"{who}: rangefinder {name!r} does not output its "
+                                     f"distance (its MJCF data must include dist)")
+                found[number_] = i
         if not found:
             raise ValueError(f"{who}: the model has no rangefinder sensors named "
                              f"'{prefix}-<i>' (its sensors: {[n for n in names if n][:10]})")

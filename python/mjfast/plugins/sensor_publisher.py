@@ -6,14 +6,16 @@ added per component, `std` a number or one per component, `bias` likewise, defau
 (the noise generator's seed, default 0; `env.reset()` restarts the generator from it), and
 `ground_truth` (default true: each noisy sensor's true value goes to `~<sensor>_gt` too).
 
-Each sensor publishes `{"time", "value"}` on `~<sensor name>` (an unnamed sensor as
-`~sensor_<id>`): `value` is a float64 copy of its `sensordata` slice, as the last `mj_step`
-computed it, `time` the simulated time of the step that published it. Messages go out from
-`last_stage_callback` at the first step whose time reaches each multiple of 1/rate_hz.
+Each sensor publishes `{"time", "value"}` on `~<sensor name>` (an unnamed sensor is
+`sensor_<id>`, in `sensors` and `noise` too): `value` is a float64 copy of its `sensordata`
+slice, as the last `mj_step` computed it, `time` the simulated time of the step that published
+it. Messages go out from `last_stage_callback` at the first step whose time reaches each multiple
+of 1/rate_hz.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import mujoco
@@ -24,10 +26,10 @@ from mjfast.plugins._sensing import (
     check_keys,
     id_of,
     listed_ids,
-    names_of,
     number,
     seed_of,
 )
+from mjfast.sim_control import named_entries, object_labels
 
 __all__ = ["SensorPublisher"]
 
@@ -58,23 +60,34 @@ class SensorPublisher(RatePublisher):
         ground_truth = self.config.get("ground_truth", True)
         if not isinstance(ground_truth, bool):
             raise ValueError(f"{who}: ground_truth must be true or false, got {ground_truth!r}")
-        all_names = names_of(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor)
+        # An unnamed sensor is `sensor_<id>` everywhere: its topic, `sensors` and `noise`.
+        labels = object_labels(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor, "sensor")
         ids = listed_ids(who, self.config, "sensors", model, mujoco.mjtObj.mjOBJ_SENSOR,
-                         "sensor", all_names)
+                         "sensor", [label or "" for label in labels], prefix="sensor")
         if ids is None:
             ids = list(range(model.nsensor))
+        for i in ids:
+            if labels[i] is None:
+                self.node.logger.warning(
+                    f"{who}: unnamed sensor {i} is not published: a named sensor is called "
+                    f"'sensor_{i}' (name the unnamed one)")
         self._sensors = [
-            _Sensor(all_names[i] or f"sensor_{i}", int(model.sensor_adr[i]),
-                    int(model.sensor_dim[i])) for i in ids]
+            _Sensor(labels[i], int(model.sensor_adr[i]), int(model.sensor_dim[i]))
+            for i in ids if labels[i] is not None]
         by_name = {s.name: s for s in self._sensors}
         noise = self.config.get("noise", {}) or {}
         if not isinstance(noise, dict):
             raise ValueError(f"{who}: noise must be a mapping of sensor name to {{std, bias}}, "
                              f"got {noise!r}")
-        for name, spec in noise.items():
+        # Sensor names with '/' (`left/imu`) come from the parameter server as nested mappings.
+        def is_spec(value: Mapping[str, Any]) -> bool:
+            return any(key in value for key in _NOISE_KEYS)
+
+        for name, spec in named_entries(noise, by_name, f"{who}: noise", is_spec):
             sensor = by_name.get(name)
             if sensor is None:
-                id_of(who, model, mujoco.mjtObj.mjOBJ_SENSOR, "sensor", name, all_names)
+                id_of(who, model, mujoco.mjtObj.mjOBJ_SENSOR, "sensor", name,
+                      [label or "" for label in labels], prefix="sensor")
                 raise ValueError(f"{who}: noise names sensor {name!r}, which is not published "
                                  f"(not in sensors: {sorted(by_name)})")
             if not isinstance(spec, dict) or "std" not in spec:
