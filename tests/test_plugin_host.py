@@ -991,7 +991,7 @@ def test_strict_env_raises_at_reload_and_stays_usable(make_env, arm, register):
     env.params.set("/mujoco_server/MujocoPlugins",
                    plugins_param({"type": register(First), "name": "good"},
                                  {"type": register(FailsDeep), "name": "bad"})["MujocoPlugins"])
-    with pytest.raises(mjfast.PluginError, match="plugin 'bad' .* failed in load: ValueError"):
+    with pytest.raises(mjfast.PluginError, match=r"plugin 'bad' .* failed in load: ValueError"):
         env.reload()
     assert [p.state for p in env.plugins] == [PluginState.ACTIVE, PluginState.FAILED]
     env.step(1)

@@ -45,8 +45,8 @@ py::dict report_to_dict(const PluginReport& report) {
   result["type"] = report.type;
   result["state"] = state_name(report.state);
   if (report.failure) {
-    result["failure"] = py::make_tuple(report.failure->phase, report.failure->message,
-                                       report.failure->traceback);
+    result["failure"] =
+        py::make_tuple(report.failure->phase, report.failure->message, report.failure->traceback);
   } else {
     result["failure"] = py::none();
   }
@@ -149,8 +149,8 @@ void bind_plugin_host(py::module_& module) {
         // Raised again, as it was (its traceback included), once the generation is up.
         PyErr_Restore(py::type::of(interrupt).inc_ref().ptr(), interrupt.inc_ref().ptr(),
                       PyException_GetTraceback(interrupt.ptr()));
-        entry->interrupt = std::make_exception_ptr(
-            Interrupted(std::make_exception_ptr(py::error_already_set())));
+        entry->interrupt =
+            std::make_exception_ptr(Interrupted(std::make_exception_ptr(py::error_already_set())));
         return entry;
       },
       py::arg("name"), py::arg("type"), py::arg("interrupt"),

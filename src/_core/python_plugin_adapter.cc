@@ -197,8 +197,7 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;  // as statistics()
-  return loaded_by(translating(instance_, [&] { return instance_.attr("activate")(); }),
-                   instance_);
+  return loaded_by(translating(instance_, [&] { return instance_.attr("activate")(); }), instance_);
 }
 
 void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
@@ -217,9 +216,8 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
 
 void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
   py::gil_scoped_acquire gil;  // see call()
-  translating(instance_, [&] {
-    return methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id);
-  });
+  translating(instance_,
+              [&] { return methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id); });
 }
 
 const char* PythonPluginAdapter::name_of(Callback callback) const {
