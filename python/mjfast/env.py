@@ -250,8 +250,10 @@ class MujocoEnv:
         except BaseException:
             # Nobody gets this env: unload what did load and give back the hooks' pair now, not
             # whenever the garbage collector gets to it (a Ctrl-C in a plugin's __init__ or load
-            # too: the other plugins loaded, then the interrupt is raised).
-            self.close()
+            # too: the other plugins loaded, then the interrupt is raised). What is raised is
+            # the reason construction failed, not a second error while closing.
+            with contextlib.suppress(Exception):
+                self.close()
             raise
 
     # -- the plugin factory ------------------------------------------------------------------
