@@ -179,6 +179,36 @@ def test_a_plugin_raising_while_stepping_is_a_warning(capsys: pytest.CaptureFixt
     assert "deliberate failure" in lines[0] and "Traceback" not in err
 
 
+def _raise_deep() -> None:
+    raise RuntimeError("deliberate failure")
+
+
+@pytest.mark.parametrize("verbosity", [[], ["-v"], ["-vv"]], ids=["quiet", "-v", "-vv"])
+def test_a_plugin_failure_traceback_is_printed_with_v(capsys: pytest.CaptureFixture[str],
+                                                      tmp_path: Path, arm_file: Path,
+                                                      verbosity: list[str]) -> None:
+    class DeepRaising(mjfast.MujocoPlugin):
+        def load(self, model: object, data: object) -> bool:
+            _raise_deep()
+            return True
+
+    mjfast.register_plugin("test_cli/DeepRaising", DeepRaising)
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: test_cli/DeepRaising\n")
+        code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                                 "--steps", "5", "--no-progress", *verbosity)
+    finally:
+        mjfast.unregister_plugin("test_cli/DeepRaising")
+    assert code == 0
+    assert table_row(out, "DeepRaising")[2] == "FAILED"
+    if not verbosity:
+        assert "Traceback" not in err
+    else:
+        # Once: from the failure report at -v, from the host's debug log at -vv.
+        assert err.count("Traceback (most recent call last)") == 1, err
+        assert "in _raise_deep" in err and "RuntimeError: deliberate failure" in err
+
+
 # -- plugins -----------------------------------------------------------------------------------
 
 

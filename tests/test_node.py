@@ -276,3 +276,12 @@ def test_reloaded_plugin_does_not_receive_twice(bus: Bus) -> None:
     bus.publish("/t", "m")
     assert received == ["m"]
     assert bus.call(f"{NS}/svc", None) == "v2"
+
+
+def test_a_node_makes_its_logger_only_when_used(bus: Bus) -> None:
+    # logging keeps every logger it made: a plugin that never logs leaves none behind (issue 18,
+    # many envs whose plugins are named anew each time).
+    name = "never_logs_5f3a"
+    node = Node(ParameterServer(), f"/ns/{name}", bus, name)
+    assert f"mjfast.{name}" not in logging.Logger.manager.loggerDict
+    assert node.logger is logging.getLogger(f"mjfast.{name}")

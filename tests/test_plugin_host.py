@@ -5,10 +5,13 @@ live dispatch, and scoped access with acquire_plugin (SPEC §2, §4, §6)."""
 from __future__ import annotations
 
 import copy
+import json
+import logging
 import subprocess
 import sys
 import textwrap
 import threading
+import traceback
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,7 +20,15 @@ import pytest
 
 import mjfast
 from mjfast import PluginState
-from support import TIMESTEP, ControlCounter, FullRecorder, Recording, plugins_param, wait_for
+from support import (
+    TIMESTEP,
+    ControlCounter,
+    FullRecorder,
+    Recording,
+    plugins_param,
+    run_python,
+    wait_for,
+)
 
 # -- load order ---------------------------------------------------------------------------------
 
@@ -709,3 +720,280 @@ def test_the_acquired_plugin_is_its_class_and_its_methods_expire_with_the_block(
         note("inside")
     with pytest.raises(mjfast.LogicError):
         note("outside")
+
+
+# -- issue 18: a plugin's statistics() is a plugin callback --------------------------------------
+
+# What a plugin's statistics() calls back into its env, and what each must do there: every one
+# would wait for the physics thread or the host the report holds, so each raises LogicError
+# (SPEC §18), whether or not the physics thread runs; `stop` has nothing to wait for when it
+# does not run, and returns.
+REENTRANT_FROM_STATISTICS = ("reset", "set_joint_state", "step", "reload", "close", "stop",
+                             "pause", "start", "set_geom_properties", "acquire_plugin")
+
+
+@pytest.mark.parametrize("running", [False, True], ids=["idle", "running"])
+def test_reentrant_calls_from_statistics_raise_logic_error_not_hang(running):
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        import mjfast
+        from support import arm_xml
+
+        def acquire(env):
+            with env.acquire_plugin("reentrant"):
+                pass
+
+        CALLS = {{
+            "reset": lambda env: env.reset(),
+            "set_joint_state": lambda env: env.set_joint_state({{"j0": 0.1}}),
+            "step": lambda env: env.step(1),
+            "reload": lambda env: env.reload(),
+            "close": lambda env: env.close(),
+            "stop": lambda env: env.stop(),
+            "pause": lambda env: env.pause(),
+            "start": lambda env: env.start(None),
+            "set_geom_properties": lambda env: env.set_geom_properties("ball", rgba=[1, 0, 0, 1]),
+            "acquire_plugin": acquire,
+        }}
+
+        class Reentrant(mjfast.MujocoPlugin):
+            call = None
+            outcomes = {{}}
+            def load(self, model, data):
+                return True
+            def statistics(self):
+                if Reentrant.call is not None:
+                    try:
+                        CALLS[Reentrant.call](self.env)
+                        outcome = "returned"
+                    except mjfast.LogicError:
+                        outcome = "LogicError"
+                    Reentrant.outcomes.setdefault(Reentrant.call, []).append(outcome)
+                return {{"reports": 1.0}}
+
+        mjfast.register_plugin("test/Reentrant", Reentrant)
+        env = mjfast.MujocoEnv(arm_xml(), params={{"MujocoPlugins": [
+            {{"type": "test/Reentrant", "name": "reentrant"}}, {{"type": "mjfast/NoOp"}}]}})
+        if {running}:
+            env.start(None)
+        for name in CALLS:
+            Reentrant.call = name
+            env.statistics()
+            env.bus.call("/mujoco_server/statistics", {{}})
+        Reentrant.call = None
+        states = [plugin.state.name for plugin in env.plugins]
+        if {running}:
+            env.stop()
+        env.step(3)  # the env is as usable as before
+        print(json.dumps({{"outcomes": Reentrant.outcomes, "states": states,
+                          "running": env.running, "steps": env.step_count > 0}}))
+        env.close()
+    """)
+    try:
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                                timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a call from a plugin's statistics() dead-locked")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    expected = {name: ["LogicError"] * 2 for name in REENTRANT_FROM_STATISTICS}
+    if not running:
+        expected["stop"] = ["returned"] * 2
+    assert report == {"outcomes": expected, "states": ["ACTIVE", "ACTIVE"], "running": False,
+                      "steps": True}
+
+
+def test_statistics_that_raise_live_are_recorded_not_failed():
+    # In a child: without the fix, the reset from statistics() dead-locks the report.
+    result = run_python("""
+        import json, mjfast
+        from support import arm_xml
+
+        class StatisticsCallsBack(mjfast.MujocoPlugin):
+            # statistics() that lets what its env raises escape, and reads the env's report.
+            def load(self, model, data):
+                self.calls = 0
+                return True
+
+            def statistics(self):
+                self.calls += 1
+                nested = [p["name"] for p in self.env.statistics()["plugins"]]  # no recursion
+                if self.calls > 1:
+                    self.env.reset()
+                return {"calls": float(self.calls), "seen": float(len(nested))}
+
+        mjfast.register_plugin("test/StatisticsCallsBack", StatisticsCallsBack)
+        env = mjfast.MujocoEnv(arm_xml(), params={"MujocoPlugins": [
+            {"type": "test/StatisticsCallsBack", "name": "s"}, {"type": "mjfast/NoOp"}]})
+        entry = env.statistics()["plugins"][0]  # the second call: it raises LogicError
+        env.step(2)  # still dispatched, still loaded
+        print(json.dumps({"entry": entry, "states": [p.state.name for p in env.plugins],
+                          "info": env.plugins[0].stats["statistics_error"]}))
+        env.close()
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    entry = report["entry"]
+    assert entry["state"] == "ACTIVE" and entry["failure"] is None
+    assert entry["statistics_error"].startswith("LogicError: reset() called from inside a plugin")
+    # What it last returned: at load, when it was the only plugin loaded so far.
+    assert entry["custom"] == {"calls": 1.0, "seen": 1.0}
+    assert report["info"] is not None
+    assert report["states"] == ["ACTIVE", "ACTIVE"]
+
+
+# -- issue 18: interrupts while a generation is created ---------------------------------------
+
+INTERRUPTED_PHASES = ["__init__", "load", "init"]
+
+
+def _interrupted_plugin(phase: str, interrupt: type[BaseException]) -> type:
+    if phase == "init":
+        class InterruptedInit(mjfast.ControlPlugin):
+            def init(self, node, model, data):
+                raise interrupt()
+
+            def cleanup(self):
+                pass
+
+        return InterruptedInit
+
+    class Interrupted(Recording):
+        def __init__(self) -> None:
+            super().__init__()
+            if phase == "__init__":
+                raise interrupt()
+
+        def load(self, model, data):
+            if phase == "load":
+                raise interrupt()
+            return super().load(model, data)
+
+    return Interrupted
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("phase", INTERRUPTED_PHASES)
+def test_an_interrupt_while_a_plugin_is_created_leaves_the_others_loaded(
+        make_env, arm, register, journal, phase, interrupt):
+    bad, good = register(_interrupted_plugin(phase, interrupt), "test/Bad"), register(First)
+    configured = plugins_param({"type": good, "name": "before"}, {"type": bad, "name": "bad"},
+                               "mjfast/NoOp")
+    env = make_env(arm)
+    env.params.set("/mujoco_server/MujocoPlugins", configured["MujocoPlugins"])
+    with pytest.raises(interrupt):
+        env.reload()
+    # Every plugin visible, the others loaded (the unrelated native NoOp too), the interrupted
+    # one left unloaded and not failed (SPEC §6, §18).
+    assert [(p.name, p.state, p.failure) for p in env.plugins] == [
+        ("before", PluginState.ACTIVE, None), ("bad", PluginState.UNLOADED, None),
+        ("NoOp", PluginState.ACTIVE, None)]
+    env.step(2)
+    assert env.plugins[2].stats["callbacks"]["control_callback"]["calls"] == 2
+
+    # At construction: the others load, then the interrupt is raised and the env is closed
+    # (nobody gets it), its loaded plugins unloaded.
+    journal.clear()
+    with pytest.raises(interrupt):
+        mjfast.MujocoEnv(arm, params=configured)
+    assert journal.names("load") == ["before"]
+    assert journal.names("unload") == ["before"]
+
+
+# -- issue 18: a plugin's traceback is kept -----------------------------------------------------
+
+
+def _raises_here() -> None:
+    raise ValueError("deep inside the plugin")
+
+
+class FailsDeep(ControlCounter):
+    def load(self, model, data):
+        _raises_here()
+
+
+class FailsDeepInInit(ControlCounter):
+    def __init__(self) -> None:
+        super().__init__()
+        _raises_here()
+
+
+class FailsDeepLive(ControlCounter):
+    def control_callback(self, model, data):
+        super().control_callback(model, data)
+        _raises_here()
+
+
+def test_a_load_failure_keeps_its_traceback_and_logs_it(make_env, arm, register, caplog):
+    with caplog.at_level(logging.DEBUG, logger="mjfast"):
+        env = make_env(arm, params=plugins_param(
+            {"type": register(FailsDeep), "name": "load_fails"},
+            {"type": register(FailsDeepInInit), "name": "init_fails"},
+            {"type": "nowhere/Missing", "name": "missing"}))
+    failures = {p.name: p.failure for p in env.plugins}
+    for name, phase in (("load_fails", "load"), ("init_fails", "factory")):
+        failure = failures[name]
+        assert failure.phase == phase
+        assert failure.message == "ValueError: deep inside the plugin"
+        assert "Traceback (most recent call last)" in failure.traceback
+        assert "in _raises_here" in failure.traceback and "test_plugin_host.py" in failure.traceback
+        logged = [r.getMessage() for r in caplog.records
+                  if r.levelno == logging.DEBUG and name in r.getMessage()]
+        assert any("in _raises_here" in message for message in logged), logged
+    assert failures["missing"].phase == "factory"
+    # The statistics carry it too, and stay JSON-able.
+    entry = env.statistics()["plugins"][0]
+    assert entry["failure"]["traceback"] == failures["load_fails"].traceback
+    json.dumps(env.statistics())
+
+
+def test_a_live_failure_keeps_its_traceback(make_env, arm, register):
+    env = make_env(arm, params=plugins_param({"type": register(FailsDeepLive), "name": "live"}))
+    with pytest.raises(mjfast.PluginError) as raised:
+        env.step(1)
+    cause = raised.value.__cause__
+    assert isinstance(cause, ValueError) and cause.__traceback__ is not None
+    frames = [frame.name for frame in traceback.extract_tb(cause.__traceback__)]
+    assert frames[-2:] == ["control_callback", "_raises_here"]
+    failure = env.plugins[0].failure
+    assert failure.phase == "control_callback" and "in _raises_here" in failure.traceback
+    # The record is the same failure whatever its traceback (equality ignores it).
+    assert failure == mjfast.PluginLoadFailure("live", failure.type, "control_callback",
+                                               "ValueError: deep inside the plugin")
+
+
+# -- issue 18: strict=True ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("cls", "phase"), [(FailsDeep, "load"), (FailsDeepInInit, "factory"),
+                                            (StatsRaise, "statistics")])
+def test_strict_env_raises_at_construction_naming_the_plugin_and_closes(arm, register, journal,
+                                                                       cls, phase):
+    configured = plugins_param({"type": register(First), "name": "good"},
+                               {"type": register(cls), "name": "bad"})
+    with pytest.raises(mjfast.PluginError) as raised:
+        mjfast.MujocoEnv(arm, params=configured, strict=True)
+    error = raised.value
+    assert (error.plugin_name, error.callback) == ("bad", phase)
+    assert f"plugin 'bad' ({error.plugin_type}) failed in {phase}: " in str(error)
+    # Closed cleanly: whatever loaded was unloaded.
+    assert "good" in journal.names("unload")
+    assert sorted(journal.names("unload")) == sorted(journal.names("load"))
+    # Not strict: the same configuration loads the others and reports the failure.
+    with mjfast.MujocoEnv(arm, params=configured) as env:
+        assert [p.state for p in env.plugins] == [PluginState.ACTIVE, PluginState.FAILED]
+
+
+def test_strict_env_raises_at_reload_and_stays_usable(make_env, arm, register):
+    env = make_env(arm, params=plugins_param({"type": register(First), "name": "good"}),
+                   strict=True)
+    env.params.set("/mujoco_server/MujocoPlugins",
+                   plugins_param({"type": register(First), "name": "good"},
+                                 {"type": register(FailsDeep), "name": "bad"})["MujocoPlugins"])
+    with pytest.raises(mjfast.PluginError, match=r"plugin 'bad' .* failed in load: ValueError"):
+        env.reload()
+    assert [p.state for p in env.plugins] == [PluginState.ACTIVE, PluginState.FAILED]
+    env.step(1)
+    with pytest.raises(TypeError, match="strict must be a bool"):
+        mjfast.MujocoEnv(arm, strict="yes")

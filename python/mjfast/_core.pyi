@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -26,6 +26,8 @@ class AdapterEntry:
         ...
 class PluginHost:
     def _acquire_scope(self) -> None:
+        ...
+    def _in_callback(self) -> bool:
         ...
     def _release_scope(self) -> None:
         ...
@@ -310,13 +312,17 @@ def control_hook_owned() -> bool:
     """
 def control_trampoline_address() -> int:
     ...
-def failed_adapter(name: str, type: str, message: str) -> AdapterEntry:
+def failed_adapter(name: str, type: str, message: str, traceback: str = '') -> AdapterEntry:
     ...
 def hooks_owned() -> bool:
     ...
 def in_plugin_callback() -> bool:
     """
     True on a thread that is inside a plugin callback (step callbacks, reset/on_reset, update_read/write, load/init, activate, unload/cleanup).
+    """
+def interrupted_adapter(name: str, type: str, interrupt: typing.Any) -> AdapterEntry:
+    """
+    The factory entry of a plugin whose creation the user interrupted (KeyboardInterrupt, SystemExit): left unloaded, not failed; the interrupt is raised after the others load.
     """
 def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None, publisher: typing.Any = None) -> AdapterEntry:
     """

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -412,12 +413,14 @@ def _make_env(model: Path, params: Path | None) -> Any:
 
 class _FailureReporter:
     """One `mjfast: warning:` line per failed plugin, the same wording whether it failed to load
-    or while stepping, each plugin reported once."""
+    or while stepping, each plugin reported once; with `tracebacks` (-v), what the plugin raised
+    follows it, indented."""
 
-    def __init__(self, env: Any, warn: TextIO, strict: bool) -> None:
+    def __init__(self, env: Any, warn: TextIO, strict: bool, tracebacks: bool = False) -> None:
         self._env = env
         self._warn = warn
         self._strict = strict
+        self._tracebacks = tracebacks
         self._reported: set[tuple[str, str]] = set()
         self.failed = 0
 
@@ -432,6 +435,8 @@ class _FailureReporter:
             where = "to load" if failure.phase in _LOAD_PHASES else "while stepping"
             self._warn.write(f"mjfast: warning: plugin '{info.name}' ({info.type}) failed "
                              f"{where}, in {failure.phase}: {_one_line(failure.message)}\n")
+            if self._tracebacks and failure.traceback:
+                self._warn.write(textwrap.indent(failure.traceback.rstrip("\n"), "    ") + "\n")
         self.failed += len(fresh)
         if fresh and self._strict:
             raise _StrictFailure(f"plugin {', '.join(repr(n) for n in fresh)} failed (--strict)")
@@ -592,7 +597,10 @@ def _run(model: Path, params: Path | None, args: argparse.Namespace,
          out: TextIO, err: TextIO) -> int:
     env = _make_env(model, params)
     strict = getattr(args, "strict", False)
-    failures = _FailureReporter(env, err, strict)
+    # -v: each failure's traceback; at -vv the host's debug log has printed it already.
+    verbose = getattr(args, "verbose", 0) or 0
+    tracebacks = verbose >= 1 and not logging.getLogger("mjfast.host").isEnabledFor(logging.DEBUG)
+    failures = _FailureReporter(env, err, strict, tracebacks)
     try:
         if params is not None:
             hint = _missing_plugins_hint(env, params)

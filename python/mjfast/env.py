@@ -14,10 +14,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import difflib
 import logging
 import os
 import signal
 import threading
+import traceback
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from mjfast.camera import CameraRig, OffscreenCamera
 from mjfast.config_schema import check_config
 from mjfast.control import ControlInterface
 from mjfast.discovery import resolve_plugin
-from mjfast.errors import ConfigError, LogicError, MjfastError
+from mjfast.errors import ConfigError, LogicError, MjfastError, PluginError
 from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.host import EnvHost, plugin_info, scoped_plugin
 from mjfast.native import config_json
@@ -42,6 +44,7 @@ from mjfast.plugin import (
     ControlPlugin,
     MujocoPlugin,
     PluginInfo,
+    PluginState,
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
@@ -51,6 +54,13 @@ from mjfast.sim_control import BodyState, JointState
 __all__ = ["MujocoEnv"]
 
 ModelLike: TypeAlias = str | os.PathLike[str] | mujoco.MjModel
+
+_log = logging.getLogger("mjfast.env")
+
+# The parameters the env itself reads in its namespace (SPEC §2, §5, §10, §13); with the plugins'
+# namespaces and whatever the plugins read while loading, nothing else there is read by mjfast.
+ENV_PARAMETERS = ("MujocoPlugins", "initial_joint_positions", "initial_joint_velocities",
+                  "options", "cameras")
 
 
 @dataclass(frozen=True)
@@ -184,8 +194,16 @@ class MujocoEnv:
         params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None = None,
         namespace: str = "/mujoco_server",
         render_sync: bool = False,
+        strict: bool = False,
     ) -> None:
+        """`strict=True`: a plugin that fails to load (any phase) is an error, at construction
+        (PluginError naming each failed plugin, its phase and message; the env is closed) and at
+        every reload, as the CLI's --strict. Otherwise a failed plugin is reported in
+        `env.plugins` and `statistics()` and the others run."""
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        self._strict = strict
         self._namespace = resolve_name(namespace)
         self._params, self._params_path = _parameter_server(params)
         self._source = _ModelSource.of(model)
@@ -223,10 +241,20 @@ class MujocoEnv:
         advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False
         _open_envs.add(self)
-        with self._paused("__init__"):  # a plugin's load() stepping or resetting is refused
-            self._cameras.begin_load(new_model, self.model_generation)
-            self._core.load_next_plugin_generation()
-            self._cameras.finish_load(new_model, self._params, self._namespace)
+        try:
+            with self._paused("__init__"):  # a plugin's load() stepping or resetting is refused
+                self._cameras.begin_load(new_model, self.model_generation)
+                self._load_plugins()
+                self._cameras.finish_load(new_model, self._params, self._namespace)
+            self._check_strict("construction")
+        except BaseException:
+            # Nobody gets this env: unload what did load and give back the hooks' pair now, not
+            # whenever the garbage collector gets to it (a Ctrl-C in a plugin's __init__ or load
+            # too: the other plugins loaded, then the interrupt is raised). What is raised is
+            # the reason construction failed, not a second error while closing.
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
 
     # -- the plugin factory ------------------------------------------------------------------
 
@@ -236,9 +264,16 @@ class MujocoEnv:
         for spec in self._specs:
             try:
                 entries.append(self._make_adapter(spec))
-            except Exception as error:  # one plugin's failure is its own: isolate it
-                entries.append(_core.failed_adapter(spec.name, spec.type,
-                                                    f"{type(error).__name__}: {error}"))
+            except (KeyboardInterrupt, SystemExit) as interrupt:
+                # The user's, not the plugin's failure (SPEC §18): it is left unloaded, the
+                # others load, and the host raises this once they have.
+                entries.append(_core.interrupted_adapter(spec.name, spec.type, interrupt))
+            except BaseException as error:  # one plugin's failure is its own: isolate it
+                message = f"{type(error).__name__}: {error}"
+                text = "".join(traceback.format_exception(error))
+                _log.debug("plugin %s (%s) failed in factory: %s\n%s", spec.name, spec.type,
+                           message, text)
+                entries.append(_core.failed_adapter(spec.name, spec.type, message, text))
         return entries
 
     def _make_adapter(self, spec: PluginSpec) -> Any:
@@ -268,6 +303,29 @@ class MujocoEnv:
             data=self._data, control_data=self._control_data, node=node,
             callbacks=sorted(overridden_callbacks(target)),
         )
+
+    def _load_plugins(self) -> None:
+        """Loads the next plugin generation (stepping held by the caller), then warns about the
+        parameters in the env's namespace that nothing read."""
+        with self._params.reads_recorded() as read:
+            self._core.load_next_plugin_generation()
+        _warn_unread_parameters(self._params, self._namespace, self._specs, read)
+
+    def _check_strict(self, when: str) -> None:
+        """strict=True: PluginError naming every plugin that failed to load."""
+        if not self._strict:
+            return
+        failed = [info for info in self.plugins
+                  if info.state is PluginState.FAILED and info.failure is not None]
+        if not failed:
+            return
+        first = failed[0].failure
+        assert first is not None
+        described = "; ".join(
+            f"plugin '{info.name}' ({info.type}) failed in {info.failure.phase}: "
+            f"{info.failure.message}" for info in failed if info.failure is not None)
+        raise PluginError(f"{described} (strict=True, at {when})", first.name, first.type,
+                          first.phase)
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -322,7 +380,18 @@ class MujocoEnv:
 
     def stop(self) -> None:
         """Stops the physics thread after the step in progress; idempotent."""
+        if self.running:
+            self._check_outside_own_callbacks("stop")
         self._core.stop()
+
+    def _check_outside_own_callbacks(self, operation: str) -> None:
+        """LogicError where this thread is inside one of this env's plugin callbacks (a step's,
+        a load phase's, an unload's or a statistics() call's): it holds the host's mutex, which
+        the physics thread needs to finish its step, so taking the lifecycle lock or waiting for
+        stepping there could deadlock (SPEC §18: refused, never waited for)."""
+        if not self._closed and self._core.host._in_callback():
+            raise LogicError(f"env.{operation}() called from inside a plugin callback of this env "
+                             f"(statistics() included) would deadlock")
 
     @contextlib.contextmanager
     def _lifecycle(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
@@ -337,6 +406,7 @@ class MujocoEnv:
                 f"env.{operation}() called from inside env.{self._lifecycle_operation}() "
                 f"(a plugin's load/init, reset/on_reset or unload/cleanup calling back into the "
                 f"env) would recurse or deadlock")
+        self._check_outside_own_callbacks(operation)
         deferred = _interrupts_deferred() if defer_interrupts else contextlib.nullcontext()
         with deferred, self._lifecycle_lock:
             self._lifecycle_owner, self._lifecycle_operation = me, operation
@@ -458,11 +528,12 @@ class MujocoEnv:
             self._core.reset_step_count()
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._cameras.begin_load(new_model, self.model_generation)
-            self._core.load_next_plugin_generation()
+            self._load_plugins()
             missing = self._cameras.finish_load(new_model, self._params, self._namespace,
                                                 camera_configs)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
+        self._check_strict("reload")
 
     # -- geometry -----------------------------------------------------------------------------
 
@@ -643,7 +714,8 @@ class MujocoEnv:
             info = plugin_info(report)
             # JSON-able as it is: the state is a str enum, the failure a plain dict.
             failure = None if info.failure is None else {"phase": info.failure.phase,
-                                                         "message": info.failure.message}
+                                                         "message": info.failure.message,
+                                                         "traceback": info.failure.traceback}
             plugins.append({"name": info.name, "type": info.type, "state": info.state,
                             "failure": failure, **info.stats})
         return {"env": env, "plugins": plugins, "render": self._cameras.statistics()}
@@ -681,6 +753,53 @@ class MujocoEnv:
         state = "closed" if self._closed else ("running" if self.running else "idle")
         return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
                 f"plugins={len(self._specs)} {state}>")
+
+
+def _warn_unread_parameters(params: ParameterServer, namespace: str, specs: Sequence[PluginSpec],
+                             read: set[str]) -> None:
+    """One warning per parameter directly in the env's namespace that nothing reads: not one the
+    env reads (ENV_PARAMETERS), not a plugin's namespace, not read by a plugin while it loaded
+    (a key dedented out of its plugin entry lands here). It names the closest plugin
+    configuration key, or env parameter, if one is close."""
+    try:
+        tree = params.to_dict(namespace)
+    except ValueError:  # the namespace holds a value, not parameters
+        return
+    owned = set(ENV_PARAMETERS) | {spec.name for spec in specs}
+    no_plugins = params.search(namespace, "MujocoPlugins") is None
+    for key, value in tree.items():
+        name = resolve_name(key, namespace)
+        if key in owned or any(seen == name or seen.startswith(name + "/")
+                               or name.startswith(seen.rstrip("/") + "/") for seen in read):
+            continue
+        if namespace == "/" and isinstance(value, dict):
+            continue  # at the root, a mapping is most likely another env's or tool's namespace
+        if no_plugins and difflib.get_close_matches(key, ["MujocoPlugins"], cutoff=0.8):
+            # A misspelt MujocoPlugins: the CLI says where it looked for the plugin list.
+            continue
+        _log.warning("parameter %s is not read by mjfast%s", name,
+                     _closest_key_hint(key, specs))
+
+
+def _closest_key_hint(key: str, specs: Sequence[PluginSpec]) -> str:
+    """"; did you mean ..." naming the configuration key of a plugin (from its entry or its
+    type's config_keys) or the env parameter closest to `key`, or ""."""
+    candidates: list[tuple[str, str]] = []  # (key, where)
+    for spec in specs:
+        keys = set(spec.config)
+        with contextlib.suppress(Exception):  # a type that does not resolve has no schema
+            keys |= set(getattr(resolve_plugin(spec.type), "config_keys", None) or ())
+        candidates += [(known, f"the key '{known}' of plugin '{spec.name}' ({spec.type})")
+                       for known in sorted(keys)]
+    candidates += [(known, f"the env parameter '{known}'") for known in ENV_PARAMETERS]
+    for known, where in candidates:
+        if known == key:
+            return f"; did you mean {where}?"
+    close = difflib.get_close_matches(key, [known for known, _ in candidates], n=1, cutoff=0.75)
+    if close:
+        where = next(where for known, where in candidates if known == close[0])
+        return f"; did you mean {where}?"
+    return ""
 
 
 def _weak_method(method: Any) -> Any:

@@ -137,7 +137,10 @@ def plugin_info(report: dict[str, Any]) -> PluginInfo:
         type=report["type"],
         state=PluginState[report["state"]],
         failure=None if failure is None else PluginLoadFailure(
-            report["name"], report["type"], failure[0], failure[1]),
+            report["name"], report["type"], failure[0], failure[1], failure[2] or None),
         stats={"load_time_s": report["load_time_s"], "reset_time_s": report["reset_time_s"],
-               "callbacks": report["callbacks"], "custom": report["custom"]},
+               "callbacks": report["callbacks"], "custom": report["custom"],
+               # Why its statistics() raised in this report (None: it did not); live, that is
+               # not a failure of the plugin, and `custom` keeps what it last returned.
+               "statistics_error": report["statistics_error"]},
     )

@@ -180,10 +180,16 @@ class Node:
         self.bus = bus
         self.name = name
         self.namespace = resolve_name(namespace)
-        self.logger = logging.getLogger(f"mjfast.{name}")
         self._lock = threading.Lock()
         self._subscriptions: list[Subscription] = []
         self._services: list[ServiceRegistration] = []
+
+    @property
+    def logger(self) -> logging.Logger:
+        """The `logging.Logger` named `mjfast.<plugin name>`. Made on first use: logging keeps
+        every logger it made for the rest of the process, so a plugin that never logs (of many
+        envs, each naming its plugins anew) leaves none behind."""
+        return logging.getLogger(f"mjfast.{self.name}")
 
     def resolve_name(self, name: str) -> str:
         """`name` as an absolute name: relative and `~` names join this node's namespace."""

@@ -6,11 +6,13 @@ know what any parameter means: `plugin_config` interprets `MujocoPlugins`, `node
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import pathlib
 import reprlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import yaml
@@ -281,6 +283,8 @@ class ParameterServer:
         # it held, copies of YAML-typed values) never calls back into the server.
         self._lock = threading.Lock()
         self._root: dict[str, Any] = {}
+        # The open reads_recorded() blocks' sets (under the lock): each read adds its name.
+        self._read_logs: list[set[str]] = []
         if initial is not None:
             if not isinstance(initial, dict):
                 raise ConfigError(
@@ -289,6 +293,26 @@ class ParameterServer:
             self._root = _validated(initial, "/", 0)
 
     # -- lookup -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def reads_recorded(self) -> Iterator[set[str]]:
+        """For the block: the set of absolute names read (get, has, search hits, to_dict), from
+        any thread; a name stands for everything under it. The env learns this way which of its
+        parameters a plugin's load read."""
+        log: set[str] = set()
+        with self._lock:
+            self._read_logs.append(log)
+        try:
+            yield log
+        finally:
+            with self._lock:
+                self._read_logs.remove(log)
+
+    def _read(self, absolute: str) -> None:
+        """Notes a read of `absolute` for the open reads_recorded() blocks. Caller holds the
+        lock."""
+        for log in self._read_logs:
+            log.add(absolute)
 
     def _find(self, absolute: str) -> Any:
         """The stored (not copied) value at `absolute`, or _MISSING. Caller holds the lock."""
@@ -303,6 +327,7 @@ class ParameterServer:
         """The value at `name` (a deep copy); `default` if absent, else KeyError naming it."""
         absolute = resolve_name(name)
         with self._lock:
+            self._read(absolute)
             value = self._find(absolute)
             if value is _MISSING:
                 if default is _MISSING:
@@ -314,6 +339,7 @@ class ParameterServer:
         """Whether `name` is set (a namespace with parameters under it counts)."""
         absolute = resolve_name(name)
         with self._lock:
+            self._read(absolute)
             return self._find(absolute) is not _MISSING
 
     def search(self, namespace: str, key: str) -> str | None:
@@ -327,6 +353,7 @@ class ParameterServer:
             for depth in range(len(segments), -1, -1):
                 candidate = resolve_name(key, "/" + "/".join(segments[:depth]))
                 if self._find(candidate) is not _MISSING:
+                    self._read(candidate)
                     return candidate
         return None
 
@@ -334,6 +361,7 @@ class ParameterServer:
         """A deep copy of the mapping at `namespace`; `{}` when nothing is set there."""
         absolute = resolve_name(namespace)
         with self._lock:
+            self._read(absolute)
             value = self._find(absolute)
             if value is _MISSING:
                 return {}

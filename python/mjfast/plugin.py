@@ -54,12 +54,15 @@ class PluginState(str, enum.Enum):
 
 @dataclass(frozen=True)
 class PluginLoadFailure:
-    """Why one plugin did not run: the phase it failed in and the message."""
+    """Why one plugin did not run: the phase it failed in and the message, and `traceback`, the
+    formatted traceback of what a Python plugin raised (None where there is none: a native
+    plugin, a `False` result, a type that resolves to nothing)."""
 
     name: str
     type: str
     phase: str
     message: str
+    traceback: str | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ py::dict report_to_dict(const PluginReport& report) {
   result["type"] = report.type;
   result["state"] = state_name(report.state);
   if (report.failure) {
-    result["failure"] = py::make_tuple(report.failure->phase, report.failure->message);
+    result["failure"] =
+        py::make_tuple(report.failure->phase, report.failure->message, report.failure->traceback);
   } else {
     result["failure"] = py::none();
   }
@@ -53,6 +54,8 @@ py::dict report_to_dict(const PluginReport& report) {
   result["reset_time_s"] = report.reset_time_s;
   result["callbacks"] = callbacks;
   result["custom"] = report.custom;
+  result["statistics_error"] =
+      report.statistics_error.empty() ? py::object(py::none()) : py::str(report.statistics_error);
   return result;
 }
 
@@ -123,14 +126,36 @@ void bind_plugin_host(py::module_& module) {
 
   module.def(
       "failed_adapter",
-      [](std::string name, std::string type, std::string message) {
+      [](std::string name, std::string type, std::string message, std::string traceback) {
         auto entry = std::make_shared<FactoryEntry>();
         entry->name = std::move(name);
         entry->type = std::move(type);
         entry->error = std::move(message);
+        entry->traceback = std::move(traceback);
         return entry;
       },
-      py::arg("name"), py::arg("type"), py::arg("message"));
+      py::arg("name"), py::arg("type"), py::arg("message"), py::arg("traceback") = "");
+
+  module.def(
+      "interrupted_adapter",
+      [](std::string name, std::string type, const py::object& interrupt) {
+        if (!PyExceptionInstance_Check(interrupt.ptr())) {
+          throw py::type_error("interrupted_adapter() needs the exception that interrupted");
+        }
+        auto entry = std::make_shared<FactoryEntry>();
+        entry->name = std::move(name);
+        entry->type = std::move(type);
+        entry->error = "interrupted";
+        // Raised again, as it was (its traceback included), once the generation is up.
+        PyErr_Restore(py::type::of(interrupt).inc_ref().ptr(), interrupt.inc_ref().ptr(),
+                      PyException_GetTraceback(interrupt.ptr()));
+        entry->interrupt =
+            std::make_exception_ptr(Interrupted(std::make_exception_ptr(py::error_already_set())));
+        return entry;
+      },
+      py::arg("name"), py::arg("type"), py::arg("interrupt"),
+      "The factory entry of a plugin whose creation the user interrupted (KeyboardInterrupt, "
+      "SystemExit): left unloaded, not failed; the interrupt is raised after the others load.");
 
   py::class_<PluginHost> host_class(module, "PluginHost");
   host_class
@@ -204,6 +229,7 @@ void bind_plugin_host(py::module_& module) {
            py::call_guard<py::gil_scoped_release>())  // may wait for a dispatch to finish
       .def("_release_scope", &PluginHost::release_scope)
       .def("_scope_held", &PluginHost::scope_held_by_this_thread)
+      .def("_in_callback", &PluginHost::held_by_this_thread)
       .def("_scoped_backend", [](const py::object& self, const std::string& name) -> py::object {
         const auto& host = self.cast<const PluginHost&>();
         if (!host.scope_held_by_this_thread()) {
@@ -238,7 +264,9 @@ std::vector<FactoryEntry> take_factory_entries(const py::handle& entries) {
     taken.type = entry->type;
     taken.adapter = std::move(entry->adapter);
     taken.error = entry->error;
-    if (!taken.adapter && taken.error.empty()) {
+    taken.traceback = entry->traceback;
+    taken.interrupt = entry->interrupt;
+    if (!taken.adapter && taken.error.empty() && !taken.interrupt) {
       taken.error = "adapter entry '" + taken.name + "' was already consumed";
     }
     result.push_back(std::move(taken));

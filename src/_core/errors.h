@@ -69,7 +69,17 @@ class PluginDispatchError : public std::runtime_error {
     throw;                           \
   }
 
+// An exception that knows where it came from as text (a Python plugin's formatted traceback):
+// failure records keep it beside the message.
+class TracebackCarrier {
+ public:
+  virtual ~TracebackCarrier() = default;
+  virtual const std::string& traceback() const noexcept = 0;
+};
+
 // The message of whatever `error` holds, for failure records.
 std::string describe_exception(const std::exception_ptr& error);
+// The traceback text `error` carries (a TracebackCarrier's), or "".
+std::string traceback_of(const std::exception_ptr& error);
 
 }  // namespace mjfast

@@ -28,6 +28,9 @@ double elapsed_s(Clock::time_point since) {
 // Read on every dispatch: MJFAST_FAST_TLS (hooks.h).
 thread_local const PluginHost* step_locked_host MJFAST_FAST_TLS = nullptr;
 thread_local const PluginHost* control_held_host MJFAST_FAST_TLS = nullptr;
+// The host whose report() is calling a plugin's statistics() on this thread: a report asked for
+// from there reads the figures instead of calling statistics() again.
+thread_local const PluginHost* statistics_host = nullptr;
 
 // Marks `host` in `slot` for the lifetime of the mark.
 class HeldMark {
@@ -85,6 +88,25 @@ std::string describe_exception(const std::exception_ptr& error) {
     return "unknown C++ exception";
   }
 }
+
+std::string traceback_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TracebackCarrier& carrier) {
+    return carrier.traceback();
+  } catch (...) {
+    return {};
+  }
+}
+
+namespace {
+
+// The failure record of the exception being handled.
+PluginFailure failure_of(std::string phase, const std::exception_ptr& error) {
+  return PluginFailure{std::move(phase), describe_exception(error), traceback_of(error)};
+}
+
+}  // namespace
 
 PluginHost::~PluginHost() {
   std::lock_guard<std::mutex> control_lock(control_mutex_);
@@ -180,8 +202,14 @@ void PluginHost::load_generation(ModelGeneration model_generation,
     Record& current = *records_.back();
 
     if (!current.adapter) {
+      if (entry.interrupt) {
+        // The user interrupted its creation: not its failure (as for load below).
+        if (!interrupt) interrupt = entry.interrupt;
+        report.state = PluginState::kUnloaded;
+        continue;
+      }
       report.state = PluginState::kFailed;
-      report.failure = PluginFailure{"factory", entry.error};
+      report.failure = PluginFailure{"factory", entry.error, entry.traceback};
       continue;
     }
     report.state = PluginState::kInstantiated;
@@ -202,7 +230,7 @@ void PluginHost::load_generation(ModelGeneration model_generation,
     }
     MJFAST_RETHROW_FORCED_UNWIND
     catch (...) {
-      report.failure = PluginFailure{"load", describe_exception(std::current_exception())};
+      report.failure = failure_of("load", std::current_exception());
     }
     report.load_time_s = elapsed_s(load_start);
     if (report.failure) {
@@ -228,7 +256,7 @@ void PluginHost::load_generation(ModelGeneration model_generation,
     MJFAST_RETHROW_FORCED_UNWIND
     catch (...) {
       report.callbacks = 0;
-      report.failure = PluginFailure{"statistics", describe_exception(std::current_exception())};
+      report.failure = failure_of("statistics", std::current_exception());
     }
   }
 
@@ -251,7 +279,7 @@ void PluginHost::load_generation(ModelGeneration model_generation,
       }
       MJFAST_RETHROW_FORCED_UNWIND
       catch (...) {
-        report.failure = PluginFailure{"activate", describe_exception(std::current_exception())};
+        report.failure = failure_of("activate", std::current_exception());
       }
     }
     if (report.failure && record->adapter) {
@@ -302,7 +330,7 @@ DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
   const char* name = record.adapter->name_of(callback);
   PluginReport& report = record.report;
   report.state = PluginState::kFailed;
-  report.failure = PluginFailure{name, message};
+  report.failure = PluginFailure{name, message, traceback_of(error)};
   // A plugin that raised is out of this generation: it would most likely raise again every step.
   // It is unloaded at the next quiesce (it keeps its adapter until then, since it did load).
   record.dispatchable.store(false, std::memory_order_release);
@@ -477,24 +505,36 @@ DispatchError PluginHost::reset(std::optional<ModelGeneration> tag) {
 
 std::vector<PluginReport> PluginHost::report() const {
   const auto lock = lock_for_query();
+  // Asked for from inside a plugin's statistics(): the figures as they are, no second call.
+  const bool collect = statistics_host != this;
   std::vector<PluginReport> reports;
   reports.reserve(records_.size());
   for (const auto& record : records_) {
-    PluginReport report = record->report;
-    if (record->adapter && report.state == PluginState::kActive) {
+    if (collect && record->adapter && record->report.state == PluginState::kActive) {
       // A plugin's own figures as of now (collected at load too, for the statistics phase). No
-      // physics-side dispatch runs meanwhile (mutex_ is held or this thread's); one that fails
-      // here keeps the figures it last gave: a report is not worth failing a plugin over.
+      // physics-side dispatch runs meanwhile (mutex_ is held or this thread's). statistics() is a
+      // plugin callback like the others: this thread holds the host mutex, so whatever would
+      // wait on a lock after it (stepping, pausing, reset, reload, close, a control call with
+      // control plugins, acquire_plugin) must raise instead; the marks make each of them refuse.
+      // One that fails keeps the figures it last gave and says why: a report is not worth
+      // failing a plugin over.
+      const HeldMark held(step_locked_host, this);
+      const HeldMark control_held(control_held_host, this);
+      const HeldMark in_statistics(statistics_host, this);
+      const hooks::DispatchScope dispatching;
       try {
-        report.custom = record->adapter->statistics();
+        record->report.custom = record->adapter->statistics();
+        record->report.statistics_error.clear();
       }
       MJFAST_RETHROW_FORCED_UNWIND
       catch (const Interrupted&) {
         throw;
       }
       catch (...) {
+        record->report.statistics_error = describe_exception(std::current_exception());
       }
     }
+    PluginReport report = record->report;
     for (std::size_t i = 0; i < kCallbackCount; ++i) {
       const LiveStats& live = record->live_stats[i];
       report.callback_stats[i] = {live.locked_calls + live.calls.load(std::memory_order_relaxed),
@@ -571,6 +611,10 @@ bool PluginHost::scope_held_by_this_thread() const {
   // the answer needs no call for this thread's id.
   const std::thread::id owner = scope_owner_.load();
   return owner != std::thread::id{} && owner == std::this_thread::get_id();
+}
+
+bool PluginHost::held_by_this_thread() const {
+  return step_locked_host == this || control_held_host == this;
 }
 
 IPluginAdapter* PluginHost::scoped_adapter(const std::string& name) const {

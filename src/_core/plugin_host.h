@@ -43,6 +43,7 @@ enum class PluginState { kRegistered, kInstantiated, kLoaded, kActive, kFailed, 
 struct PluginFailure {
   std::string phase;  // factory, load, statistics, activate, or the callback that raised live
   std::string message;
+  std::string traceback;  // where it was raised (a Python plugin's formatted traceback), or ""
 };
 
 // What the factory produces for one configured plugin: an adapter, or why there is none.
@@ -50,7 +51,11 @@ struct FactoryEntry {
   std::string name;
   std::string type;
   std::unique_ptr<IPluginAdapter> adapter;
-  std::string error;  // when adapter is null
+  std::string error;      // when adapter is null
+  std::string traceback;  // of the error, when there is one
+  // When adapter is null because the user interrupted its creation (an Interrupted): the plugin
+  // is not failed but left unloaded, the others load, and this is raised once they have.
+  std::exception_ptr interrupt;
 };
 
 // Call counts and sampled wall times of one callback of one plugin (a copy, for reports).
@@ -72,6 +77,9 @@ struct PluginReport {
   std::array<CallbackStats, kCallbackCount> callback_stats{};
   std::array<const char*, kCallbackCount> callback_names{};  // as the adapter names them
   std::map<std::string, double> custom;
+  // Why the plugin's statistics() failed in the report that carries it ("" when it did not):
+  // live, that is not a failure of the plugin (custom keeps the figures it last gave).
+  std::string statistics_error;
 };
 
 // What a dispatch returns: null, or the PluginDispatchError of the adapter that raised.
@@ -152,6 +160,11 @@ class PluginHost {
   DispatchError dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
                                mjvScene* scene = nullptr, int geom_id = -1);
 
+  // Every plugin's report, in load order, with each active plugin's statistics() collected
+  // now. A plugin's statistics() runs as a plugin callback (hooks::DispatchScope): the host mutex
+  // is held, so what would wait for a step, pause the env or change the generation raises
+  // std::logic_error there; a report asked for from inside it reads the figures without calling
+  // statistics() again.
   std::vector<PluginReport> report() const;
 
   // Scoped access (env.acquire_plugin): holds both mutexes until release_scope(), so that no
@@ -161,6 +174,11 @@ class PluginHost {
   void acquire_scope();
   void release_scope();
   bool scope_held_by_this_thread() const;
+  // Whether this thread runs inside one of this host's plugin callbacks: it holds a host mutex
+  // for a step, a dispatch, a load phase, an unload or a statistics() call (not the acquire
+  // scope, which the callers check on their own). Whatever waits for stepping or takes the env's
+  // lifecycle lock would deadlock there.
+  bool held_by_this_thread() const;
   // With the scope held: the adapter of the active plugin `name`, or null.
   IPluginAdapter* scoped_adapter(const std::string& name) const;
 

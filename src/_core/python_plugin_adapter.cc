@@ -27,38 +27,66 @@ bool is_interrupt(const py::error_already_set& error) {
   return error.matches(PyExc_KeyboardInterrupt) || error.matches(PyExc_SystemExit);
 }
 
-// The C++ exception for the Python exception now set (GIL held): Interrupted for an interrupt,
+// The C++ exception for `error` of plugin `instance` (GIL held): Interrupted for an interrupt,
 // else PythonPluginException.
-[[noreturn]] void throw_python_error() {
-  py::error_already_set error;
+[[noreturn]] void throw_translated(py::error_already_set error, const py::object& instance) {
   if (is_interrupt(error)) throw Interrupted(std::make_exception_ptr(std::move(error)));
-  throw PythonPluginException(std::move(error));
+  throw PythonPluginException(std::move(error), instance);
+}
+
+// The same for the Python exception now set.
+[[noreturn]] void throw_python_error(const py::object& instance) {
+  throw_translated(py::error_already_set(), instance);
 }
 
 // Runs `call` (with the GIL held) and turns a Python exception into the C++ one above.
 template <class Call>
-auto translating(Call&& call) {
+auto translating(const py::object& instance, Call&& call) {
   try {
     return call();
   } catch (py::error_already_set& error) {
-    if (is_interrupt(error)) throw Interrupted(std::make_exception_ptr(std::move(error)));
-    throw PythonPluginException(std::move(error));
+    throw_translated(std::move(error), instance);
   }
 }
 
 // Whether load()/init() succeeded by what it returned: None (a load that forgets to return) or
 // anything true; False, 0, numpy.False_ and other false values fail.
-bool loaded_by(const py::object& result) {
+bool loaded_by(const py::object& result, const py::object& instance) {
   if (result.is_none()) return true;
   const int truth = PyObject_IsTrue(result.ptr());
-  if (truth < 0) throw_python_error();
+  if (truth < 0) throw_python_error(instance);
   return truth == 1;
+}
+
+// The formatted traceback of `error` (GIL held), "" if formatting it fails: a failure record
+// is not worth a second failure.
+std::string formatted_traceback(const py::error_already_set& error) {
+  try {
+    py::object lines = py::module_::import("traceback").attr("format_exception")(error.value());
+    return py::str("").attr("join")(lines).cast<std::string>();
+  } catch (py::error_already_set&) {
+    return {};
+  }
 }
 
 }  // namespace
 
-PythonPluginException::PythonPluginException(py::error_already_set error)
-    : std::runtime_error(python_error_text(error)), original(std::move(error)) {}
+PythonPluginException::PythonPluginException(py::error_already_set error,
+                                             const py::object& instance)
+    : std::runtime_error(python_error_text(error)), original(std::move(error)) {
+  // A fetched error keeps its traceback apart from the exception object: put it back there, so
+  // that the PluginError's __cause__ shows where the plugin raised.
+  if (const py::object& trace = original.trace(); trace && original.value()) {
+    PyException_SetTraceback(original.value().ptr(), trace.ptr());
+  }
+  traceback_ = formatted_traceback(original);
+  // The traceback is in the failure record (failure.traceback) and, for whoever debugs with the
+  // log, here.
+  py::module_::import("logging")
+      .attr("getLogger")("mjfast.host")
+      .attr("debug")("plugin %s raised %s\n%s", py::getattr(instance, "name", py::str("?")),
+                     py::str(what()), py::str(traceback_));
+}
 
 PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::object model,
                                          py::object data, py::object control_data, py::object node,
@@ -123,22 +151,22 @@ void PythonPluginAdapter::call(Callback callback) {
   // puts the previous one back after); a guarded mj_step (the caller of the control and passive
   // callbacks) relies on ours being there, whatever a bindings version does.
   mujoco_guard::reinstall();
-  if (result == nullptr) throw_python_error();
+  if (result == nullptr) throw_python_error(instance_);
   Py_DECREF(result);
 }
 
 bool PythonPluginAdapter::load(const mjModel*, mjData*) {
   py::gil_scoped_acquire gil;  // load runs under the host mutex on a thread that released the GIL
-  py::object result = translating([&] {
+  py::object result = translating(instance_, [&] {
     return style_ == Style::kMujoco ? instance_.attr("load")(model_, data_)
                                     : instance_.attr("init")(node_, model_, data_);
   });
-  return loaded_by(result);
+  return loaded_by(result, instance_);
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
   py::gil_scoped_acquire gil;  // load phases run under the host's mutexes, with the GIL released
-  py::object result = translating([&] { return instance_.attr("statistics")(); });
+  py::object result = translating(instance_, [&] { return instance_.attr("statistics")(); });
   const auto bad = [&](const std::string& what) {
     return std::invalid_argument("statistics() must return a dict of str to real numbers, got " +
                                  what);
@@ -161,7 +189,7 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
       throw bad(key + ": " + py::repr(item.second).cast<std::string>());
     }
     const double number = PyFloat_AsDouble(value);
-    if (number == -1.0 && PyErr_Occurred()) throw_python_error();
+    if (number == -1.0 && PyErr_Occurred()) throw_python_error(instance_);
     figures[key] = number;
   }
   return figures;
@@ -169,7 +197,7 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;  // as statistics()
-  return loaded_by(translating([&] { return instance_.attr("activate")(); }));
+  return loaded_by(translating(instance_, [&] { return instance_.attr("activate")(); }), instance_);
 }
 
 void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
@@ -182,13 +210,14 @@ void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
       PyObject_CallFunctionObjArgs(methods_[index_of(Callback::kRender)].ptr(), model_.ptr(),
                                    data_.ptr(), python_scene.ptr(), nullptr);
   mujoco_guard::reinstall();  // see call()
-  if (result == nullptr) throw_python_error();
+  if (result == nullptr) throw_python_error(instance_);
   Py_DECREF(result);
 }
 
 void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
   py::gil_scoped_acquire gil;  // see call()
-  translating([&] { return methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id); });
+  translating(instance_,
+              [&] { return methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id); });
 }
 
 const char* PythonPluginAdapter::name_of(Callback callback) const {

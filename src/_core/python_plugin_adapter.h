@@ -9,17 +9,24 @@
 #include <stdexcept>
 #include <string>
 
+#include "errors.h"
 #include "plugin_adapter.h"
 #include "pybind11.hpp"
 
 namespace mjfast {
 
 // A Python exception raised by a plugin. Its message is `Type: text`, without the traceback that
-// pybind11 appends; the original travels along and becomes the PluginError's __cause__.
-class PythonPluginException : public std::runtime_error {
+// pybind11 appends; the original travels along (its __traceback__ set) and becomes the
+// PluginError's __cause__, and the formatted traceback goes into the failure record.
+class PythonPluginException : public std::runtime_error, public TracebackCarrier {
  public:
-  explicit PythonPluginException(py::error_already_set error);
+  // `instance`: the plugin that raised (named in the debug log of the traceback).
+  PythonPluginException(py::error_already_set error, const py::object& instance);
+  const std::string& traceback() const noexcept override { return traceback_; }
   py::error_already_set original;
+
+ private:
+  std::string traceback_;
 };
 
 class PythonPluginAdapter final : public IPluginAdapter {
