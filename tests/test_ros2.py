@@ -19,7 +19,7 @@ import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -211,7 +211,8 @@ def domain() -> int:
 class Status(mjfast.MujocoPlugin):
     """A plugin of the user's with its own ROS 2 types."""
 
-    ros_types = {"~status": "std_msgs/msg/String", "~say": "std_msgs/msg/String"}
+    ros_types: ClassVar[dict[str, str]] = {"~status": "std_msgs/msg/String",
+                                           "~say": "std_msgs/msg/String"}
 
     def load(self, model: Any, data: Any) -> bool:
         self.heard: list[Any] = []
@@ -671,17 +672,26 @@ def test_serve_ros2_runs_until_sigint_and_exits_0(tmp_path: Path, router: tuple[
     params.write_text(textwrap.dedent("""
         mujoco_server:
           MujocoPlugins:
-            - {type: mjfast/JointStatePublisher, topic: /joint_states}
+            - {type: mjfast/JointStatePublisher, topic: /joint_states, rate_hz: 10}
             - {type: mjfast/HeartbeatPublisher}
     """))
     child = subprocess.Popen(
         [sys.executable, "-m", "mjfast", "serve", str(model), "--params", str(params), "--ros2",
-         "--domain-id", str(domain), "--router", router[0], "--listen",
+         "--domain-id", str(domain), "--router", router[0], "--realtime", "20", "--listen",
          f"tcp/127.0.0.1:{free_port()}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: any("/joint_states" in k
-                                    for k in liveliness_keys(router, domain)), TIMEOUT)
+        assert wait_for(lambda: child.poll() is not None or any(
+            "%joint_states" in k for k in liveliness_keys(router, domain)), 60), "no node"
+        assert child.poll() is None, child.communicate()
+        config = zenoh.Config()
+        config.insert_json5("mode", '"client"')
+        config.insert_json5("connect/endpoints", f'["{router[0]}"]')
+        samples: list[Any] = []
+        with zenoh.open(config) as session:
+            session.declare_subscriber(f"{domain}/joint_states/**", samples.append)
+            # It runs and publishes; 1.5 simulated seconds: the heartbeat has beaten twice.
+            assert wait_for(lambda: len(samples) >= 15, TIMEOUT)
         child.send_signal(signal.SIGINT)
         out, err = child.communicate(timeout=30)
     finally:

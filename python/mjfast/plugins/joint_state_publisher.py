@@ -1,10 +1,11 @@
 """mjfast/JointStatePublisher: joint positions, velocities and actuator efforts on the bus.
 
 Configuration keys (SPEC §14): `joints` (list of joint names, published in that order; default
-every hinge and slide joint in model order) `rate_hz` (simulated time, default 100) and `topic` (default `~joint_states`;
-absolute or relative to the plugin's node). A message on the topic is `{"time", "name", "position", "velocity", "effort"}`: `name` a list
-of joint names, the others float64 arrays in that order; `effort` is `qfrc_actuator` at the
-joint's dof. Only hinge and slide joints can be listed (one position and one velocity each).
+every hinge and slide joint in model order), `rate_hz` (simulated time, default 100) and `topic`
+(default `~joint_states`; absolute or relative to the plugin's node). A message on the topic is
+`{"time", "name", "position", "velocity", "effort"}`: `name` a list of joint names, the others
+float64 arrays in that order; `effort` is `qfrc_actuator` at the joint's dof. Only hinge and
+slide joints can be listed (one position and one velocity each).
 Published from `last_stage_callback` at the first step whose time reaches each multiple of
 1/rate_hz.
 """

@@ -3,10 +3,10 @@
 mujoco_ros2_control's way of building a planar lidar from MJCF `rangefinder` sensors, one per
 beam. Configuration keys (SPEC §14): `prefix` (required: the sensors named `<prefix>-<i>`, i =
 0, 1, ...), `rate_hz` (simulated time, default 10), `min_angle` / `max_angle` (radians, the
-first and last beam's azimuth, reported in the message; default 0 and 0), and `range`
-(`{min, max}`, default 0 and inf) and `topic` (default `~scan`). A message on the topic is that of `mjfast/Lidar`'s one-ring
-scan: `{"time", "angle_min", "angle_max", "angle_increment", "range_min", "range_max",
-"ranges"}`, `ranges` float32 ordered by the number `i`; a `-1` reading (no hit) and a reading
+first and last beam's azimuth, reported in the message; default 0 and 0), `range` (`{min, max}`,
+default 0 and inf) and `topic` (default `~scan`). A message on the topic is that of
+`mjfast/Lidar`'s one-ring scan: `{"time", "angle_min", "angle_max", "angle_increment",
+"range_min", "range_max", "ranges"}`, `ranges` float32 ordered by the number `i`; a `-1` reading (no hit) and a reading
 beyond `max` become `+inf`, one closer than `min` `-inf` (ROS REP 117). The sensors' readings are
 those the last `mj_step` computed. Only the rangefinders matching `<prefix>-<integer>` are used;
 the numbers must be 0..n-1 without gaps.

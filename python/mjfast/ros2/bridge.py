@@ -104,7 +104,7 @@ class Bridge:
     """
 
     def __init__(self, env: Any, *, domain_id: int | None = None, router: str | None = None,
-                 listen: bool = False) -> None:
+                 listen: bool = False, session: Any = None) -> None:
         if domain_id is None:
             raw = os.environ.get("ROS_DOMAIN_ID", "").strip()
             try:
@@ -128,8 +128,11 @@ class Bridge:
         self._skipped: set[str] = set()
         self._warned: set[str] = set()
         self._unmatched: dict[str, str] = {}  # topic as published -> resolved (no route)
+        self._owns_session = session is None
         try:
-            self._session = zenoh.open(_config(self.router, router=listen))
+            # `session`: a Zenoh session of mjfast's own to share (serve's remote bus, when it
+            # listens on the router endpoint as the router); closed by its owner, not here.
+            self._session = session or zenoh.open(_config(self.router, router=listen))
         except zenoh.ZError as error:
             if listen:
                 raise OSError(f"cannot listen on {self.router} as the Zenoh router: "
@@ -149,7 +152,8 @@ class Bridge:
             self._specs: Any = None
             self._rebuild()
         except BaseException:
-            self._session.close()
+            if self._owns_session:
+                self._session.close()
             raise
         # Every bus publish passes here (the remote bus of section 15 wraps it the same way).
         self._bus_publish = self._bus.publish
@@ -420,7 +424,8 @@ class Bridge:
             for entry in self._publishers.values():
                 self._undeclare_publisher(entry)
             self._node_token.undeclare()
-        self._session.close()
+        if self._owns_session:
+            self._session.close()
 
     def __enter__(self) -> Bridge:
         return self

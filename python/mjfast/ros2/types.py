@@ -21,11 +21,19 @@ import functools
 import threading
 from typing import Any
 
-from rosbags.typesys import Stores, get_typestore, get_types_from_msg
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.base import Nodetype
 
-__all__ = ["SERVICES", "deserialize", "dds_type_name", "message_class", "serialize",
-           "service_dds_type_name", "type_hash", "typestore"]
+__all__ = [
+    "SERVICES",
+    "dds_type_name",
+    "deserialize",
+    "message_class",
+    "serialize",
+    "service_dds_type_name",
+    "type_hash",
+    "typestore",
+]
 
 # The std_srvs services of SPEC §19: request fields, response fields (ROS .srv halves).
 SERVICES: dict[str, tuple[str, str]] = {

@@ -26,8 +26,18 @@ import hashlib
 import struct
 from dataclasses import dataclass
 
-__all__ = ["ADMIN_SPACE", "QOS_DEFAULT", "QOS_STATIC", "Attachment", "QoS", "data_key", "gid",
-           "mangle", "node_token", "endpoint_token"]
+__all__ = [
+    "ADMIN_SPACE",
+    "QOS_DEFAULT",
+    "QOS_STATIC",
+    "Attachment",
+    "QoS",
+    "data_key",
+    "endpoint_token",
+    "gid",
+    "mangle",
+    "node_token",
+]
 
 ADMIN_SPACE = "@ros2_lv"
 ATTACHMENT_SIZE = 33
