@@ -6,10 +6,10 @@ beam. Configuration keys (SPEC §14): `prefix` (required: the sensors named `<pr
 first and last beam's azimuth, reported in the message; default 0 and 0), `range` (`{min, max}`,
 default 0 and inf) and `topic` (default `~scan`). A message on the topic is that of
 `mjfast/Lidar`'s one-ring scan: `{"time", "angle_min", "angle_max", "angle_increment",
-"range_min", "range_max", "ranges"}`, `ranges` float32 ordered by the number `i`; a `-1` reading (no hit) and a reading
-beyond `max` become `+inf`, one closer than `min` `-inf` (ROS REP 117). The sensors' readings are
-those the last `mj_step` computed. Only the rangefinders matching `<prefix>-<integer>` are used;
-the numbers must be 0..n-1 without gaps.
+"range_min", "range_max", "ranges"}`, `ranges` float32 ordered by the number `i`; a `-1`
+reading (no hit) and a reading beyond `max` become `+inf`, one closer than `min` `-inf` (ROS
+REP 117). The sensors' readings are those the last `mj_step` computed. Only the rangefinders
+matching `<prefix>-<integer>` are used; the numbers must be 0..n-1 without gaps.
 """
 
 from __future__ import annotations
