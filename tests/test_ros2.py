@@ -716,3 +716,43 @@ def test_serve_ros2_without_a_router_is_one_line_exit_1(tmp_path: Path) -> None:
     assert result.stderr.count("\n") == 1
     assert endpoint in result.stderr and "ros2 run rmw_zenoh_cpp rmw_zenohd" in result.stderr
     assert "--ros2-router" in result.stderr
+
+
+def test_camera_images_and_camera_info_from_fovy(router: tuple[str, int], domain: int,
+                                                 ros: Any) -> None:
+    params = {"mujoco_server": {
+        "cameras": {"front": {"rate_hz": 100.0, "planes": ["rgb", "depth", "segmentation"]}},
+        "MujocoPlugins": [{"name": "cams", "type": "mjfast/CameraPublisher",
+                           "cameras": ["front"], "topic": "/camera"}]}}
+    with mjfast.MujocoEnv(ROOM_XML, params=params, render_sync=True) as env, \
+            Bridge(env, domain_id=domain, router=router[0]):
+        subs = {plane: subscribe(ros, router, domain, f"/camera/front/{plane}",
+                                 "sensor_msgs/msg/Image")
+                for plane in ("rgb", "depth", "segmentation")}
+        info_sub, info = subscribe(ros, router, domain, "/camera/front/camera_info",
+                                   "sensor_msgs/msg/CameraInfo")
+        try:
+            for _, inbox in subs.values():
+                step_until(env, inbox)
+            step_until(env, info)
+            rgb = subs["rgb"][1].messages[-1]
+            assert (rgb.encoding, rgb.height, rgb.width, rgb.step) == ("rgb8", 48, 64, 192)
+            frame = env.bus.latest("/camera/front/rgb")
+            if stamp_seconds(rgb.header) == frame["simulation_time_ns"] / 1e9:
+                assert bytes(rgb.data) == frame["data"].tobytes()
+            depth = subs["depth"][1].messages[-1]
+            assert (depth.encoding, depth.step) == ("32FC1", 256)
+            metres = np.frombuffer(bytes(depth.data), dtype=np.float32)
+            assert 0.5 < float(np.median(metres)) < 10  # the room, in metres
+            segmentation = subs["segmentation"][1].messages[-1]
+            assert (segmentation.encoding, segmentation.step) == ("32SC1", 256)
+            camera_info = info.messages[-1]
+            assert camera_info.header.frame_id == "front" and rgb.header.frame_id == "front"
+            fy = 24 / math.tan(math.radians(60) / 2)
+            np.testing.assert_allclose(camera_info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
+            assert (camera_info.width, camera_info.height) == (64, 48)
+            assert stamp_seconds(rgb.header) > 0
+        finally:
+            for subscriber, _ in subs.values():
+                subscriber.close()
+            info_sub.close()
