@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("rosbags")
 
-from mjfast.ros2 import conversions, wire  # noqa: E402
-from mjfast.ros2 import types as ros_types  # noqa: E402
-from mjfast.ros2.conversions import Context  # noqa: E402
+from mjfast.ros2 import conversions, wire
+from mjfast.ros2 import types as ros_types
+from mjfast.ros2.conversions import Context
 
 
 def roundtrip(message: object, ros_type: str) -> object:
