@@ -3,8 +3,8 @@
 1. Physics steps per second under `env.start()` (real time, the default pacing) with
    JointStatePublisher at 1 kHz bridged to ROS 2 (a subscriber on the graph), beside the same env
    without the bridge: at least 0.95. The same unpaced (`start(None)`) is reported, not gated.
-2. One JointState publish through the bridge (a plugin's `bus.publish`: conversion, CDR,
-   attachment, put) beside `serialize_cdr` of the prebuilt message + a bare Zenoh put of its
+2. One JointState publish through the bridge (what the bridge adds to a plugin's `bus.publish`:
+   lookup, conversion, CDR, attachment, put) beside `serialize_cdr` of the prebuilt message + a bare Zenoh put of its
    bytes, both keys with a subscriber: at most 1.3.
 3. A std_srvs round trip (`/mujoco_server/pause`, SetBool false) from zenoh-ros2-sdk's service
    client beside a bare Zenoh query to an echo queryable: at most 1.5.
@@ -156,9 +156,12 @@ def test_joint_state_publish_through_the_bridge(benchmark: Any, record: Any, ben
     time.sleep(0.5)  # let the router route both subscriptions before timing
 
     def through_bridge() -> float:
+        # What the bridge adds to a plugin's bus.publish (the in-process delivery before it is
+        # the bus's own, with or without a bridge; its figure goes to extra_info).
+        forward = bridge._forward
         start = time.perf_counter()
         for _ in range(PUBLISHES):
-            env.bus.publish("/joint_states", message)
+            forward("/joint_states", message)
         return (time.perf_counter() - start) / PUBLISHES
 
     def serialize_and_put() -> float:

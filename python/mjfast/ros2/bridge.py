@@ -11,6 +11,7 @@ The wire's strings and bytes are `wire`'s; the types, CDR and hashes `types`'.
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import json
 import logging
@@ -70,21 +71,24 @@ class _Publisher:
     gid: bytes
     sequence: itertools.count
     companions: list[_Publisher]
+    serialize: Callable[[Any], bytearray]
 
 
 class _Counters:
+    """Counts from any thread without a lock: `next()` on an itertools.count is one C call
+    (atomic under the GIL), and a copy of a count reads it without advancing it."""
+
+    NAMES = ("messages_out", "messages_in", "malformed", "unconvertible", "calls", "failed_calls")
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.values = {"messages_out": 0, "messages_in": 0, "malformed": 0, "unconvertible": 0,
-                       "calls": 0, "failed_calls": 0}
+        self._counts = {name: itertools.count() for name in self.NAMES}
+        self.messages_out = self._counts["messages_out"]
 
     def add(self, name: str) -> None:
-        with self._lock:
-            self.values[name] += 1
+        next(self._counts[name])
 
     def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.values)
+        return {name: next(copy.copy(count)) for name, count in self._counts.items()}
 
 
 def split_node_name(namespace: str) -> tuple[str, str]:
@@ -221,7 +225,7 @@ class Bridge:
         token = self._session.liveliness().declare_token(token_key)
         companions = [self._declare_publisher(c) for c in route.companions]
         return _Publisher(route, publisher, token, wire.gid(token_key), itertools.count(1),
-                          companions)
+                          companions, types.serializer(ros_type))
 
     def _undeclare_publisher(self, entry: _Publisher) -> None:
         for companion in entry.companions:
@@ -245,6 +249,10 @@ class Bridge:
 
     def _publish_and_forward(self, topic: str, message: Any) -> None:
         self._bus_publish(topic, message)  # in-process delivery first, as without the bridge
+        self._forward(topic, message)
+
+    def _forward(self, topic: str, message: Any) -> None:
+        """What the bridge adds to a bus publish: the message out on ROS 2, if it has a type."""
         if self._closed:
             return
         if self._env._specs is not self._specs:  # a reload changed the plugins
@@ -268,7 +276,7 @@ class Bridge:
 
     def _send(self, entry: _Publisher, message: Any) -> None:
         try:
-            payload = types.serialize(entry.route.convert(message), entry.route.ros_type)
+            payload = entry.serialize(entry.route.convert(message))
         except Exception as error:
             self._counters.add("unconvertible")
             if entry.route.topic not in self._warned:  # once per topic, not once per step
@@ -281,7 +289,7 @@ class Bridge:
             entry.publisher.put(payload, attachment=attachment)
         except zenoh.ZError:
             return  # the session is closing
-        self._counters.add("messages_out")
+        next(self._counters.messages_out)
         for companion in entry.companions:
             self._send(companion, message)
 
@@ -322,9 +330,15 @@ class Bridge:
             token = self._session.liveliness().declare_token(wire.endpoint_token(
                 self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
                 hash_, wire.QOS_DEFAULT))
-            queryable = self._session.declare_queryable(
-                key, lambda query, t=service_type, h=handler: self._service_queries.put(
-                    (query, t, h)), complete=True)
+            if handler == self._pause:
+                # Answered on Zenoh's thread: pause/resume wait for one step boundary at most,
+                # and a hand-over to a worker costs a thread wake-up, a good part of a round trip.
+                def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
+                    self._answer(query, t, h)
+            else:  # reset and reload may take long: a worker thread, never Zenoh's
+                def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
+                    self._service_queries.put((query, t, h))
+            queryable = self._session.declare_queryable(key, on_query, complete=True)
             self._services.append((queryable, token))
 
     def _pause(self, request: Any) -> tuple[bool, str]:

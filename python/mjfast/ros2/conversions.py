@@ -73,17 +73,26 @@ _Time = message_class("builtin_interfaces/msg/Time")
 _Header = message_class("std_msgs/msg/Header")
 
 
+# The converters below run on the publishing (often physics) thread for every message: they
+# build rosbags' dataclasses positionally and copy nothing that is already a float64 vector.
+
+
 def stamp(time: float) -> Any:
     """builtin_interfaces/msg/Time of simulated seconds `time`."""
-    nanoseconds = round(float(time) * 1e9)
-    return _Time(sec=nanoseconds // 1_000_000_000, nanosec=nanoseconds % 1_000_000_000)
+    nanoseconds = round(time * 1e9)
+    return _Time(nanoseconds // 1_000_000_000, nanoseconds % 1_000_000_000)
 
 
 def header(time: float, frame_id: str = "") -> Any:
-    return _Header(stamp=stamp(time), frame_id=frame_id)
+    return _Header(stamp(time), frame_id)
+
+
+_FLOAT64 = np.dtype(np.float64)
 
 
 def _f64(values: Any) -> np.ndarray:
+    if values.__class__ is np.ndarray and values.dtype is _FLOAT64 and values.ndim == 1:
+        return values  # the plugin's own copy: CDR reads it, nothing writes it
     return np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
 
 
@@ -204,9 +213,8 @@ _MultiArrayDimension = message_class("std_msgs/msg/MultiArrayDimension")
 
 
 def joint_state(message: Mapping[str, Any]) -> Any:
-    return _JointState(header=header(message["time"]), name=list(message["name"]),
-                       position=_f64(message["position"]), velocity=_f64(message["velocity"]),
-                       effort=_f64(message["effort"]))
+    return _JointState(header(message["time"]), message["name"], _f64(message["position"]),
+                       _f64(message["velocity"]), _f64(message["effort"]))
 
 
 def clock(message: Mapping[str, Any]) -> Any:

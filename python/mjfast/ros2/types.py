@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
@@ -119,9 +120,28 @@ def service_dds_type_name(service_type: str) -> str:
     return dds_type_name(service_type)
 
 
-def serialize(message: Any, ros_type: str) -> bytes:
+def serialize(message: Any, ros_type: str) -> bytearray:
     """CDR (little endian, with its encapsulation header) of a rosbags message object."""
-    return bytes(typestore().serialize_cdr(message, ros_type))
+    return serializer(ros_type)(message)
+
+
+@functools.cache
+def serializer(ros_type: str) -> Callable[[Any], bytearray]:
+    """`serialize` for one type, bound once: rosbags' generated size and little-endian CDR
+    functions of the type (what `serialize_cdr` runs, without its per-call lookups), writing
+    into one new buffer that is returned as is."""
+    store = typestore()
+    with _lock:
+        msgdef = store.get_msgdef(ros_type)
+    getsize, write = msgdef.getsize_cdr, msgdef.serialize_cdr_le
+
+    def serialize_one(message: Any) -> bytearray:
+        buffer = bytearray(4 + getsize(0, message, store))
+        buffer[1] = 1  # encapsulation: CDR_LE
+        write(memoryview(buffer)[4:], 0, message, store)
+        return buffer
+
+    return serialize_one
 
 
 def deserialize(payload: bytes, ros_type: str) -> Any:
