@@ -4,10 +4,12 @@
    JointStatePublisher at 1 kHz bridged to ROS 2 (a subscriber on the graph), beside the same env
    without the bridge: at least 0.95. The same unpaced (`start(None)`) is reported, not gated.
 2. One JointState publish through the bridge (what the bridge adds to a plugin's `bus.publish`:
-   lookup, conversion, CDR, attachment, put) beside `serialize_cdr` of the prebuilt message + a bare Zenoh put of its
-   bytes, both keys with a subscriber: at most 1.3.
+   lookup, conversion, CDR, attachment, put) beside `serialize_cdr` of the prebuilt message + a
+   bare Zenoh put of its bytes, both keys with a subscriber: at most 1.3.
 3. A std_srvs round trip (`/mujoco_server/pause`, SetBool false) from zenoh-ros2-sdk's service
-   client beside a bare Zenoh query to an echo queryable: at most 1.5.
+   client beside a bare Zenoh query to an echo queryable: at most 1.5. Reported beside it, not
+   gated: the same request sent as a plain Zenoh query carrying rmw_zenoh's attachment (the
+   bridge's side of the round trip without the SDK client's own costs).
 A Zenoh router runs in a child process on a free loopback port. Run:
     .venv/bin/python -m pytest bench/test_bench_ros2.py
 """
@@ -36,7 +38,7 @@ from mjfast.ros2 import types as ros_types
 from models import arm7_xml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_ros2 import free_port, start_router, stop_router, write_definitions  # noqa: E402
+from test_ros2 import free_port, start_router, stop_router, write_definitions
 
 GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
@@ -213,9 +215,27 @@ def test_std_srvs_round_trip(benchmark: Any, record: Any, bench_model: Any,
         assert replies and replies[0] is not None
         return elapsed / CALLS
 
+    service_type = "std_srvs/srv/SetBool"
+    key = wire.data_key(DOMAIN, "/mujoco_server/pause", ros_types.dds_type_name(service_type),
+                        ros_types.type_hash(service_type))
+    cdr = bytes(ros_types.serialize(
+        ros_types.message_class(f"{service_type}_Request")(data=False), f"{service_type}_Request"))
+    gid = wire.gid("bench caller")
+
+    def raw_call() -> float:
+        start = time.perf_counter()
+        for sequence in range(CALLS):
+            attachment = wire.encode_attachment(sequence, time.time_ns(), gid)
+            replies = [r.ok for r in caller.get(key, payload=cdr, attachment=attachment,
+                                                timeout=5)]
+        elapsed = time.perf_counter() - start
+        assert replies and replies[0] is not None
+        return elapsed / CALLS
+
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_ROS2_SERVICE, CALL_ROUNDS,
-                                  {"bare_query": bare_query, "sdk_call": sdk_call})
+                                  {"bare_query": bare_query, "sdk_call": sdk_call,
+                                   "raw_call": raw_call})
     finally:
         service.close()
         bridge.close()
@@ -223,4 +243,5 @@ def test_std_srvs_round_trip(benchmark: Any, record: Any, bench_model: Any,
         echo_session.close()
         caller.close()
     benchmark.extra_info.update(sdk_call_us=timings["sdk_call"].min_s * 1e6,
+                                raw_call_us=timings["raw_call"].min_s * 1e6,
                                 bare_query_us=timings["bare_query"].min_s * 1e6)
