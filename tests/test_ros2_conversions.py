@@ -162,3 +162,31 @@ def test_conversions_import_no_zenoh_and_mjfast_imports_without_the_extra() -> N
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().startswith("mjfast.ros2 needs the extra mjfast[ros2]")
     assert result.stdout.count("\n") == 1
+
+
+def test_the_example_params_give_the_usual_topic_names() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    import mjfast
+    from mjfast.discovery import resolve_plugin
+
+    root = Path(__file__).resolve().parent.parent
+    params = yaml.safe_load((root / "examples" / "ros2_params.yaml").read_text())
+    model = root / "python" / "mjfast" / "data" / "demo_arm.xml"
+    with mjfast.MujocoEnv(str(model), params=params) as env:
+        assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), env.plugins
+        out: dict[str, str] = {}
+        ins: dict[str, str] = {}
+        for spec in env._specs:
+            ctx = Context(spec.name, spec.type, spec.config,
+                          f"{env.namespace}/{spec.name}", env.model)
+            out.update({r.topic: r.ros_type for r in conversions.outbound_routes(ctx)})
+            ins.update({r.topic: r.ros_type for r in conversions.inbound_routes(
+                ctx, resolve_plugin(spec.type))})
+    assert out == {"/clock": "rosgraph_msgs/msg/Clock",
+                   "/joint_states": "sensor_msgs/msg/JointState",
+                   "/tf": "tf2_msgs/msg/TFMessage", "/tf_static": "tf2_msgs/msg/TFMessage",
+                   "/scan": "sensor_msgs/msg/LaserScan"}
+    assert ins == {"/forward_effort_controller/commands": "std_msgs/msg/Float64MultiArray"}
