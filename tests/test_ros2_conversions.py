@@ -190,3 +190,28 @@ def test_the_example_params_give_the_usual_topic_names() -> None:
                    "/tf": "tf2_msgs/msg/TFMessage", "/tf_static": "tf2_msgs/msg/TFMessage",
                    "/scan": "sensor_msgs/msg/LaserScan"}
     assert ins == {"/forward_effort_controller/commands": "std_msgs/msg/Float64MultiArray"}
+
+
+IMU_XML = """
+<mujoco><worldbody><body name="b" pos="0 0 1"><freejoint/><geom size="0.1"/><site name="s"/>
+</body></worldbody><sensor><accelerometer name="acc" site="s"/><gyro name="gyro" site="s"/>
+</sensor></mujoco>"""
+
+
+def test_sensor_publisher_imu_goes_out_as_one_message_and_names_a_wrong_sensor() -> None:
+    import mjfast
+
+    config = {"type": "mjfast/SensorPublisher", "name": "sensors",
+              "imu": {"name": "imu", "accelerometer": "acc", "gyro": "gyro"}}
+    with mjfast.MujocoEnv(IMU_XML, params={"MujocoPlugins": [config]}) as env:
+        env.step(5)
+        imu = env.bus.latest("/mujoco_server/sensors/imu")
+        acc = env.bus.latest("/mujoco_server/sensors/acc")
+        assert imu["orientation"] is None and imu["time"] == acc["time"]
+        np.testing.assert_array_equal(imu["accelerometer"], acc["value"])
+        ros = conversions.imu("s", {})(imu)
+        assert ros.linear_acceleration.z == acc["value"][2]
+    config["imu"] = {"name": "imu", "accelerometer": "acc", "gyro": "gyr"}
+    with mjfast.MujocoEnv(IMU_XML, params={"MujocoPlugins": [config]}) as env:
+        failure = env.plugins[0].failure
+        assert failure is not None and "imu.gyro names sensor 'gyr'" in failure.message
