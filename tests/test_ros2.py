@@ -659,6 +659,10 @@ def test_pause_reset_and_reload_services(env: mjfast.MujocoEnv, bridge: Bridge,
         assert reset.call().success
         assert env.data.time == 0
         assert reload.call().success
+        out = bridge.statistics()["messages_out"]
+        env.step(10)  # the reloaded plugins' topics go out again (the bridge redeclared them)
+        assert bridge.statistics()["messages_out"] > out
+        assert any("%joint_states" in k for k in liveliness_keys(router, domain))
         # A failure: the plugin configuration a reload reads is broken.
         env.params.set("/mujoco_server/MujocoPlugins", 42)
         failed = reload.call()
@@ -765,3 +769,21 @@ def test_camera_images_and_camera_info_from_fovy(router: tuple[str, int], domain
             for subscriber, _ in subs.values():
                 subscriber.close()
             info_sub.close()
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    ({"type": "mjfast/ForwardCommand"}, "exactly one of joints or actuators"),
+    ({"type": "mjfast/ForwardCommand", "joints": ["j1"], "actuators": ["m1"]}, "exactly one"),
+    ({"type": "mjfast/ForwardCommand", "joints": ["j3"]}, "'j3'"),
+    ({"type": "mjfast/ForwardCommand", "actuators": ["m9"]}, "'m9'"),
+    ({"type": "mjfast/ForwardCommand", "joints": ["ball_joint"]}, "driven by 0 actuators"),
+    ({"type": "mjfast/TfPublisher", "bodies": ["bal"]}, "'bal'"),
+    ({"type": "mjfast/TfPublisher", "rate_hz": 0}, "rate_hz"),
+    ({"type": "mjfast/TfPublisher", "frame": "x"}, "'frame'"),
+])
+def test_new_plugins_misconfiguration_is_a_load_failure_naming_it(config: dict[str, Any],
+                                                                  named: str) -> None:
+    with mjfast.MujocoEnv(ROOM_XML, params={"MujocoPlugins": [config]}) as env:
+        (info,) = env.plugins
+        assert info.state is mjfast.PluginState.FAILED and info.failure is not None
+        assert named in info.failure.message
