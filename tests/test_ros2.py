@@ -787,3 +787,30 @@ def test_new_plugins_misconfiguration_is_a_load_failure_naming_it(config: dict[s
         (info,) = env.plugins
         assert info.state is mjfast.PluginState.FAILED and info.failure is not None
         assert named in info.failure.message
+
+
+def test_serve_ros2_router_is_the_router_nodes_connect_to(tmp_path: Path) -> None:
+    model = tmp_path / "room.xml"
+    model.write_text(ROOM_XML)
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mjfast", "serve", str(model), "--ros2", "--ros2-router",
+         "--router", endpoint, "--domain-id", "7", "--listen", f"tcp/127.0.0.1:{free_port()}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def node_seen() -> bool:
+            try:  # nothing listens there until the child is up
+                return any("/NN/" in k for k in liveliness_keys((endpoint, 0), 7))
+            except zenoh.ZError:
+                return False
+
+        assert wait_for(lambda: child.poll() is not None or node_seen(), 60)
+        assert child.poll() is None, child.communicate()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    assert f"via its own router at {endpoint}" in err
