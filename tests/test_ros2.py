@@ -807,7 +807,7 @@ def test_serve_ros2_router_is_the_router_nodes_connect_to(tmp_path: Path) -> Non
         assert wait_for(lambda: child.poll() is not None or node_seen(), 60)
         assert child.poll() is None, child.communicate()
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=30)
+        _, err = child.communicate(timeout=30)
     finally:
         if child.poll() is None:
             child.kill()
