@@ -87,6 +87,13 @@ TARGETS = {
     # none connected (SPEC §22). The browser draws in software on the same machine, so, like
     # the viewer's figure, gated only where a core is free for it.
     "web_rate": Target(0.9, gated=GATE_PARALLEL),
+    # test_bench_ros2.py: the ROS 2 bridge (SPEC §19)
+    "ros2_rate": Target(0.95),  # steps/s under start(): 1 kHz JointState bridged / not
+    "ros2_rate_unpaced": Target(0.95, gated=False),  # the same under start(None): reported
+    "ros2_publish": Target(1.3),  # a JointState through the bridge / serialize_cdr + bare put
+    "ros2_service": Target(1.5),  # std_srvs call from zenoh-ros2-sdk / bare Zenoh query
+    # the same request as a plain query with rmw_zenoh's attachment (no SDK client): reported
+    "ros2_service_raw": Target(1.5, gated=False),
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -232,6 +239,10 @@ GROUP_CAMERA_STREAM = "30 Hz 640x480 camera streamed"
 GROUP_FRAME_SEND = "640x480 frame encode+send"
 GROUP_VIEWER_RATE = "viewer open"
 GROUP_WEB_RATE = "web viewer watched"
+GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
+GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
+GROUP_ROS2_PUBLISH = "JointState publish through the bridge"
+GROUP_ROS2_SERVICE = "std_srvs round trip"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -302,6 +313,17 @@ RATIOS = [
     # test_bench_web.py
     Ratio(GROUP_WEB_RATE, "steps/s under start(): a browser on the web viewer / none",
           "with_browser", "without", "web_rate", throughput=True, models=HUMANOID),
+    # test_bench_ros2.py
+    Ratio(GROUP_ROS2_RATE, "steps/s under start(): 1 kHz JointState bridged / not",
+          "with_bridge", "without", "ros2_rate", throughput=True, models=ARM7),
+    Ratio(GROUP_ROS2_RATE_UNPACED, "steps/s under start(None): bridged / not (reported)",
+          "with_bridge", "without", "ros2_rate_unpaced", throughput=True, models=ARM7),
+    Ratio(GROUP_ROS2_PUBLISH, "JointState: bus publish through bridge / serialize_cdr+put",
+          "bridge", "bare_put", "ros2_publish", models=ARM7),
+    Ratio(GROUP_ROS2_SERVICE, "std_srvs call (zenoh-ros2-sdk) / bare Zenoh query",
+          "sdk_call", "bare_query", "ros2_service", models=ARM7),
+    Ratio(GROUP_ROS2_SERVICE, "std_srvs request as a plain query / bare query (reported)",
+          "raw_call", "bare_query", "ros2_service_raw", models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

@@ -102,6 +102,18 @@ def test_box_room_scan_equals_the_geometry(envs: list[Any]) -> None:
     np.testing.assert_allclose(ranges, room_ranges(azimuth), rtol=1e-6)
 
 
+def test_topic_names_where_scans_and_clouds_go(envs: list[Any]) -> None:
+    scan = lidar_env(room_xml(), horizontal={"samples": 4}, topic="/scan")
+    cloud = lidar_env(room_xml(), horizontal={"samples": 4}, topic="cloud",
+                      vertical={"samples": 2, "min_angle": -0.1, "max_angle": 0.1})
+    envs.extend([scan, cloud])
+    scan.step(50)
+    cloud.step(50)
+    assert scan.bus.latest("/scan")["ranges"].shape == (4,)
+    assert scan.bus.latest(f"{NS}/Lidar/scan") is None
+    assert cloud.bus.latest(f"{NS}/Lidar/cloud")["points"].shape == (2, 4, 3)  # in its node
+
+
 def test_site_on_the_world_body_sees_world_geoms(envs: list[Any]) -> None:
     env = lidar_env(room_xml(site_on_world=True), horizontal={"samples": 4})
     envs.append(env)
@@ -325,6 +337,8 @@ def test_visualize_draws_what_fits_in_the_scene_and_counts_the_rest(envs: list[A
     ({"noise_std": -0.1}, "noise_std"),
     ({"async": "yes"}, "async"),
     ({"rate_hz": float("nan")}, "rate_hz"),
+    ({"topic": "/"}, "topic"),
+    ({"topic": 3}, "topic"),
 ])
 def test_misconfiguration_is_a_load_failure_naming_it(config: dict[str, Any], named: str,
                                                       envs: list[Any]) -> None:

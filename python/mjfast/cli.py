@@ -234,6 +234,7 @@ def _add_remote_commands(commands: Any) -> None:
                             f"anything but loopback lets any client reload the model and move "
                             f"bodies)")
     _add_web_option(serve, "also serve")
+    _add_ros2_options(serve)
 
     def connect_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--connect", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
@@ -788,12 +789,23 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set())
                 for signum in (signal.SIGINT, signal.SIGTERM)}
+    bridge = None
     try:
+        if args.ros2 and not _ros2_shares_bus_session(args):
+            bridge = _start_ros2(args, env)  # no router: one line, before anything listens
         try:
             server = remote.BusServer(env, args.listen)
         except Exception as error:  # zenoh.ZError: a bad endpoint, or the port is taken
+            if bridge is not None:
+                bridge.close()
             raise CliError(f"cannot listen on {args.listen}: {_one_line(str(error))}"
                            ) from error
+        if args.ros2 and bridge is None:
+            bridge = _start_ros2(args, env, session=server._session)
+        if bridge is not None:
+            err.write(f"mjfast: ROS 2 node {env.namespace} on domain {bridge.domain_id} via "
+                      f"{'its own router at ' if args.ros2_router else 'the router at '}"
+                      f"{bridge.router}\n")
         started = time.perf_counter()
         page = None
         try:
@@ -807,6 +819,8 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         finally:
             if page is not None:
                 page.close()
+            if bridge is not None:
+                bridge.close()  # before the server, which may own its session
             # The server first: it stops taking calls and cancels the `step` calls in progress
             # (their callers are told why), so that nothing steps the env while it stops.
             try:
@@ -817,11 +831,54 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         figures = server.statistics()
         out.write("\nremote bus\n" + "".join(
             f"  {name.replace('_', ' '):<22}{value:,}\n" for name, value in figures.items()))
+        if bridge is not None:
+            _print_ros2(bridge, out)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         env.close()
     return EXIT_OK
+
+
+def _add_ros2_options(serve: argparse.ArgumentParser) -> None:
+    """`serve --ros2 [--domain-id N] [--router ENDPOINT] [--ros2-router]` (SPEC §19)."""
+    serve.add_argument("--ros2", action="store_true",
+                       help="also put the env on a ROS 2 graph (rmw_zenoh, Jazzy) as a node")
+    serve.add_argument("--domain-id", type=int, default=None, metavar="N",
+                       help="ROS 2 domain id (default: ROS_DOMAIN_ID, else 0)")
+    serve.add_argument("--router", metavar="ENDPOINT", default=None,
+                       help="the Zenoh router of the ROS 2 graph (default tcp/127.0.0.1:7447)")
+    serve.add_argument("--ros2-router", action="store_true",
+                       help="be that router: listen on --router's endpoint, so that ROS 2 nodes "
+                            "with rmw_zenoh's default configuration connect straight to mjfast")
+
+
+def _ros2_shares_bus_session(args: argparse.Namespace) -> bool:
+    """--ros2-router on the remote bus's own endpoint: its router session is the ROS 2 one."""
+    return bool(args.ros2_router) and (args.router or _DEFAULT_ENDPOINT) == args.listen
+
+
+def _start_ros2(args: argparse.Namespace, env: Any, session: Any = None) -> Any:
+    try:
+        from mjfast.ros2 import Bridge, RouterNotFound
+    except ImportError as error:
+        raise CliError(_one_line(str(error))) from error
+    try:
+        return Bridge(env, domain_id=args.domain_id, router=args.router,
+                      listen=args.ros2_router, session=session)
+    except RouterNotFound as error:
+        raise CliError(str(error)) from error
+    except (OSError, ValueError) as error:
+        raise CliError(_one_line(str(error))) from error
+
+
+def _print_ros2(bridge: Any, out: TextIO) -> None:
+    figures = bridge.statistics()
+    out.write(f"\nROS 2 (domain {bridge.domain_id}, router {bridge.router})\n" + "".join(
+        f"  {name.replace('_', ' '):<22}{value:,}\n" for name, value in figures.items()))
+    skipped = bridge.unbridged()
+    if skipped:
+        out.write("  not bridged (no ROS 2 type): " + ", ".join(skipped) + "\n")
 
 
 def _as_json(value: Any) -> Any:

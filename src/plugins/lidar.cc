@@ -12,7 +12,8 @@
 // - `range: {min, max}` (required, metres), `rate_hz` (simulated time, default 10),
 //   `geom_groups` (the geom groups the rays see, default all), `noise_std` (metres of Gaussian
 //   noise on each return, default 0) and `seed` (default 0; env.reset() restarts the generator),
-//   `async` (default false), `visualize` (default false).
+//   `async` (default false), `visualize` (default false), `topic` (default `~scan` for one ring,
+//   `~points` for more; absolute or relative to the plugin's node).
 //
 // One ring publishes `~scan` {time, angle_min, angle_max, angle_increment, range_min, range_max,
 // ranges} (float32, +inf for no return within max, -inf for a return closer than min); more rings
@@ -347,7 +348,7 @@ class Lidar final : public mjfast::Plugin {
     const Checker check(name());
     const Config& config = this->config();
     check.check_keys(config, {"site", "horizontal", "vertical", "range", "rate_hz", "geom_groups",
-                              "noise_std", "seed", "async", "visualize"});
+                              "noise_std", "seed", "async", "visualize", "topic"});
     if (!config.has("site")) check.fail("site is required: the name of the site the rays start at");
     const Config& site = config.at("site");
     site_ = site.is_string() ? mj_name2id(m, mjOBJ_SITE, site.as_string().c_str()) : -1;
@@ -368,6 +369,12 @@ class Lidar final : public mjfast::Plugin {
       check.fail("the model has no site named " + repr(site) + hint);
     }
     frame_ = site.as_string();
+    if (const Config* topic = get(config, "topic"); topic != nullptr && !topic->is_null()) {
+      if (!topic->is_string() || topic->as_string().find_first_not_of("/~") == std::string::npos) {
+        check.fail("topic must be a non-empty topic name, got " + repr(*topic));
+      }
+      topic_ = topic->as_string();
+    }
     const int body = m->site_bodyid[site_];
     exclude_ = body > 0 ? body : -1;
     const std::vector<double> azimuth =
@@ -575,10 +582,10 @@ class Lidar final : public mjfast::Plugin {
           .scalar("range_min", range_min_)
           .scalar("range_max", range_max_)
           .array("ranges", scan.out.data(), {rays_});
-      publish("~scan", message);
+      publish(topic_.empty() ? "~scan" : topic_, message);
     } else {
       message.string("frame", frame_).array("points", scan.out.data(), {rows_, columns_, 3});
-      publish("~points", message);
+      publish(topic_.empty() ? "~points" : topic_, message);
     }
     if (visualize_) {
       std::memcpy(visual_origin_, scan.origin, sizeof(visual_origin_));
@@ -700,6 +707,7 @@ class Lidar final : public mjfast::Plugin {
   // Configuration.
   int site_ = -1;
   std::string frame_;
+  std::string topic_;  // `topic`; empty: `~scan` (one ring) or `~points`
   int exclude_ = -1;
   double range_min_ = 0.0;
   double range_max_ = 0.0;

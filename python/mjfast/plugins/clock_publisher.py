@@ -13,18 +13,22 @@ import mujoco
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import check_keys, positive_int
 
-__all__ = ["ClockPublisher"]
+__all__ = ["ClockPublisher", "topic_name"]
 
 _KEYS = ("topic", "every_steps")
+
+
+def topic_name(who: str, topic: object) -> str:
+    """A publisher's `topic` key checked: a non-empty topic name (absolute or relative)."""
+    if not isinstance(topic, str) or not topic.strip("/~"):
+        raise ValueError(f"{who}: topic must be a non-empty topic name, got {topic!r}")
+    return topic
 
 
 class ClockPublisher(MujocoPlugin):
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         check_keys(self.name, self.config, _KEYS)
-        topic = self.config.get("topic", "/clock")
-        if not isinstance(topic, str) or not topic.strip("/~"):
-            raise ValueError(f"{self.name}: topic must be a non-empty topic name, got {topic!r}")
-        self._topic = topic
+        self._topic = topic_name(self.name, self.config.get("topic", "/clock"))
         self._every = positive_int(self.name, "every_steps", self.config.get("every_steps", 1))
         self._countdown = self._every
         return True

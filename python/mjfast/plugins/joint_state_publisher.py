@@ -1,10 +1,11 @@
 """mjfast/JointStatePublisher: joint positions, velocities and actuator efforts on the bus.
 
 Configuration keys (SPEC §14): `joints` (list of joint names, published in that order; default
-every hinge and slide joint in model order) and `rate_hz` (simulated time, default 100). A
-message on `~joint_states` is `{"time", "name", "position", "velocity", "effort"}`: `name` a list
-of joint names, the others float64 arrays in that order; `effort` is `qfrc_actuator` at the
-joint's dof. Only hinge and slide joints can be listed (one position and one velocity each).
+every hinge and slide joint in model order), `rate_hz` (simulated time, default 100) and `topic`
+(default `~joint_states`; absolute or relative to the plugin's node). A message on the topic is
+`{"time", "name", "position", "velocity", "effort"}`: `name` a list of joint names, the others
+float64 arrays in that order; `effort` is `qfrc_actuator` at the joint's dof. Only hinge and
+slide joints can be listed (one position and one velocity each).
 Published from `last_stage_callback` at the first step whose time reaches each multiple of
 1/rate_hz.
 """
@@ -15,11 +16,12 @@ import mujoco
 import numpy as np
 
 from mjfast.plugins._sensing import RatePublisher, check_keys, listed_ids, number
+from mjfast.plugins.clock_publisher import topic_name
 from mjfast.sim_control import object_labels
 
 __all__ = ["JointStatePublisher"]
 
-_KEYS = ("joints", "rate_hz")
+_KEYS = ("joints", "rate_hz", "topic")
 _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SLIDE))
 
 
@@ -43,11 +45,12 @@ class JointStatePublisher(RatePublisher):
         self._names = [labels[j] or f"joint_{j}" for j in ids]
         self._qpos = np.array([model.jnt_qposadr[j] for j in ids], dtype=np.intp)
         self._dof = np.array([model.jnt_dofadr[j] for j in ids], dtype=np.intp)
+        self._topic = topic_name(who, self.config.get("topic", "~joint_states"))
         self._start_schedule(rate_hz, model, data)
         return True
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
-        self.node.publish("~joint_states", {
+        self.node.publish(self._topic, {
             "time": time,
             "name": list(self._names),
             "position": data.qpos[self._qpos],  # fancy indexing: copies

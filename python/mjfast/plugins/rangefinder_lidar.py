@@ -3,13 +3,13 @@
 mujoco_ros2_control's way of building a planar lidar from MJCF `rangefinder` sensors, one per
 beam. Configuration keys (SPEC §14): `prefix` (required: the sensors named `<prefix>-<i>`, i =
 0, 1, ...), `rate_hz` (simulated time, default 10), `min_angle` / `max_angle` (radians, the
-first and last beam's azimuth, reported in the message; default 0 and 0), and `range`
-(`{min, max}`, default 0 and inf). A message on `~scan` is that of `mjfast/Lidar`'s one-ring
-scan: `{"time", "angle_min", "angle_max", "angle_increment", "range_min", "range_max",
-"ranges"}`, `ranges` float32 ordered by the number `i`; a `-1` reading (no hit) and a reading
-beyond `max` become `+inf`, one closer than `min` `-inf` (ROS REP 117). The sensors' readings are
-those the last `mj_step` computed. Only the rangefinders matching `<prefix>-<integer>` are used;
-the numbers must be 0..n-1 without gaps.
+first and last beam's azimuth, reported in the message; default 0 and 0), `range` (`{min, max}`,
+default 0 and inf) and `topic` (default `~scan`). A message on the topic is that of
+`mjfast/Lidar`'s one-ring scan: `{"time", "angle_min", "angle_max", "angle_increment",
+"range_min", "range_max", "ranges"}`, `ranges` float32 ordered by the number `i`; a `-1`
+reading (no hit) and a reading beyond `max` become `+inf`, one closer than `min` `-inf` (ROS
+REP 117). The sensors' readings are those the last `mj_step` computed. Only the rangefinders
+matching `<prefix>-<integer>` are used; the numbers must be 0..n-1 without gaps.
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ import mujoco
 import numpy as np
 
 from mjfast.plugins._sensing import RatePublisher, check_keys, names_of, number
+from mjfast.plugins.clock_publisher import topic_name
 
 __all__ = ["RangefinderLidar"]
 
-_KEYS = ("prefix", "rate_hz", "min_angle", "max_angle", "range")
+_KEYS = ("prefix", "rate_hz", "min_angle", "max_angle", "range", "topic")
 # The `dist` flag of a rangefinder's data fields (sensor_intprm[0], MJCF `data`): when set, the
 # distance is the sensor's first value.
 _DIST_BIT = 1
@@ -85,6 +86,7 @@ class RangefinderLidar(RatePublisher):
             "range_max": range_max,
         }
         self._range_min, self._range_max = range_min, range_max
+        self._topic = topic_name(who, self.config.get("topic", "~scan"))
         self._start_schedule(rate_hz, model, data)
         return True
 
@@ -93,4 +95,4 @@ class RangefinderLidar(RatePublisher):
         ranges = readings.astype(np.float32)
         ranges[(readings < 0) | (readings > self._range_max)] = np.inf
         ranges[(readings >= 0) & (readings < self._range_min)] = -np.inf
-        self.node.publish("~scan", {"time": time, **self._header, "ranges": ranges})
+        self.node.publish(self._topic, {"time": time, **self._header, "ranges": ranges})

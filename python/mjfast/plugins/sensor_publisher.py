@@ -4,7 +4,10 @@ Configuration keys (SPEC §14): `sensors` (list of sensor names; default every s
 model), `rate_hz` (simulated time, default 100), `noise` (`{sensor: {std, bias}}`: Gaussian noise
 added per component, `std` a number or one per component, `bias` likewise, default 0), `seed`
 (the noise generator's seed, default 0; `env.reset()` restarts the generator from it), and
-`ground_truth` (default true: each noisy sensor's true value goes to `~<sensor>_gt` too).
+`ground_truth` (default true: each noisy sensor's true value goes to `~<sensor>_gt` too), and
+`imu` (`{name, accelerometer, gyro, orientation?}`, three published sensors' names: their values,
+as published, also go out together as `{"time", "accelerometer", "gyro", "orientation"}` on
+`~<name>`, `orientation` None when not given; sensor_msgs/Imu over ROS 2, SPEC §19).
 
 Each sensor publishes `{"time", "value"}` on `~<sensor name>` (an unnamed sensor is
 `sensor_<id>`, in `sensors` and `noise` too): `value` is a float64 copy of its `sensordata`
@@ -33,7 +36,8 @@ from mjfast.sim_control import named_entries, object_labels
 
 __all__ = ["SensorPublisher"]
 
-_KEYS = ("sensors", "rate_hz", "noise", "seed", "ground_truth")
+_KEYS = ("sensors", "rate_hz", "noise", "seed", "ground_truth", "imu")
+_IMU_KEYS = ("name", "accelerometer", "gyro", "orientation")
 _NOISE_KEYS = ("std", "bias")
 
 
@@ -99,9 +103,26 @@ class SensorPublisher(RatePublisher):
                                               sensor.dim, allow_negative=True)
             if ground_truth:
                 sensor.truth_topic = f"~{sensor.name}_gt"
+        self._imu = self._imu_config(self.config.get("imu"), by_name)
         self._start_schedule(self._rate_hz, model, data)
         self._rng = np.random.default_rng(self._seed)
         return True
+
+    def _imu_config(self, imu: Any, by_name: dict[str, _Sensor]) -> tuple[str, dict[str, str]] | (
+            None):
+        """`imu`'s topic and its parts' sensor names, checked; None without `imu`."""
+        if imu is None:
+            return None
+        if not isinstance(imu, dict) or not all(k in imu for k in _IMU_KEYS[:3]):
+            raise ValueError(f"{self.name}: imu must be a mapping with name, accelerometer, gyro "
+                             f"(and optional orientation), got {imu!r}")
+        check_keys(self.name, imu, _IMU_KEYS, where="imu")
+        parts = {k: imu[k] for k in _IMU_KEYS[1:] if imu.get(k) is not None}
+        for key, sensor in parts.items():
+            if sensor not in by_name:
+                raise ValueError(f"{self.name}: imu.{key} names sensor {sensor!r}, which is not "
+                                 f"published (sensors: {sorted(by_name)})")
+        return f"~{imu['name']}", parts
 
     def _per_component(self, key: str, value: Any, dim: int, *,
                        allow_negative: bool = False) -> np.ndarray:
@@ -115,15 +136,22 @@ class SensorPublisher(RatePublisher):
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         sensordata = data.sensordata
         publish = self.node.publish
+        sent = {}
         for sensor in self._sensors:
             value = sensordata[sensor.address:sensor.address + sensor.dim].copy()
             if sensor.std is None:
                 publish(sensor.topic, {"time": time, "value": value})
+                sent[sensor.name] = value
                 continue
             noisy = value + sensor.bias + sensor.std * self._rng.standard_normal(sensor.dim)
             publish(sensor.topic, {"time": time, "value": noisy})
+            sent[sensor.name] = noisy
             if sensor.truth_topic is not None:
                 publish(sensor.truth_topic, {"time": time, "value": value})
+        if self._imu is not None:
+            topic, parts = self._imu
+            publish(topic, {"time": time, "orientation": None,
+                            **{key: sent[name] for key, name in parts.items()}})
 
     def reset(self) -> None:
         super().reset()

@@ -1,0 +1,96 @@
+"""mjfast/ForwardCommand: ros2_control's forward_command_controller, commands -> `ctrl`.
+
+Configuration keys: `joints` (joint names, each driven by one actuator) or `actuators` (actuator
+names), exactly one of them, and `topic` (default `~commands`). A message is `{"data": [...]}`
+(as std_msgs/Float64MultiArray brings it over ROS 2) or a plain sequence, one finite value per
+listed joint/actuator in that order; it is written to those actuators' `ctrl` through
+`env.control.write` and holds until the next command (the other entries keep their values). A
+message of the wrong length or with a non-finite value is counted (`rejected` in the plugin's
+statistics), logged, and never applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import mujoco
+import numpy as np
+
+from mjfast.plugin import MujocoPlugin
+from mjfast.plugins._sensing import id_of, names_of
+from mjfast.plugins.clock_publisher import topic_name
+
+__all__ = ["ForwardCommand"]
+
+_log = logging.getLogger("mjfast.plugins.forward_command")
+
+
+class ForwardCommand(MujocoPlugin):
+    config_keys: ClassVar[dict[str, Any]] = {"joints": list[str], "actuators": list[str],
+                                             "topic": str}
+
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        who = self.name
+        joints, actuators = self.config.get("joints"), self.config.get("actuators")
+        if (joints is None) == (actuators is None):
+            raise ValueError(f"{who}: give exactly one of joints or actuators (the names the "
+                             f"command's values go to, in order)")
+        actuator_names = names_of(model, mujoco.mjtObj.mjOBJ_ACTUATOR, model.nu)
+        if actuators is not None:
+            ids = [id_of(who, model, mujoco.mjtObj.mjOBJ_ACTUATOR, "actuator", name,
+                         actuator_names) for name in actuators]
+        else:
+            joint_names = names_of(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+            ids = []
+            for name in joints:
+                joint = id_of(who, model, mujoco.mjtObj.mjOBJ_JOINT, "joint", name, joint_names)
+                driving = [a for a in range(model.nu)
+                           if int(model.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_JOINT)
+                           and int(model.actuator_trnid[a, 0]) == joint]
+                if len(driving) != 1:
+                    raise ValueError(f"{who}: joint {name!r} is driven by {len(driving)} "
+                                     f"actuators; expected exactly one (or list actuators)")
+                ids.append(driving[0])
+        if not ids:
+            raise ValueError(f"{who}: the list of joints or actuators is empty")
+        self._ids = np.array(ids, dtype=np.intp)
+        self._lock = threading.Lock()
+        self._applied = 0
+        self._rejected = 0
+        self.subscription = self.node.subscribe(
+            topic_name(who, self.config.get("topic", "~commands")), self.command)
+        return True
+
+    def command(self, message: Any) -> None:
+        """One command: applied at once through the control interface, or rejected."""
+        values = message.get("data") if isinstance(message, Mapping) else message
+        try:
+            if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+                raise ValueError(f"expected a sequence of {len(self._ids)} numbers")
+            command = np.asarray(values, dtype=np.float64).reshape(-1)
+            if command.size != len(self._ids):
+                raise ValueError(f"expected {len(self._ids)} values, got {command.size}")
+            if not np.all(np.isfinite(command)):
+                raise ValueError("the values must be finite")
+        except (TypeError, ValueError) as error:
+            with self._lock:
+                self._rejected += 1
+            _log.warning("%s: command rejected, not applied: %s", self.name, error)
+            return
+        with self._lock:  # read-modify-write of ctrl: one command at a time
+            ctrl = self.env.control.read().ctrl
+            ctrl[self._ids] = command
+            self.env.control.write(ctrl=ctrl)
+            self._applied += 1
+
+    def statistics(self) -> dict[str, Any]:
+        return {"applied": float(getattr(self, "_applied", 0)),
+                "rejected": float(getattr(self, "_rejected", 0))}
+
+    def unload(self) -> None:
+        subscription = getattr(self, "subscription", None)
+        if subscription is not None:
+            subscription.unsubscribe()

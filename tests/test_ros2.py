@@ -1,0 +1,816 @@
+"""mjfast.ros2.Bridge and `serve --ros2` against an independent rmw_zenoh implementation (SPEC §19).
+
+The ROS 2 side is the `zenoh-ros2-sdk` package (its own key expressions, liveliness tokens,
+attachments, type hashes computed from .msg text, CDR through its own rosbags store), with the
+message definitions it would fetch from GitHub written offline from rosbags' Jazzy typestore.
+A Zenoh router runs in a child process on a free loopback port; every test has its own domain.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import mujoco
+import numpy as np
+import pytest
+
+pytest.importorskip("zenoh")
+pytest.importorskip("rosbags")
+sdk = pytest.importorskip("zenoh_ros2_sdk")
+
+import zenoh  # noqa: E402
+
+import mjfast  # noqa: E402
+from mjfast.discovery import register_plugin, unregister_plugin  # noqa: E402
+from mjfast.ros2 import Bridge, RouterNotFound, wire  # noqa: E402
+from mjfast.ros2 import types as ros_types  # noqa: E402
+from support import wait_for  # noqa: E402
+
+TIMEOUT = 15.0
+
+# A box room (inner faces at x, y = +-2) with the lidar at (0.5, 0, 1.5), a 2-joint arm on a
+# welded base (a welded tool at its end), a free ball, and rangefinders along +x and +y.
+ROOM_XML = """
+<mujoco model="ros2_room">
+  <option timestep="0.002"/>
+  <visual><global offwidth="64" offheight="48"/></visual>
+  <worldbody>
+    <light pos="0 0 3"/>
+    <geom name="floor" type="plane" size="3 3 0.1"/>
+    <geom name="wall_px" type="box" pos="2.1 0 1" size="0.1 2.2 1.5"/>
+    <geom name="wall_nx" type="box" pos="-2.1 0 1" size="0.1 2.2 1.5"/>
+    <geom name="wall_py" type="box" pos="0 2.1 1" size="2.2 0.1 1.5"/>
+    <geom name="wall_ny" type="box" pos="0 -2.1 1" size="2.2 0.1 1.5"/>
+    <site name="lidar" pos="0.5 0 1.5"/>
+    <camera name="front" pos="0 -1.5 1" xyaxes="1 0 0 0 0.5 1" fovy="60"/>
+    <body name="base" pos="0 0 0.2">
+      <geom type="box" size="0.1 0.1 0.1" mass="1"/>
+      <site name="imu"/>
+      <!-- on a body: a rangefinder excludes its own body's geoms, and the walls are the world's -->
+      <site name="rf0" pos="0.5 0 1.3" zaxis="1 0 0"/>
+      <site name="rf1" pos="0.5 0 1.3" zaxis="0 1 0"/>
+      <body name="link1" pos="0 0 0.1">
+        <joint name="j1" type="hinge" axis="0 0 1" damping="1"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.3" size="0.03"/>
+        <body name="link2" pos="0 0 0.3">
+          <joint name="j2" type="hinge" axis="0 1 0" damping="1"/>
+          <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+          <body name="tool" pos="0.3 0 0"><geom type="sphere" size="0.02"/></body>
+        </body>
+      </body>
+    </body>
+    <body name="ball" pos="-1 -1 0.5">
+      <freejoint name="ball_joint"/>
+      <geom type="sphere" size="0.1"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="m1" joint="j1"/>
+    <motor name="m2" joint="j2"/>
+  </actuator>
+  <sensor>
+    <accelerometer name="acc" site="imu"/>
+    <gyro name="gyro" site="imu"/>
+    <framequat name="quat" objtype="site" objname="imu"/>
+    <rangefinder name="rf-0" site="rf0"/>
+    <rangefinder name="rf-1" site="rf1"/>
+    <jointpos name="j1pos" joint="j1"/>
+  </sensor>
+</mujoco>
+"""
+
+SRV_TEXT = {"std_srvs/srv/SetBool": "bool data\n---\nbool success\nstring message\n",
+            # What rosidl makes of an empty request (zenoh-ros2-sdk refuses an empty one).
+            "std_srvs/srv/Trigger": "uint8 structure_needs_at_least_one_member\n---\n"
+                                    "bool success\nstring message\n"}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+ROUTER_SCRIPT = """
+import json, sys, zenoh
+config = zenoh.Config()
+config.insert_json5("mode", '"router"')
+config.insert_json5("listen/endpoints", json.dumps([sys.argv[1]]))
+config.insert_json5("scouting/multicast/enabled", "false")
+session = zenoh.open(config)
+print("ready", flush=True)
+sys.stdin.read()
+session.close()
+"""
+
+
+def start_router(endpoint: str) -> subprocess.Popen[str]:
+    child = subprocess.Popen([sys.executable, "-c", ROUTER_SCRIPT, endpoint],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    return child
+
+
+def stop_router(child: subprocess.Popen[str]) -> None:
+    assert child.stdin is not None and child.stdout is not None
+    child.stdin.close()
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+    child.stdout.close()
+
+
+@pytest.fixture(scope="module")
+def router() -> Iterator[tuple[str, int]]:
+    port = free_port()
+    child = start_router(f"tcp/127.0.0.1:{port}")
+    try:
+        yield f"tcp/127.0.0.1:{port}", port
+    finally:
+        stop_router(child)
+
+
+def _msg_type(desc: Any) -> str:
+    kind, rest = desc
+    if kind.name == "NAME":
+        package, _, name = rest.split("/")
+        return f"{package}/{name}"
+    if kind.name == "BASE":
+        return f"string<={rest[1]}" if rest[0] == "string" and rest[1] else rest[0]
+    inner, count = rest
+    if kind.name == "ARRAY":
+        return f"{_msg_type(inner)}[{count}]"
+    return f"{_msg_type(inner)}[<={count}]" if count else f"{_msg_type(inner)}[]"
+
+
+def write_definitions(folder: Path) -> None:
+    """The .msg/.srv files zenoh-ros2-sdk looks up (`<pkg>/msg/<Name>.msg`), written from the
+    field definitions of rosbags' Jazzy typestore."""
+    store = ros_types.typestore()
+    for ros_type, (consts, fields) in store.fielddefs.items():
+        package, kind, base = ros_type.split("/")
+        if kind != "msg":
+            continue
+        lines = [f"{typ} {name}={value}" for name, typ, value in consts]
+        lines += [f"{_msg_type(desc)} {name}" for name, desc in fields
+                  if name != "structure_needs_at_least_one_member"]
+        path = folder / package / kind / f"{base}.msg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    for service, text in SRV_TEXT.items():
+        package, kind, base = service.split("/")
+        (folder / package / kind).mkdir(parents=True, exist_ok=True)
+        (folder / package / kind / f"{base}.srv").write_text(text)
+
+
+@pytest.fixture(scope="module")
+def ros(router: tuple[str, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """zenoh-ros2-sdk connected (as a Zenoh client) to the test router, offline."""
+    from zenoh_ros2_sdk import message_registry
+    from zenoh_ros2_sdk.session import ZenohSession
+
+    folder = tmp_path_factory.mktemp("msgs")
+    write_definitions(folder)
+    saved = os.environ.get("ZENOH_CONFIG_OVERRIDE")
+    os.environ["ZENOH_CONFIG_OVERRIDE"] = 'mode="client";listen/endpoints=[]'
+    os.environ["ZENOH_ROS2_SDK_CACHE"] = str(folder / "no-downloads")
+    message_registry._registry = message_registry.MessageRegistry(str(folder))
+    ZenohSession._instance = None
+    ZenohSession.get_instance("127.0.0.1", router[1])
+    try:
+        yield sdk
+    finally:
+        if ZenohSession._instance is not None:
+            ZenohSession._instance.close()
+        message_registry._registry = None
+        if saved is None:
+            os.environ.pop("ZENOH_CONFIG_OVERRIDE", None)
+        else:
+            os.environ["ZENOH_CONFIG_OVERRIDE"] = saved
+
+
+@pytest.fixture
+def domain() -> int:
+    return random.randint(1, 200)
+
+
+class Status(mjfast.MujocoPlugin):
+    """A plugin of the user's with its own ROS 2 types."""
+
+    ros_types: ClassVar[dict[str, str]] = {"~status": "std_msgs/msg/String",
+                                           "~say": "std_msgs/msg/String"}
+
+    def load(self, model: Any, data: Any) -> bool:
+        self.heard: list[Any] = []
+        self.node.subscribe("~say", self.heard.append)
+        return True
+
+    def last_stage_callback(self, model: Any, data: Any) -> None:
+        self.node.publish("~status", {"data": f"t={data.time:.3f}"})
+
+
+PLUGINS = [
+    {"name": "joints", "type": "mjfast/JointStatePublisher", "topic": "/joint_states"},
+    {"name": "clock", "type": "mjfast/ClockPublisher"},
+    {"name": "scan", "type": "mjfast/Lidar", "site": "lidar", "topic": "/scan",
+     "horizontal": {"samples": 9, "min_angle": -math.pi, "max_angle": math.pi},
+     "range": {"min": 0.05, "max": 10.0}, "rate_hz": 100},
+    {"name": "cloud", "type": "mjfast/Lidar", "site": "lidar",
+     "horizontal": {"samples": 8, "min_angle": -1.0, "max_angle": 1.0},
+     "vertical": {"samples": 3, "min_angle": -0.2, "max_angle": 0.2},
+     "range": {"max": 10.0}, "rate_hz": 100},
+    {"name": "rf", "type": "mjfast/RangefinderLidar", "prefix": "rf", "max_angle": math.pi / 2,
+     "range": {"max": 10.0}, "rate_hz": 100},
+    {"name": "odom", "type": "mjfast/FreeJointStatePublisher", "bodies": ["ball"]},
+    {"name": "sensors", "type": "mjfast/SensorPublisher",
+     "sensors": ["acc", "gyro", "quat", "rf-0", "j1pos"],
+     "imu": {"name": "imu", "accelerometer": "acc", "gyro": "gyro", "orientation": "quat"}},
+    {"name": "tf", "type": "mjfast/TfPublisher", "rate_hz": 100},
+    {"name": "arm", "type": "mjfast/ForwardCommand", "joints": ["j1", "j2"]},
+    {"name": "drive", "type": "mjfast/BaseVelocity", "joint": "ball_joint"},
+    {"name": "status", "type": "test/Status"},
+]
+
+
+@pytest.fixture
+def env() -> Iterator[mjfast.MujocoEnv]:
+    register_plugin("test/Status", Status)
+    try:
+        with mjfast.MujocoEnv(ROOM_XML, params={"mujoco_server": {"MujocoPlugins": PLUGINS}}) as e:
+            yield e
+    finally:
+        unregister_plugin("test/Status")
+
+
+@pytest.fixture
+def bridge(env: mjfast.MujocoEnv, router: tuple[str, int], domain: int) -> Iterator[Bridge]:
+    with Bridge(env, domain_id=domain, router=router[0]) as b:
+        yield b
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.event = threading.Event()
+
+    def __call__(self, message: Any) -> None:
+        self.messages.append(message)
+        self.event.set()
+
+
+def subscribe(ros: Any, router: tuple[str, int], domain: int, topic: str, ros_type: str,
+              **kwargs: Any) -> tuple[Any, Inbox]:
+    inbox = Inbox()
+    subscriber = ros.ROS2Subscriber(topic, ros_type, inbox, node_name="probe", domain_id=domain,
+                                    router_port=router[1], **kwargs)
+    return subscriber, inbox
+
+
+def step_until(env: mjfast.MujocoEnv, inbox: Inbox, count: int = 1) -> None:
+    """Steps until `inbox` holds `count` messages: the router needs a moment to route a new
+    subscription, and a step publishes what its plugins publish."""
+    assert wait_for(lambda: env.step(5) or len(inbox.messages) >= count, TIMEOUT), (
+        f"got {len(inbox.messages)} of {count} messages")
+
+
+def stamp_seconds(header: Any) -> float:
+    return header.stamp.sec + header.stamp.nanosec * 1e-9
+
+
+# -- the wire ----------------------------------------------------------------------------------
+
+
+def liveliness_keys(router: tuple[str, int], domain: int) -> list[str]:
+    config = zenoh.Config()
+    config.insert_json5("mode", '"client"')
+    config.insert_json5("connect/endpoints", f'["{router[0]}"]')
+    config.insert_json5("scouting/multicast/enabled", "false")
+    with zenoh.open(config) as session:
+        replies = session.liveliness().get(f"@ros2_lv/{domain}/**", timeout=5.0)
+        return sorted(str(r.ok.key_expr) for r in replies if r.ok is not None)
+
+
+def test_graph_tokens_name_the_node_its_topics_and_services_and_go_on_close(
+        env: mjfast.MujocoEnv, router: tuple[str, int], domain: int, ros: Any) -> None:
+    bridge = Bridge(env, domain_id=domain, router=router[0])
+    try:
+        keys = liveliness_keys(router, domain)
+        zid = bridge.zid
+        assert f"@ros2_lv/{domain}/{zid}/0/0/NN/%/%/mujoco_server" in keys
+        joint_hash = "RIHS01_a13ee3a330e346c9d87b5aa18d24e11690752bd33a0350f11c5882bc9179260e"
+        assert any(k.startswith(f"@ros2_lv/{domain}/{zid}/0/") and k.endswith(
+            f"/MP/%/%/mujoco_server/%joint_states/sensor_msgs::msg::dds_::JointState_/"
+            f"{joint_hash}/::,10:,:,:,,") for k in keys), keys
+        assert any("/MP/%/%/mujoco_server/%tf_static/tf2_msgs::msg::dds_::TFMessage_/" in k
+                   and k.endswith("/:1:,1:,:,:,,") for k in keys)
+        assert any("/MS/%/%/mujoco_server/%mujoco_server%arm%commands/"
+                   "std_msgs::msg::dds_::Float64MultiArray_/" in k for k in keys)
+        assert any(k.endswith(
+            "/SS/%/%/mujoco_server/%mujoco_server%reset/std_srvs::srv::dds_::Trigger_/"
+            "RIHS01_eeff2cd6fa5ad9d27cdf4dec64818317839b62f212a91e6b5304b634b2062c5f/::,10:,:,:,,")
+            for k in keys)
+        # The independent client's graph view (ros2 topic list / service list).
+        topics = dict(ros.get_topic_names_and_types(domain_id=domain, router_port=router[1],
+                                                    timeout=5.0))
+        assert topics["/joint_states"] == ["sensor_msgs/msg/JointState"]
+        assert topics["/clock"] == ["rosgraph_msgs/msg/Clock"]
+        assert topics["/mujoco_server/status/status"] == ["std_msgs/msg/String"]
+        services = dict(ros.get_service_names_and_types(domain_id=domain, router_port=router[1],
+                                                        timeout=5.0))
+        assert services["/mujoco_server/pause"] == ["std_srvs/srv/SetBool"]
+        assert services["/mujoco_server/reload"] == ["std_srvs/srv/Trigger"]
+    finally:
+        bridge.close()
+    assert liveliness_keys(router, domain) == []
+    bridge.close()  # idempotent
+
+
+def test_attachment_and_keys_of_a_put_are_rmw_zenohs(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int) -> None:
+    config = zenoh.Config()
+    config.insert_json5("mode", '"client"')
+    config.insert_json5("connect/endpoints", f'["{router[0]}"]')
+    samples: list[zenoh.Sample] = []
+    with zenoh.open(config) as session:
+        session.declare_subscriber(f"{domain}/clock/**", samples.append)
+        assert wait_for(lambda: env.step(1) or len(samples) >= 3, TIMEOUT)
+    assert str(samples[0].key_expr) == (
+        f"{domain}/clock/rosgraph_msgs::msg::dds_::Clock_/"
+        f"{ros_types.type_hash('rosgraph_msgs/msg/Clock')}")
+    first, second = (wire.Attachment.decode(s.attachment.to_bytes()) for s in samples[:2])
+    assert len(samples[0].attachment.to_bytes()) == 33
+    assert second.sequence_number == first.sequence_number + 1
+    assert first.gid == second.gid and len(first.gid) == 16
+    assert abs(first.source_timestamp / 1e9 - __import__("time").time()) < 60
+
+
+def test_no_router_is_a_clear_error_naming_the_endpoint(env: mjfast.MujocoEnv) -> None:
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    with pytest.raises(RouterNotFound, match=f"no Zenoh router at {endpoint}.*rmw_zenohd"):
+        Bridge(env, router=endpoint)
+
+
+# -- outbound ----------------------------------------------------------------------------------
+
+
+def test_joint_state_clock_and_odometry_match_the_simulation(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    subs = [subscribe(ros, router, domain, "/joint_states", "sensor_msgs/msg/JointState"),
+            subscribe(ros, router, domain, "/clock", "rosgraph_msgs/msg/Clock"),
+            subscribe(ros, router, domain, "/mujoco_server/odom/ball", "nav_msgs/msg/Odometry")]
+    try:
+        env.control.write(ctrl=np.array([0.5, -0.3]))
+        for _, inbox in subs:
+            step_until(env, inbox)
+        # No more steps: the last message out on each topic arrives, and is the bus's latest.
+        joints = env.bus.latest("/joint_states")
+        ball = env.bus.latest("/mujoco_server/odom/ball")
+        assert wait_for(lambda: stamp_seconds(subs[0][1].messages[-1].header) == pytest.approx(
+            joints["time"]) and stamp_seconds(subs[2][1].messages[-1].header) == pytest.approx(
+            ball["time"]), TIMEOUT)
+        message = subs[0][1].messages[-1]
+        assert list(message.name) == ["j1", "j2"]
+        np.testing.assert_array_equal(message.position, joints["position"])
+        np.testing.assert_array_equal(message.velocity, joints["velocity"])
+        np.testing.assert_array_equal(message.effort, joints["effort"])
+        assert stamp_seconds(message.header) == pytest.approx(joints["time"], abs=1e-9)
+        odometry = subs[2][1].messages[-1]
+        assert odometry.header.frame_id == "world" and odometry.child_frame_id == "ball"
+        pose = odometry.pose.pose
+        np.testing.assert_allclose([pose.position.x, pose.position.y, pose.position.z],
+                                   ball["position"])
+        w, x, y, z = ball["quaternion"]
+        np.testing.assert_allclose([pose.orientation.x, pose.orientation.y, pose.orientation.z,
+                                    pose.orientation.w], [x, y, z, w])
+        assert stamp_seconds(odometry.header) == pytest.approx(ball["time"], abs=1e-9)
+    finally:
+        for subscriber, _ in subs:
+            subscriber.close()
+
+
+def test_clock_stamps_are_simulated_time(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    subscriber, inbox = subscribe(ros, router, domain, "/clock", "rosgraph_msgs/msg/Clock")
+    try:
+        step_until(env, inbox)
+        before = len(inbox.messages)
+        env.step(1)
+        assert wait_for(lambda: len(inbox.messages) > before, TIMEOUT)
+        last = inbox.messages[-1].clock
+        assert last.sec * 1_000_000_000 + last.nanosec == round(env.data.time * 1e9)
+    finally:
+        subscriber.close()
+
+
+def expected_range(azimuth: float, origin: tuple[float, float] = (0.5, 0.0)) -> float:
+    """Distance from `origin` along `azimuth` to the room's inner walls at x, y = +-2."""
+    c, s = math.cos(azimuth), math.sin(azimuth)
+    hits = []
+    if c > 1e-12:
+        hits.append((2 - origin[0]) / c)
+    if c < -1e-12:
+        hits.append((-2 - origin[0]) / c)
+    if s > 1e-12:
+        hits.append((2 - origin[1]) / s)
+    if s < -1e-12:
+        hits.append((-2 - origin[1]) / s)
+    return min(hits)
+
+
+def test_lidar_scans_give_the_analytic_ranges_of_the_box_room(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    subs = [subscribe(ros, router, domain, "/scan", "sensor_msgs/msg/LaserScan"),
+            subscribe(ros, router, domain, "/mujoco_server/rf/scan", "sensor_msgs/msg/LaserScan"),
+            subscribe(ros, router, domain, "/mujoco_server/cloud/points",
+                      "sensor_msgs/msg/PointCloud2")]
+    try:
+        for _, inbox in subs:
+            step_until(env, inbox)
+        scan = subs[0][1].messages[-1]
+        assert scan.header.frame_id == "lidar"
+        angles = scan.angle_min + scan.angle_increment * np.arange(len(scan.ranges))
+        np.testing.assert_allclose(scan.ranges, [expected_range(a) for a in angles], rtol=1e-5)
+        assert scan.range_max == pytest.approx(10.0) and scan.range_min == pytest.approx(0.05)
+        rf = subs[1][1].messages[-1]
+        assert rf.header.frame_id == "rf0"
+        np.testing.assert_allclose(rf.ranges, [1.5, 2.0], rtol=1e-5)
+        cloud = subs[2][1].messages[-1]
+        assert (cloud.height, cloud.width, cloud.point_step, cloud.is_dense) == (3, 8, 12, False)
+        assert [(f.name, f.offset, f.datatype, f.count) for f in cloud.fields] == [
+            ("x", 0, 7, 1), ("y", 4, 7, 1), ("z", 8, 7, 1)]
+        points = np.frombuffer(bytes(cloud.data), dtype=np.float32).reshape(3, 8, 3)
+        np.testing.assert_array_equal(points, env.bus.latest("/mujoco_server/cloud/points")[
+            "points"]) if stamp_seconds(cloud.header) == env.bus.latest(
+            "/mujoco_server/cloud/points")["time"] else None
+        middle = points[1]  # elevation 0: the analytic wall distances again
+        np.testing.assert_allclose(np.hypot(middle[:, 0], middle[:, 1]),
+                                   [expected_range(a) for a in np.linspace(-1, 1, 8)], rtol=1e-5)
+    finally:
+        for subscriber, _ in subs:
+            subscriber.close()
+
+
+def test_sensor_types_and_frames(env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int],
+                                 domain: int, ros: Any) -> None:
+    subs = {
+        "acc": subscribe(ros, router, domain, "/mujoco_server/sensors/acc",
+                         "geometry_msgs/msg/Vector3Stamped"),
+        "quat": subscribe(ros, router, domain, "/mujoco_server/sensors/quat",
+                          "geometry_msgs/msg/QuaternionStamped"),
+        "rf-0": subscribe(ros, router, domain, "/mujoco_server/sensors/rf-0",
+                          "sensor_msgs/msg/Range"),
+        "j1pos": subscribe(ros, router, domain, "/mujoco_server/sensors/j1pos",
+                           "std_msgs/msg/Float64MultiArray"),
+        "imu": subscribe(ros, router, domain, "/mujoco_server/sensors/imu",
+                         "sensor_msgs/msg/Imu"),
+    }
+    try:
+        for _, inbox in subs.values():
+            step_until(env, inbox)
+        acc = subs["acc"][1].messages[-1]
+        assert acc.header.frame_id == "imu"
+        assert acc.vector.z == pytest.approx(9.81, abs=1e-2)  # at rest: gravity's reaction
+        quat = subs["quat"][1].messages[-1].quaternion
+        assert [quat.x, quat.y, quat.z, quat.w] == pytest.approx([0, 0, 0, 1])
+        assert subs["rf-0"][1].messages[-1].range == pytest.approx(1.5, rel=1e-5)
+        joint = subs["j1pos"][1].messages[-1]
+        assert len(joint.data) == 1 and joint.layout.dim[0].size == 1
+        imu = subs["imu"][1].messages[-1]
+        parts = env.bus.latest("/mujoco_server/sensors/imu")
+        assert imu.header.frame_id == "imu"
+        if stamp_seconds(imu.header) == parts["time"]:
+            assert [imu.linear_acceleration.x, imu.linear_acceleration.y,
+                    imu.linear_acceleration.z] == pytest.approx(parts["accelerometer"])
+            assert imu.angular_velocity.x == pytest.approx(parts["gyro"][0])
+        assert imu.orientation.w == pytest.approx(1.0) and imu.orientation_covariance[0] == 0
+        assert imu.linear_acceleration.z == pytest.approx(9.81, abs=1e-2)
+    finally:
+        for subscriber, _ in subs.values():
+            subscriber.close()
+
+
+def test_tf_is_relative_to_the_parent_and_tf_static_reaches_a_late_joiner(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    from zenoh_ros2_sdk.qos import QosDurability, QosProfile
+
+    env.control.write(ctrl=np.array([1.0, 0.5]))
+    env.step(200)  # long after the one /tf_static message
+    tf, tf_inbox = subscribe(ros, router, domain, "/tf", "tf2_msgs/msg/TFMessage")
+    static, static_inbox = subscribe(
+        ros, router, domain, "/tf_static", "tf2_msgs/msg/TFMessage",
+        qos=QosProfile(durability=QosDurability.TRANSIENT_LOCAL, history_depth=1))
+    try:
+        assert static_inbox.event.wait(TIMEOUT), "the late joiner got no /tf_static"
+        welded = {t.child_frame_id: t for t in static_inbox.messages[0].transforms}
+        assert set(welded) == {"base", "tool"}
+        assert welded["base"].header.frame_id == "world"
+        assert welded["tool"].header.frame_id == "link2"
+        assert [welded["tool"].transform.translation.x, welded["tool"].transform.translation.y,
+                welded["tool"].transform.translation.z] == pytest.approx([0.3, 0, 0])
+        step_until(env, tf_inbox)
+        env.step(5)
+        latest = env.bus.latest("/tf")["time"]
+        assert wait_for(lambda: stamp_seconds(
+            tf_inbox.messages[-1].transforms[0].header) == pytest.approx(latest), TIMEOUT)
+        moving = {t.child_frame_id: t for t in tf_inbox.messages[-1].transforms}
+        assert set(moving) == {"link1", "link2", "ball"}
+        link2 = moving["link2"]
+        assert link2.header.frame_id == "link1"
+        assert stamp_seconds(link2.header) == pytest.approx(env.data.time, abs=1e-9)  # due now
+        # link2 sits 0.3 above link1 and turns about its y axis by j2.
+        r = link2.transform.rotation
+        angle = env.data.qpos[mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_JOINT, "j2")]
+        assert [link2.transform.translation.x, link2.transform.translation.z] == pytest.approx(
+            [0, 0.3])
+        assert [r.x, r.y, r.z, r.w] == pytest.approx(
+            [0, math.sin(angle / 2), 0, math.cos(angle / 2)], abs=1e-9)
+        assert moving["ball"].header.frame_id == "world"
+    finally:
+        tf.close()
+        static.close()
+
+
+# -- inbound -----------------------------------------------------------------------------------
+
+
+def test_forward_command_applies_ctrl_and_never_a_wrong_length(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    publisher = ros.ROS2Publisher("/mujoco_server/arm/commands", "std_msgs/msg/Float64MultiArray",
+                                  node_name="commander", domain_id=domain, router_port=router[1])
+    layout = publisher.session_mgr.store.types["std_msgs/msg/MultiArrayLayout"](dim=[],
+                                                                              data_offset=0)
+
+    def send(*values: float) -> None:
+        publisher.publish(layout=layout, data=np.array(values, dtype=np.float64))
+
+    try:
+        assert wait_for(lambda: send(0.25, -0.5) or env.step(1) or bool(
+            env.control.read().ctrl[0] == 0.25), TIMEOUT)
+        np.testing.assert_array_equal(env.control.read().ctrl, [0.25, -0.5])
+        send(9.0, 9.0, 9.0)
+        send(1.0, 2.0)
+        assert wait_for(lambda: env.step(1) or bool(env.control.read().ctrl[0] == 1.0),
+                        TIMEOUT)
+        with env.acquire_plugin("arm") as arm:
+            stats = arm.statistics()
+        assert stats["rejected"] == 1 and stats["applied"] >= 2
+        env.step(1)
+        np.testing.assert_array_equal(env.data.ctrl, [1.0, 2.0])
+    finally:
+        publisher.close()
+
+
+def test_twist_drives_base_velocity(env: mjfast.MujocoEnv, bridge: Bridge,
+                                    router: tuple[str, int], domain: int, ros: Any) -> None:
+    heard: list[Any] = []
+    env.bus.subscribe("/mujoco_server/drive/cmd_vel", heard.append)
+    publisher = ros.ROS2Publisher("/mujoco_server/drive/cmd_vel", "geometry_msgs/msg/Twist",
+                                  node_name="teleop", domain_id=domain, router_port=router[1])
+    Vector3 = publisher.session_mgr.store.types["geometry_msgs/msg/Vector3"]
+    try:
+        assert wait_for(lambda: publisher.publish(
+            linear=Vector3(x=0.5, y=0.0, z=0.0), angular=Vector3(x=0.0, y=0.0, z=0.2))
+            or bool(heard), TIMEOUT)
+        assert heard[-1] == {"vx": 0.5, "vy": 0.0, "yaw_rate": 0.2}
+        env.step(1)
+        dof = env.model.jnt_dofadr[mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_JOINT,
+                                                     "ball_joint")]
+        assert env.data.qvel[dof] == pytest.approx(0.5, abs=0.05)
+    finally:
+        publisher.close()
+
+
+def test_ros_types_plugin_goes_out_and_in(env: mjfast.MujocoEnv, bridge: Bridge,
+                                          router: tuple[str, int], domain: int,
+                                          ros: Any) -> None:
+    subscriber, inbox = subscribe(ros, router, domain, "/mujoco_server/status/status",
+                                  "std_msgs/msg/String")
+    publisher = ros.ROS2Publisher("/mujoco_server/status/say", "std_msgs/msg/String",
+                                  node_name="talker", domain_id=domain, router_port=router[1])
+    try:
+        step_until(env, inbox)
+        assert inbox.messages[-1].data.startswith("t=")
+        with env.acquire_plugin("status") as status:
+            heard = status.heard
+        assert wait_for(lambda: publisher.publish(data="hello") or bool(heard), TIMEOUT)
+        assert heard[0] == {"data": "hello"}
+    finally:
+        subscriber.close()
+        publisher.close()
+
+
+def test_malformed_cdr_is_counted_and_logged_and_nothing_breaks(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        caplog: pytest.LogCaptureFixture) -> None:
+    config = zenoh.Config()
+    config.insert_json5("mode", '"client"')
+    config.insert_json5("connect/endpoints", f'["{router[0]}"]')
+    key = wire.data_key(domain, "/mujoco_server/arm/commands",
+                        "std_msgs::msg::dds_::Float64MultiArray_",
+                        ros_types.type_hash("std_msgs/msg/Float64MultiArray"))
+    before = env.control.read().ctrl.copy()
+    with zenoh.open(config) as session, caplog.at_level("WARNING", logger="mjfast.ros2"):
+        assert wait_for(lambda: session.put(key, b"\x00\x01\x00\x00\xff\xff\xff\x7f") or (
+            bridge.statistics()["malformed"] >= 1), TIMEOUT)
+    assert "malformed" in caplog.text
+    np.testing.assert_array_equal(env.control.read().ctrl, before)
+    env.step(10)  # the env and the bridge go on
+    assert bridge.statistics()["messages_out"] > 0
+
+
+# -- services ----------------------------------------------------------------------------------
+
+
+def client(ros: Any, router: tuple[str, int], domain: int, name: str, srv_type: str) -> Any:
+    return ros.ROS2ServiceClient(name, srv_type, node_name="caller", domain_id=domain,
+                                 router_port=router[1], timeout=TIMEOUT)
+
+
+def test_pause_reset_and_reload_services(env: mjfast.MujocoEnv, bridge: Bridge,
+                                         router: tuple[str, int], domain: int, ros: Any) -> None:
+    pause = client(ros, router, domain, "/mujoco_server/pause", "std_srvs/srv/SetBool")
+    reset = client(ros, router, domain, "/mujoco_server/reset", "std_srvs/srv/Trigger")
+    reload = client(ros, router, domain, "/mujoco_server/reload", "std_srvs/srv/Trigger")
+    try:
+        reply = pause.call(data=True)
+        assert reply is not None and reply.success and env.paused
+        assert pause.call(data=False).success and not env.paused
+        env.step(50)
+        assert env.data.time > 0
+        assert reset.call().success
+        assert env.data.time == 0
+        assert reload.call().success
+        out = bridge.statistics()["messages_out"]
+        env.step(10)  # the reloaded plugins' topics go out again (the bridge redeclared them)
+        assert bridge.statistics()["messages_out"] > out
+        assert any("%joint_states" in k for k in liveliness_keys(router, domain))
+        # A failure: the plugin configuration a reload reads is broken.
+        env.params.set("/mujoco_server/MujocoPlugins", 42)
+        failed = reload.call()
+        assert failed is not None and not failed.success
+        assert failed.message.startswith("ConfigError: /mujoco_server/MujocoPlugins: expected")
+        assert bridge.statistics()["failed_calls"] == 1
+    finally:
+        for c in (pause, reset, reload):
+            c.close()
+
+
+# -- serve --ros2 ------------------------------------------------------------------------------
+
+
+def test_serve_ros2_runs_until_sigint_and_exits_0(tmp_path: Path, router: tuple[str, int],
+                                                  domain: int) -> None:
+    model = tmp_path / "room.xml"
+    model.write_text(ROOM_XML)
+    params = tmp_path / "params.yaml"
+    params.write_text(textwrap.dedent("""
+        mujoco_server:
+          MujocoPlugins:
+            - {type: mjfast/JointStatePublisher, topic: /joint_states, rate_hz: 10}
+            - {type: mjfast/HeartbeatPublisher}
+    """))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mjfast", "serve", str(model), "--params", str(params), "--ros2",
+         "--domain-id", str(domain), "--router", router[0], "--realtime", "20", "--listen",
+         f"tcp/127.0.0.1:{free_port()}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_for(lambda: child.poll() is not None or any(
+            "%joint_states" in k for k in liveliness_keys(router, domain)), 60), "no node"
+        assert child.poll() is None, child.communicate()
+        config = zenoh.Config()
+        config.insert_json5("mode", '"client"')
+        config.insert_json5("connect/endpoints", f'["{router[0]}"]')
+        samples: list[Any] = []
+        with zenoh.open(config) as session:
+            session.declare_subscriber(f"{domain}/joint_states/**", samples.append)
+            # It runs and publishes; 1.5 simulated seconds: the heartbeat has beaten twice.
+            assert wait_for(lambda: len(samples) >= 15, TIMEOUT)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    assert "ROS 2" in out and "Traceback" not in err
+    assert "/mujoco_server/HeartbeatPublisher/heartbeat" in out  # listed as not bridged
+    assert liveliness_keys(router, domain) == []
+
+
+def test_serve_ros2_without_a_router_is_one_line_exit_1(tmp_path: Path) -> None:
+    model = tmp_path / "room.xml"
+    model.write_text(ROOM_XML)
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    result = subprocess.run(
+        [sys.executable, "-m", "mjfast", "serve", str(model), "--ros2", "--router", endpoint,
+         "--listen", f"tcp/127.0.0.1:{free_port()}"],
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1
+    assert endpoint in result.stderr and "ros2 run rmw_zenoh_cpp rmw_zenohd" in result.stderr
+    assert "--ros2-router" in result.stderr
+
+
+def test_camera_images_and_camera_info_from_fovy(router: tuple[str, int], domain: int,
+                                                 ros: Any) -> None:
+    params = {"mujoco_server": {
+        "cameras": {"front": {"rate_hz": 100.0, "planes": ["rgb", "depth", "segmentation"]}},
+        "MujocoPlugins": [{"name": "cams", "type": "mjfast/CameraPublisher",
+                           "cameras": ["front"], "topic": "/camera"}]}}
+    with mjfast.MujocoEnv(ROOM_XML, params=params, render_sync=True) as env, \
+            Bridge(env, domain_id=domain, router=router[0]):
+        subs = {plane: subscribe(ros, router, domain, f"/camera/front/{plane}",
+                                 "sensor_msgs/msg/Image")
+                for plane in ("rgb", "depth", "segmentation")}
+        info_sub, info = subscribe(ros, router, domain, "/camera/front/camera_info",
+                                   "sensor_msgs/msg/CameraInfo")
+        try:
+            for _, inbox in subs.values():
+                step_until(env, inbox)
+            step_until(env, info)
+            rgb = subs["rgb"][1].messages[-1]
+            assert (rgb.encoding, rgb.height, rgb.width, rgb.step) == ("rgb8", 48, 64, 192)
+            frame = env.bus.latest("/camera/front/rgb")
+            if stamp_seconds(rgb.header) == frame["simulation_time_ns"] / 1e9:
+                assert bytes(rgb.data) == frame["data"].tobytes()
+            depth = subs["depth"][1].messages[-1]
+            assert (depth.encoding, depth.step) == ("32FC1", 256)
+            metres = np.frombuffer(bytes(depth.data), dtype=np.float32)
+            assert 0.5 < float(np.median(metres)) < 10  # the room, in metres
+            segmentation = subs["segmentation"][1].messages[-1]
+            assert (segmentation.encoding, segmentation.step) == ("32SC1", 256)
+            camera_info = info.messages[-1]
+            assert camera_info.header.frame_id == "front" and rgb.header.frame_id == "front"
+            fy = 24 / math.tan(math.radians(60) / 2)
+            np.testing.assert_allclose(camera_info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
+            assert (camera_info.width, camera_info.height) == (64, 48)
+            assert stamp_seconds(rgb.header) > 0
+        finally:
+            for subscriber, _ in subs.values():
+                subscriber.close()
+            info_sub.close()
+
+
+@pytest.mark.parametrize(("config", "named"), [
+    ({"type": "mjfast/ForwardCommand"}, "exactly one of joints or actuators"),
+    ({"type": "mjfast/ForwardCommand", "joints": ["j1"], "actuators": ["m1"]}, "exactly one"),
+    ({"type": "mjfast/ForwardCommand", "joints": ["j3"]}, "'j3'"),
+    ({"type": "mjfast/ForwardCommand", "actuators": ["m9"]}, "'m9'"),
+    ({"type": "mjfast/ForwardCommand", "joints": ["ball_joint"]}, "driven by 0 actuators"),
+    ({"type": "mjfast/TfPublisher", "bodies": ["bal"]}, "'bal'"),
+    ({"type": "mjfast/TfPublisher", "rate_hz": 0}, "rate_hz"),
+    ({"type": "mjfast/TfPublisher", "frame": "x"}, "'frame'"),
+])
+def test_new_plugins_misconfiguration_is_a_load_failure_naming_it(config: dict[str, Any],
+                                                                  named: str) -> None:
+    with mjfast.MujocoEnv(ROOM_XML, params={"MujocoPlugins": [config]}) as env:
+        (info,) = env.plugins
+        assert info.state is mjfast.PluginState.FAILED and info.failure is not None
+        assert named in info.failure.message
+
+
+def test_serve_ros2_router_is_the_router_nodes_connect_to(tmp_path: Path) -> None:
+    model = tmp_path / "room.xml"
+    model.write_text(ROOM_XML)
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mjfast", "serve", str(model), "--ros2", "--ros2-router",
+         "--router", endpoint, "--domain-id", "7", "--listen", f"tcp/127.0.0.1:{free_port()}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def node_seen() -> bool:
+            try:  # nothing listens there until the child is up
+                return any("/NN/" in k for k in liveliness_keys((endpoint, 0), 7))
+            except zenoh.ZError:
+                return False
+
+        assert wait_for(lambda: child.poll() is not None or node_seen(), 60)
+        assert child.poll() is None, child.communicate()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    assert f"via its own router at {endpoint}" in err
