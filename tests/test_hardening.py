@@ -225,7 +225,7 @@ def test_step_accepts_any_count_up_to_int64_max(env: mjfast.MujocoEnv) -> None:
                      (10**5000, "an integer of 16610 bits")]:
         with pytest.raises(ValueError) as raised:
             env.step(n)
-        assert str(raised.value) == f"step(n) needs 0 <= n <= 2**63-1, got {shown}"
+        assert str(raised.value) == f"step(n) needs n >= 0 and <= 2**63-1, got {shown}"
     for bad, type_name in [(1.5, "float"), ("3", "str"), (None, "NoneType"),
                            (np.float64(2.0), "numpy.float64"), (object(), "object")]:
         with pytest.raises(TypeError) as raised:

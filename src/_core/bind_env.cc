@@ -64,7 +64,7 @@ std::int64_t step_count_of(const py::handle& n) {
   const std::string shown = bits <= 256 ? std::string(py::str(value))
                                         : std::string(overflow < 0 ? "-" : "") + "an integer of " +
                                               std::to_string(bits) + " bits";
-  throw py::value_error("step(n) needs 0 <= n <= 2**63-1, got " + shown);
+  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " + shown);
 }
 
 }  // namespace
