@@ -638,11 +638,14 @@ void RenderCore::render_turn(Slot& slot) {
   if (!context_made_ || context_generation_ != slot.model_generation.value()) {
     if (context_made_) mjr_freeContext(&context_);
     mjr_defaultContext(&context_);
+    // Made from here on, even partly: if MuJoCo gives up inside mjr_makeContext, the render
+    // thread ends (take_turn) and frees what it did make.
+    context_made_ = true;
+    context_generation_ = 0;
     // As mujoco.Renderer: its font scale, the offscreen buffer, depth read as [0 far..1 near].
     mjr_makeContext(slot.model, &context_, mjFONTSCALE_150);
     mjr_setBuffer(mjFB_OFFSCREEN, &context_);
     context_.readDepthMap = mjDEPTH_ZEROFAR;
-    context_made_ = true;
     context_generation_ = slot.model_generation.value();
   }
   for (const Job& job : slot.jobs) render_job(slot, job);
