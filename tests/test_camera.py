@@ -733,3 +733,59 @@ def test_a_camera_name_with_a_slash_takes_its_parameters_from_yaml(tmp_path):
         env.step(2)
         with camera.take_latest("rgb") as lease:
             assert (lease.width, lease.height) == (16, 12)
+
+
+# -- MuJoCo errors on the render thread (issue 18, item 6) --------------------------------------
+# The render thread called mjr_makeContext/mjr_render with no MuJoCo error guard: a scene MuJoCo
+# refuses (here a render_callback's zero near plane: mju_error "frustum_near too small") ended
+# the process. Now the render thread stops (the GL state after MuJoCo's error is unknown), the
+# error is counted in statistics()["render"], raised once by the next step that captures and by
+# open_offscreen_camera(), and a reload starts rendering afresh.
+
+
+def test_a_mujoco_error_on_the_render_thread_stops_rendering_and_is_raised(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from _native_build import plugin_library_path
+    from support import run_python
+
+    library = plugin_library_path(tmp_path_factory)
+    result = run_python(f"""
+        import mjfast
+        from mjfast.native import NativePlugin
+        from support import CAMERA_XML
+        mjfast.register_plugin("tests/MujocoError", NativePlugin({str(library)!r}, "MujocoError"))
+        params = {{"MujocoPlugins": [{{"type": "tests/MujocoError", "name": "broken",
+                                      "in": "render", "first_instance_only": True}}]}}
+        with mjfast.MujocoEnv(CAMERA_XML, params=params, render_sync=True) as env:
+            camera = env.open_offscreen_camera("front")
+            camera.enable_frames()
+            try:
+                env.step(100)  # the first capture fails on the render thread; a later step raises
+            except RuntimeError as error:
+                print("raised", type(error).__name__, "frustum_near" in str(error),
+                      "env.reload()" in str(error))
+            render = env.statistics()["render"]
+            print("counted", render["render_errors"], "frustum_near" in render["render_error"],
+                  render["frames_rendered"])
+            env.step(100)  # raised once; stepping goes on without rendering
+            print("frames", camera.take_latest())
+            try:
+                env.open_offscreen_camera("side")
+            except RuntimeError as error:
+                print("open", "rendering stopped" in str(error))
+            env.reload()  # a fresh render thread and context; this plugin instance behaves
+            env.step(100)
+            lease = camera.take_latest()
+            print("recovered", lease is not None and lease.data.shape[2] == 3,
+                  env.statistics()["render"]["render_errors"])
+            print("plugin", env.plugins[0].state.name)
+    """, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "raised RuntimeError True True",
+        "counted 1 True 0",
+        "frames None",
+        "open True",
+        "recovered True 1",
+        "plugin ACTIVE",
+    ]

@@ -618,3 +618,56 @@ def test_update_read_plugins_do_not_wait_for_a_step_in_progress(make_env, regist
     finally:
         HeldStep.release.set()
         env.stop()
+
+
+# -- MuJoCo errors in the control side's plugins (issue 18, item 6) ----------------------------
+# A native update_read/update_write plugin that makes MuJoCo give up (mju_error, or a MuJoCo
+# function failing inside) once ended the process: the control side ran it with no error guard.
+# It is now that plugin's failure, as any exception there is (SPEC §6, §7): read()/write() raise
+# PluginError, the plugin is FAILED and out of dispatch, the env and its data are untouched
+# (the error was on the control side's scratch data), and the next read()/write() works.
+
+
+@pytest.fixture(scope="module")
+def mujoco_error_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from _native_build import plugin_library_path
+
+    return plugin_library_path(tmp_path_factory)
+
+
+@pytest.mark.parametrize("how", ["mju_error", "stack"])
+@pytest.mark.parametrize("callback", ["update_read", "update_write"])
+def test_a_mujoco_error_in_a_native_control_plugin_is_its_failure_not_the_process_end(
+        mujoco_error_library: Path, callback: str, how: str) -> None:
+    from support import run_python
+
+    call = "env.control.read()" if callback == "update_read" else \
+        "env.control.write(ctrl=[0.5] * 7)"
+    result = run_python(f"""
+        import mjfast
+        from mjfast.native import NativePlugin
+        from support import arm_xml
+        mjfast.register_plugin("tests/MujocoError",
+                               NativePlugin({str(mujoco_error_library)!r}, "MujocoError"))
+        params = {{"MujocoPlugins": [{{"type": "tests/MujocoError", "name": "broken",
+                                      "in": {callback!r}, "how": {how!r}}}]}}
+        with mjfast.MujocoEnv(arm_xml(), params=params) as env:
+            env.step(5)
+            try:
+                {call}
+            except mjfast.PluginError as error:
+                print("raised", error.plugin_name, error.callback)
+                print("cause", type(error.__cause__).__name__, "MuJoCo error" in str(error))
+            info = env.plugins[0]
+            print("state", info.state.name, info.failure.phase)
+            {call}  # the failed plugin is out of dispatch: the call works again
+            state = env.control.read()
+            env.step(5)
+            print("after", round(env.data.time, 6), round(float(state.time), 6))
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"raised broken {callback}"
+    assert lines[1].startswith("cause ") and lines[1].endswith(" True")
+    assert lines[2] == f"state FAILED {callback}"
+    assert lines[3] == "after 0.02 0.01"

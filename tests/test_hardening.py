@@ -216,10 +216,23 @@ def test_ctrl_c_interrupts_step_promptly_and_fails_no_plugin(with_plugin: bool) 
 
 def test_step_accepts_any_count_up_to_int64_max(env: mjfast.MujocoEnv) -> None:
     env.step(0)
-    with pytest.raises(ValueError, match="n >= 0"):
-        env.step(-1)
-    with pytest.raises(TypeError):
-        env.step(2**63)
+    env.step(np.int64(2))  # anything operator.index() takes
+    env.step(True)
+    assert env.step_count == 3
+    # Out of range: a ValueError naming the limit (2**63 was pybind11's TypeError listing the
+    # signatures and the env object's address); a non-integer: a TypeError naming its type.
+    for n, shown in [(-1, "-1"), (2**63, str(2**63)), (-(2**70), "-1180591620717411303424"),
+                     (10**5000, "an integer of 16610 bits")]:
+        with pytest.raises(ValueError) as raised:
+            env.step(n)
+        assert str(raised.value) == f"step(n) needs n >= 0 and <= 2**63-1, got {shown}"
+    for bad, type_name in [(1.5, "float"), ("3", "str"), (None, "NoneType"),
+                           (np.float64(2.0), "numpy.float64"), (object(), "object")]:
+        with pytest.raises(TypeError) as raised:
+            env.step(bad)  # type: ignore[arg-type]
+        assert str(raised.value) == f"step(n) takes an integer 0 <= n <= 2**63-1, got {type_name}"
+        assert "0x" not in str(raised.value)
+    assert env.step_count == 3
 
 
 def test_keyboard_interrupt_and_system_exit_in_a_callback_are_not_plugin_failures(
@@ -547,3 +560,91 @@ def test_mujoco_warnings_are_counted_in_statistics(make_env: Any) -> None:
     assert set(warnings) == {name[len("mjWARN_"):].lower()
                              for name in mujoco.mjtWarning.__members__
                              if name.startswith("mjWARN_")}
+
+
+# -- Pacing at absurd real-time factors (issue 18, item 11) -------------------------------------
+
+
+@pytest.mark.parametrize("how", ["start", "set_realtime_factor"])
+def test_a_vanishing_realtime_factor_waits_and_stays_stoppable(how: str) -> None:
+    # start(1e-14) / set_realtime_factor(1e-300): the next step's due time (2 ms / factor) was
+    # converted to clock ticks with overflow (UB) and the thread ran flat out. A positive finite
+    # factor is accepted (SPEC §13): a step due beyond any deadline waits until stop, pause, a
+    # reset or a new factor. In a child: a wait that did not end would hang.
+    result = run_python(f"""
+        import time, mjfast
+        from support import arm_xml, wait_for
+        env = mjfast.MujocoEnv(arm_xml())
+        if {how!r} == "start":
+            env.start(1e-14)
+        else:
+            env.start(1.0)
+            assert wait_for(lambda: env.step_count >= 5, 10)
+            env.set_realtime_factor(1e-300)
+        time.sleep(0.5)  # a measurement: flat out would be tens of thousands of steps
+        first = env.step_count
+        time.sleep(0.3)
+        print("waits", env.step_count - first <= 1, env.running)
+        env.pause()
+        env.resume()
+        env.set_realtime_factor(None)  # wakes the wait: unpaced from here
+        assert wait_for(lambda: env.step_count > first + 1000, 20)
+        env.set_realtime_factor(1e-300)
+        started = time.monotonic()
+        env.stop()
+        print("stopped", time.monotonic() - started < 5, env.running)
+        env.start(1e-300)
+        env.reset()  # a lifecycle call while the thread waits: it pauses at once
+        env.close()
+        print("closed")
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["waits True True", "stopped True False", "closed"]
+
+
+# -- MuJoCo errors in native plugin code on user threads (issue 18, item 6, beyond the list) ----
+
+
+@pytest.fixture(scope="module")
+def mujoco_error_library(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from _native_build import plugin_library_path
+
+    return plugin_library_path(tmp_path_factory)
+
+
+def test_a_mujoco_error_in_native_load_reset_or_call_is_the_plugins_failure(
+        mujoco_error_library: Any) -> None:
+    # load() at construction, on_reset at env.reset() and call() from an acquire_plugin block run
+    # on the user's thread, outside any step: MuJoCo's error there ended the process.
+    out = _check(run_python(f"""
+        import mjfast
+        from mjfast.native import NativePlugin
+        from support import arm_xml
+        mjfast.register_plugin("tests/MujocoError",
+                               NativePlugin({str(mujoco_error_library)!r}, "MujocoError"))
+        def env_with(where):
+            params = {{"MujocoPlugins": [{{"type": "tests/MujocoError", "name": "broken",
+                                          "in": where}}]}}
+            return mjfast.MujocoEnv(arm_xml(), params=params)
+        with env_with("load") as env:
+            info = env.plugins[0]
+            print("load", info.state.name, info.failure.phase, "gave up in load" in
+                  info.failure.message)
+            env.step(3)
+        with env_with("on_reset") as env:
+            try:
+                env.reset()
+            except mjfast.PluginError as error:
+                print("reset", error.callback, "gave up in on_reset" in str(error))
+            env.step(3)
+        with env_with("call") as env:
+            with env.acquire_plugin("broken") as plugin:
+                try:
+                    plugin.call("fail")
+                except RuntimeError as error:
+                    print("call", "gave up in call" in str(error))
+            env.step(3)
+        print("alive")
+    """, timeout=120))
+    assert out.splitlines() == ["load FAILED load True", "reset reset True", "call True",
+                                "alive"]

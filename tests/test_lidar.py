@@ -356,6 +356,94 @@ def test_misconfiguration_is_a_load_failure_naming_it(config: dict[str, Any], na
     assert named in info.failure.message
 
 
+@pytest.mark.parametrize(("config", "named"), [
+    ({"body": "robot"}, "site and body are exclusive"),
+    ({"pos": [0, 0, 1]}, "pos offsets a body's frame"),
+    ({"site": None, "body": "robto"}, "no body named 'robto'; close matches: ['robot']"),
+    ({"site": None, "body": "robot", "pos": [0, 0]}, "pos must be a list of 3 finite numbers"),
+    ({"site": None, "body": "robot", "pos": [0, 0, float("inf")]}, "pos must be a list of 3"),
+    ({"site": None, "body": "robot", "quat": [0, 0, 0, 0]}, "quat must have a non-zero"),
+    ({"site": None, "body": "robot", "quat": "identity"}, "quat must be a list of 4"),
+])
+def test_body_mount_misconfiguration_is_a_load_failure_naming_it(
+        config: dict[str, Any], named: str, envs: list[Any]) -> None:
+    entry = {"type": "mjfast/Lidar", "site": "lidar", "range": {"min": 0.05, "max": 10.0}}
+    entry.update(config)
+    if entry["site"] is None:
+        del entry["site"]
+    env = mjfast.MujocoEnv(room_xml(), params={"mujoco_server": {"MujocoPlugins": [entry]}})
+    envs.append(env)
+    (info,) = env.plugins
+    assert info.state is mjfast.PluginState.FAILED and info.failure is not None
+    assert named in info.failure.message
+
+
+def body_lidar_env(xml: str, **config: Any) -> mjfast.MujocoEnv:
+    entry = {"type": "mjfast/Lidar", "body": "robot", "range": {"min": 0.05, "max": 10.0},
+             **config}
+    return mjfast.MujocoEnv(xml, params={"mujoco_server": {"MujocoPlugins": [entry]}})
+
+
+def test_a_body_mount_casts_from_the_body_frame_and_names_it(envs: list[Any]) -> None:
+    # Many real models have no site where their lidar sits: the body frame does as well.
+    by_site = lidar_env(room_xml(), horizontal={"samples": 360})
+    by_body = body_lidar_env(room_xml(), horizontal={"samples": 360})
+    envs += [by_site, by_body]
+    for env in (by_site, by_body):
+        env.step(50)
+        assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+    np.testing.assert_array_equal(by_body.bus.latest(f"{NS}/Lidar/scan")["ranges"],
+                                  by_site.bus.latest(f"{NS}/Lidar/scan")["ranges"])
+    rings = body_lidar_env(room_xml(), horizontal={"samples": 8},
+                           vertical={"samples": 2, "min_angle": -0.1, "max_angle": 0.1})
+    envs.append(rings)
+    rings.step(50)
+    assert rings.bus.latest(f"{NS}/Lidar/points")["frame"] == "robot"
+
+
+def test_a_body_mount_offset_moves_and_turns_the_rays_in_the_body_frame(envs: list[Any]) -> None:
+    # Origin (0.5, 0.25) in the room, turned 90 degrees about z: the lidar's -x, -y, +x, +y
+    # (azimuth -pi, -pi/2, 0, pi/2) look along world -y, +x, +y, -x. The robot's own shell is
+    # excluded, as for a site on it.
+    half = math.sqrt(0.5)
+    env = body_lidar_env(room_xml(robot="spin"), horizontal={"samples": 4}, pos=[0.5, 0.25, 0.0],
+                         quat=[2 * half, 0, 0, 2 * half])  # normalised by the plugin
+    envs.append(env)
+    env.step(50)
+    expected = [HALF_Y + 0.25, HALF_X - 0.5, HALF_Y - 0.25, HALF_X + 0.5]
+    np.testing.assert_allclose(env.bus.latest(f"{NS}/Lidar/scan")["ranges"], expected, rtol=1e-6)
+
+
+def test_impossible_ray_counts_are_quick_load_failures_naming_them() -> None:
+    # 65537 x 65536 rays wrapped to 65536 in 32 bits and load() wrote past its buffers (SIGSEGV);
+    # 40000 x 40000 and one ring of 2**31 - 1 were std::bad_alloc after 95 s. In a child, timed.
+    result = run_python("""
+        import time, mjfast
+        from test_lidar import room_xml
+        for horizontal, vertical in [(65537, 65536), (40000, 40000), (2**31 - 1, 1),
+                                     (1, 2**31 - 1), (2049, 2048)]:
+            entry = {"type": "mjfast/Lidar", "site": "lidar", "range": {"max": 10.0},
+                     "horizontal": {"samples": horizontal}}
+            if vertical > 1:
+                entry["vertical"] = {"samples": vertical, "min_angle": -1.0, "max_angle": 1.0}
+            start = time.monotonic()
+            env = mjfast.MujocoEnv(room_xml(),
+                                   params={"mujoco_server": {"MujocoPlugins": [entry]}})
+            took = time.monotonic() - start
+            (info,) = env.plugins
+            assert info.state is mjfast.PluginState.FAILED, (horizontal, vertical)
+            assert took < 10, took
+            print(info.failure.message)
+            env.close()
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"Lidar: horizontal.samples {h} x vertical.samples {v} = {h * v} rays: a lidar casts at "
+        f"most 4194304 rays per scan"
+        for h, v in [(65537, 65536), (40000, 40000), (2**31 - 1, 1), (1, 2**31 - 1),
+                     (2049, 2048)]]
+
+
 def test_async_worker_survives_reset_reload_and_close_while_running() -> None:
     # A worker thread that the physics thread waits on could hang the interpreter: run it in a
     # fresh one with a timeout. Reset, reload and close while env.start() steps, then exit.

@@ -115,7 +115,7 @@ class EnvCore:
         ...
     def statistics(self) -> dict:
         ...
-    def step(self, n: typing.SupportsInt | typing.SupportsIndex = 1) -> None:
+    def step(self, n: typing.Any = 1) -> None:
         """
         Run n physics steps (0 <= n <= 2**63-1); Ctrl-C stops after the step in progress.
         """

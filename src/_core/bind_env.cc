@@ -45,6 +45,28 @@ std::exception_ptr poll_signals() {
   return std::make_exception_ptr(py::error_already_set());
 }
 
+// step()'s n: what operator.index() takes (int, numpy integers, bool), in 0..2**63-1. Anything else
+// is a TypeError naming the type, and an integer out of range a ValueError naming the limit, not
+// pybind11's "incompatible function arguments" (which shows the env object's address).
+std::int64_t step_count_of(const py::handle& n) {
+  PyObject* index = PyNumber_Index(n.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw py::type_error(std::string("step(n) takes an integer 0 <= n <= 2**63-1, got ") +
+                         Py_TYPE(n.ptr())->tp_name);
+  }
+  const py::object value = py::reinterpret_steal<py::object>(index);
+  int overflow = 0;
+  const long long count = PyLong_AsLongLongAndOverflow(index, &overflow);
+  if (overflow == 0 && count >= 0) return count;
+  // str() of a huge int may itself fail (Python's digit limit): say its size instead.
+  const auto bits = value.attr("bit_length")().cast<std::int64_t>();
+  const std::string shown = bits <= 256 ? std::string(py::str(value))
+                                        : std::string(overflow < 0 ? "-" : "") + "an integer of " +
+                                              std::to_string(bits) + " bits";
+  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " + shown);
+}
+
 }  // namespace
 
 void bind_env(py::module_& module) {
@@ -121,7 +143,8 @@ void bind_env(py::module_& module) {
            py::call_guard<py::gil_scoped_release>())  // loads re-take the GIL per plugin
       .def(
           "step",
-          [](EnvCore& env, std::int64_t n) {
+          [](EnvCore& env, const py::object& count) {
+            const std::int64_t n = step_count_of(count);
             const bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
             const EnvCore::InterruptPoll poll(poll_signals);
             // Released for the whole loop; a Python plugin (and the interrupt poll) re-takes it.

@@ -310,6 +310,8 @@ void bind_render(py::module_& module) {
         result["frames_dropped"] = stats.frames_dropped;
         result["mean_turn_ns"] = mean_or_zero(stats.render_wall_ns, stats.turns);
         result["backend"] = stats.backend;
+        result["render_errors"] = stats.render_errors;
+        result["render_error"] = stats.render_error;
         return result;
       });
 }

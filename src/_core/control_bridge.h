@@ -135,6 +135,9 @@ class ControlBridge {
   // it has update_write plugins), they run on the scratch data holding a recent snapshot and the
   // commands, and may rewrite them; a plugin error is thrown and nothing is staged.
   void write_locked(const Commands& commands, PluginHost* plugins, ModelGeneration tag);
+  // After a MuJoCo error in an update_read/update_write plugin: the scratch data is reset (what a
+  // plugin sees of it beyond the control state is stale anyway).
+  void reset_scratch() { mj_resetData(model_, scratch_); }
 
  private:
   void publish_snapshot(const mjData* live);

@@ -16,6 +16,9 @@ using Clock = std::chrono::steady_clock;
 // After a stall longer than this (a slow plugin, a debugger), the pacing re-anchors instead of
 // running flat out to catch up.
 constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
+// The furthest a paced step may be due from its anchor and still get a deadline: 100 years, far
+// inside the 292 years of the steady clock's nanosecond ticks (see Pacer::wait_until).
+constexpr std::chrono::duration<double> kFarFuture{100.0 * 365.25 * 24 * 3600};
 
 // step() asks its interrupt poll (which takes the GIL) at most this often, and reads the clock
 // often enough to notice: SPEC §18 wants Ctrl-C honoured within 100 ms.
@@ -104,6 +107,7 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
 void EnvCore::load_next_plugin_generation() {
   const auto next = plugin_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
   const SimulationRequests::CreationScope creating(weak_from_this());  // native host services
+  const mujoco_guard::Scope guard;  // a native load's MuJoCo error is its load failure
   host_.load_generation(model_generation(), PluginGeneration(next));
 }
 
@@ -380,11 +384,13 @@ void EnvCore::reset_plugins() {
     control_.clear(data_);
   }
   hooks::DispatchScope dispatching(this);
+  const mujoco_guard::Scope guard;  // a native on_reset's MuJoCo error fails that plugin
   raise_if(host_.reset(model_generation()));
 }
 
 void EnvCore::notify_geometry_changed(int geom_id) {
   hooks::DispatchScope dispatching(this);
+  const mujoco_guard::Scope guard;
   raise_if(host_.notify_geometry_changed(model_generation(), geom_id));
 }
 
@@ -430,7 +436,17 @@ void EnvCore::call_control_plugins(Callback callback, const Blocking& blocking, 
   // A plugin calling step, reset or a blocking control call of this env from there is refused.
   blocking([&] {
     hooks::DispatchScope dispatching(this);
-    call(&host_);
+    // A MuJoCo error in a plugin (mju_error, or mj_kinematics giving up on the scratch data) is
+    // thrown into that plugin's dispatch, which fails it like any exception (PluginError), instead
+    // of ending the process. It unwinds through the frames that hold the control mutexes.
+    const mujoco_guard::Scope guard;
+    try {
+      call(&host_);
+    } catch (...) {
+      // MuJoCo may have left a half-done computation (a marked stack) in the scratch data.
+      if (guard.caught_error()) control_.reset_scratch();
+      throw;
+    }
   });
 }
 
@@ -540,11 +556,20 @@ class EnvCore::Pacer {
   // When the step that reached `sim_time` at `now` lets the next one start, if later than now.
   // Unpaced, or behind: none (further behind than kMaxPacingLag, the next step re-anchors
   // instead of running flat out to catch up).
+  // A pace so slow that the next step is due further out than kFarFuture (a factor of 1e-14
+  // makes one 2 ms step last 6 years) waits without a deadline, until stop, a pause, a reset
+  // request or a new factor wakes it (wait_for_pace): the conversion to clock ticks would
+  // overflow.
   std::optional<Clock::time_point> wait_until(Clock::time_point now, double sim_time) {
     if (factor_ <= 0) return std::nullopt;
-    const auto due =
-        anchor_wall_ + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>((sim_time - anchor_sim_) / factor_));
+    const double ahead_s = (sim_time - anchor_sim_) / factor_;
+    if (ahead_s >= kFarFuture.count()) return Clock::time_point::max();
+    if (!(ahead_s > -kFarFuture.count())) {  // time jumped far back, or NaN: start afresh
+      reanchor_ = true;
+      return std::nullopt;
+    }
+    const auto due = anchor_wall_ + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(ahead_s));
     if (now - due > kMaxPacingLag) {
       reanchor_ = true;
       return std::nullopt;

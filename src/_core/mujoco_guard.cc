@@ -21,6 +21,7 @@ thread_local mjfLogHandler tls_previous MJFAST_FAST_TLS = nullptr;
 thread_local std::jmp_buf* tls_jump MJFAST_FAST_TLS = nullptr;
 thread_local int tls_jump_dispatch_depth MJFAST_FAST_TLS = 0;
 thread_local char tls_message[sizeof(mjLogMessage::subject)];
+thread_local std::uint64_t tls_errors = 0;  // MuJoCo errors caught on this thread, ever
 
 void handle(const mjLogMessage* message) {
   if (message->level < mjLOG_ERROR) {
@@ -30,6 +31,7 @@ void handle(const mjLogMessage* message) {
     _mjPRIVATE_setTlsLogHandler(mine);
     return;
   }
+  ++tls_errors;
   std::strncpy(tls_message, message->subject, sizeof(tls_message) - 1);
   tls_message[sizeof(tls_message) - 1] = '\0';
   if (tls_jump == nullptr || hooks::dispatch_depth() != tls_jump_dispatch_depth) {
@@ -66,7 +68,8 @@ __attribute__((noinline)) bool step_with_jump(const mjModel* m, mjData* d) {
 Scope::Scope()
     : previous_handler_(_mjPRIVATE_setTlsLogHandler(&handle)),
       outer_previous_(tls_previous),
-      outer_active_(tls_active) {
+      outer_active_(tls_active),
+      errors_at_start_(tls_errors) {
   if (!outer_active_) tls_previous = previous_handler_;  // nested: keep the outermost one's
   tls_active = true;
 }
@@ -76,6 +79,8 @@ Scope::~Scope() {
   tls_previous = outer_previous_;
   _mjPRIVATE_setTlsLogHandler(previous_handler_);
 }
+
+bool Scope::caught_error() const { return tls_errors != errors_at_start_; }
 
 bool step(const mjModel* m, mjData* d, std::string& error) {
   if (step_with_jump(m, d)) return true;

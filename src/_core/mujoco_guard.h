@@ -7,12 +7,15 @@
 // Nothing is unwound or jumped over that owns a resource: the jump target is step()'s own frame,
 // entered right before mj_step and holding nothing; between it and the jump there are only
 // MuJoCo's C frames. An error raised anywhere else inside a Scope (plugin code called from
-// mj_step's callbacks, pre_step and last_stage plugins, the render turn) is thrown as
-// MujocoCallError instead, so that it unwinds through its caller's frames and their locks.
+// mj_step's callbacks, pre_step and last_stage plugins, the render turn, the control side's
+// update_read/update_write dispatch, the render thread's mjr_* calls) is thrown as MujocoCallError
+// instead, so that it unwinds through its caller's frames and their locks: nothing ever jumps
+// over a frame that owns a lock.
 #pragma once
 
 #include <mujoco/mujoco.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -24,8 +27,9 @@ class MujocoCallError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Installs the handler on this thread for its lifetime (a stepping loop), restoring the one it
-// replaced. Scopes nest.
+// Installs the handler on this thread for its lifetime (a stepping loop, a control-side dispatch,
+// the render thread, a native plugin's call from a user thread), restoring the one it replaced.
+// Scopes nest.
 class Scope {
  public:
   Scope();
@@ -33,10 +37,15 @@ class Scope {
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
+  // Whether MuJoCo raised an error on this thread since this scope began (the data MuJoCo was
+  // working on may then hold a half-done computation).
+  bool caught_error() const;
+
  private:
   mjfLogHandler previous_handler_;
   mjfLogHandler outer_previous_;
   bool outer_active_;
+  std::uint64_t errors_at_start_;
 };
 
 // Runs mj_step(m, d) inside a Scope. Returns false with MuJoCo's message in `error` if it called

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "mujoco_guard.h"
+
 namespace mjfast {
 namespace {
 
@@ -161,6 +163,9 @@ void NativePluginAdapter::unload() {
   if (unloaded_) return;
   unloaded_ = true;
   error_.message[0] = '\0';
+  // From a user thread (reload, close): a MuJoCo error in the plugin's code is its error, not the
+  // end of the process; the same for statistics() and call() below.
+  const mujoco_guard::Scope guard;
   const int status = api_->unload(instance_, &error_);
   if (status != MJFAST_ERROR && status != MJFAST_LOGIC_ERROR) return;
   // The host ignores unload errors (one failing unload must not keep the others alive), so this
@@ -192,6 +197,7 @@ std::map<std::string, double> NativePluginAdapter::statistics() {
     static_cast<std::string*>(context)->append(data, size);
   };
   if (api_->call == nullptr) return {};  // a table without call (e.g. a minimal C plugin)
+  const mujoco_guard::Scope guard;
   const int status = api_->call(instance_, "statistics", "", sink, &reply, &error_);
   error_.message[0] = '\0';  // no such command: no figures, not a failure
   if (status != MJFAST_OK) return {};
@@ -206,6 +212,7 @@ std::string NativePluginAdapter::call(const std::string& command, const std::str
   auto sink = [](void* context, const char* data, std::size_t size) {
     static_cast<std::string*>(context)->append(data, size);
   };
+  const mujoco_guard::Scope guard;
   check(api_->call(instance_, command.c_str(), argument.c_str(), sink, &reply, &error_));
   return reply;
 }

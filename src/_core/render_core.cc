@@ -9,10 +9,12 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "errors.h"
 #include "gl_context.h"
 #include "hooks.h"
+#include "mujoco_guard.h"
 #include "plugin_host.h"
 
 namespace mjfast {
@@ -290,6 +292,7 @@ void RenderCore::retire_handles(CameraHandle::State next) {
     ++render_generation_;
     queue_changed_.wait(lock, [&] { return !rendering_; });
   }
+  recover_from_render_failure();  // a reload (or close) clears it: the next bind starts afresh
   std::vector<std::array<mjvScene*, 2>> scenes;
   {
     std::lock_guard<std::mutex> lock(bound_mutex_);
@@ -373,6 +376,15 @@ void RenderCore::recompute_due_locked() {
 
 std::exception_ptr RenderCore::after_step(const mjModel* model, mjData* data,
                                           ModelGeneration generation) {
+  if (render_failed_.load(std::memory_order_acquire)) {
+    // Nothing renders until a reload: no capture, and no step is due meanwhile (a wake-up from
+    // enable_frames comes back here once). The failure is raised by one step.
+    std::lock_guard<std::mutex> lock(bound_mutex_);
+    next_due_time_.store(kInfinity);
+    last_observed_time_.store(-kInfinity);
+    std::lock_guard<std::mutex> queue_lock(queue_mutex_);
+    return std::exchange(unraised_render_error_, nullptr);
+  }
   int slot_index = -1;  // the snapshot slot captured into; none while nothing is due or free
   std::exception_ptr error;
   {
@@ -469,6 +481,7 @@ std::exception_ptr RenderCore::complete_scene(const CameraHandle& handle, const 
 void RenderCore::queue_turn(int slot_index) {
   std::unique_lock<std::mutex> lock(queue_mutex_);
   Slot& slot = slots_[static_cast<std::size_t>(slot_index)];
+  if (render_failed_.load(std::memory_order_relaxed)) slot.jobs.clear();  // no thread to render
   if (slot.jobs.empty()) return;                // nothing captured: the slot stays free
   slot.render_generation = render_generation_;  // generation check at queue time
   slot.state = SlotState::kQueued;
@@ -506,6 +519,8 @@ void RenderCore::run_render_thread() {
   if (!render_sync_) {
     setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kRenderThreadNice);
   }
+  // MuJoCo's errors in mjr_* on this thread are thrown (to take_turn), never fatal.
+  const mujoco_guard::Scope guard;
   if (!start_gl()) return;
   std::unique_lock<std::mutex> lock(queue_mutex_);
   thread_ready_ = true;
@@ -516,10 +531,15 @@ void RenderCore::run_render_thread() {
     const int index = queue_.front();
     queue_.erase(queue_.begin());
     take_turn(slots_[static_cast<std::size_t>(index)], lock);
+    if (render_failed_.load(std::memory_order_relaxed)) break;
   }
-  // Pending sync waiters were released by stopping_; drop the GL state on its own thread.
+  // Pending sync waiters were released by stopping_ (or by the failed turn's freed slot); drop
+  // the GL state on its own thread.
   lock.unlock();
-  if (context_made_) mjr_freeContext(&context_);
+  try {
+    if (context_made_) mjr_freeContext(&context_);
+  } catch (...) {  // a MuJoCo error freeing a context already in trouble: nothing left to do
+  }
   context_made_ = false;
   gl_.reset();
 }
@@ -556,7 +576,12 @@ void RenderCore::take_turn(Slot& slot, std::unique_lock<std::mutex>& lock) {
   rendering_ = true;
   lock.unlock();
   const auto start = std::chrono::steady_clock::now();
-  render_turn(slot);
+  std::exception_ptr failure;
+  try {
+    render_turn(slot);
+  } catch (...) {
+    failure = std::current_exception();
+  }
   const auto wall = std::chrono::steady_clock::now() - start;
   {
     std::lock_guard<std::mutex> stats_lock(stats_mutex_);
@@ -568,18 +593,59 @@ void RenderCore::take_turn(Slot& slot, std::unique_lock<std::mutex>& lock) {
   slot.jobs.clear();
   slot.state = SlotState::kFree;
   rendering_ = false;
+  if (failure) fail_rendering(failure, lock);
   queue_changed_.notify_all();
+}
+
+void RenderCore::fail_rendering(const std::exception_ptr& error,
+                                std::unique_lock<std::mutex>& /*queue_lock*/) {
+  const std::string message = describe_exception(error);
+  {
+    std::lock_guard<std::mutex> stats_lock(stats_mutex_);
+    ++stats_.render_errors;
+    stats_.render_error = message;
+  }
+  thread_error_ = std::make_exception_ptr(
+      std::runtime_error("rendering stopped after an error on the render thread: " + message +
+                         " (no camera renders until env.reload())"));
+  unraised_render_error_ = thread_error_;
+  render_failed_.store(true, std::memory_order_release);
+  // Queued turns will never be rendered: free their slots (a render_sync waiter is released).
+  for (const int index : queue_) {
+    Slot& queued = slots_[static_cast<std::size_t>(index)];
+    queued.jobs.clear();
+    queued.state = SlotState::kFree;
+  }
+  queue_.clear();
+}
+
+void RenderCore::recover_from_render_failure() {
+  if (!render_failed_.load(std::memory_order_acquire)) return;
+  std::thread failed;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    failed = std::move(render_thread_);
+  }
+  if (failed.joinable()) failed.join();  // it ended by itself after the failed turn
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  thread_error_ = nullptr;
+  unraised_render_error_ = nullptr;
+  thread_ready_ = false;
+  render_failed_.store(false, std::memory_order_release);
 }
 
 void RenderCore::render_turn(Slot& slot) {
   if (!context_made_ || context_generation_ != slot.model_generation.value()) {
     if (context_made_) mjr_freeContext(&context_);
     mjr_defaultContext(&context_);
+    // Made from here on, even partly: if MuJoCo gives up inside mjr_makeContext, the render
+    // thread ends (take_turn) and frees what it did make.
+    context_made_ = true;
+    context_generation_ = 0;
     // As mujoco.Renderer: its font scale, the offscreen buffer, depth read as [0 far..1 near].
     mjr_makeContext(slot.model, &context_, mjFONTSCALE_150);
     mjr_setBuffer(mjFB_OFFSCREEN, &context_);
     context_.readDepthMap = mjDEPTH_ZEROFAR;
-    context_made_ = true;
     context_generation_ = slot.model_generation.value();
   }
   for (const Job& job : slot.jobs) render_job(slot, job);

@@ -37,6 +37,13 @@
 // The render thread takes only queue_mutex_, stats_mutex_ and frame store mutexes (never the GIL,
 // step_mutex_, bound_mutex_ or a host mutex), so after_step and retire may wait for it.
 //
+// MuJoCo errors on the render thread (mjr_makeContext, mjr_render, ...) are caught by a
+// mujoco_guard::Scope held for the thread's life and thrown as exceptions (never a jump: the
+// thread's frames own frames and locks). A failed turn ends the thread: the GL state after
+// MuJoCo's error is unknown. Its frames are dropped, the error is counted in statistics()
+// (render_errors, render_error), raised once by the next step's after_step and by open(), and
+// cleared by the next retire (a reload), whose bind starts a fresh thread and context.
+//
 // Queries callable from anywhere (any thread, a render_callback, an acquire_plugin block) take no
 // lock the capture holds while calling into plugins: statistics() (stats_mutex_ and atomics),
 // render_sync(), wake() (the handles' wake callback) and every handle method.
@@ -84,6 +91,10 @@ struct RenderStatistics {
   std::uint64_t frames_dropped = 0;  // full frame stores
   std::uint64_t render_wall_ns = 0;
   std::string backend;
+  // An error on the render thread (MuJoCo's mju_error in mjr_*, e.g. a render_callback that left
+  // the scene unrenderable) stops rendering until the next reload; it is counted and kept here.
+  std::uint64_t render_errors = 0;
+  std::string render_error;
 };
 
 class RenderCore final : public StepObserver {
@@ -191,6 +202,11 @@ class RenderCore final : public StepObserver {
   void read_depth(const mjModel* model, const mjvScene& scene, Frame& frame);
   void read_segmentation(const mjvScene& scene, Frame& frame);
   void retire_handles(CameraHandle::State next);
+  // The render thread's end after an error in a turn (queue_mutex_ held by `lock`).
+  void fail_rendering(const std::exception_ptr& error, std::unique_lock<std::mutex>& lock);
+  // After a failed render thread (with retire's lock order: no RenderCore lock held): joins it
+  // and clears the failure, so that the next bind starts a fresh thread and GL context.
+  void recover_from_render_failure();
   void close_unchecked();
 
   PluginHost* host_;
@@ -218,6 +234,10 @@ class RenderCore final : public StepObserver {
   std::thread render_thread_;
   bool thread_ready_ = false;
   std::exception_ptr thread_error_;
+  // Set once a render turn failed (thread_error_ then holds the error, which open() raises): the
+  // thread has ended, no turn is queued any more, and the next step raises the error once.
+  std::atomic<bool> render_failed_{false};
+  std::exception_ptr unraised_render_error_;  // under queue_mutex_
 
   mutable std::mutex stats_mutex_;
   RenderStatistics stats_;

@@ -2,13 +2,20 @@
 //
 // Configuration keys (validated in load(); a failure names the key and what was expected, with
 // the messages of the Python plugin this replaces):
-// - `site` (required): the rays start at this site, in its frame (x forward, z up); geoms of the
-//   site's own body are not seen (none are excluded when the site is on the world body).
+// - `site` or `body` (exactly one is required): the rays start at this site, in its frame (x
+//   forward, z up), or at body `body`'s frame moved by `pos` (metres, default 0 0 0) and turned by
+//   `quat` (w x y z, default 1 0 0 0), both in the body frame: for models whose sensor mount has
+//   no site. Geoms of the site's (or that) body are not seen (none are excluded on the world body);
+//   `~points` names the site or the body as its `frame`.
 // - `horizontal: {samples, min_angle, max_angle}`: azimuth, radians, counter-clockwise about +z;
 //   default 360 samples over the full turn starting at -pi (`max_angle` defaults to one increment
 //   short of `min_angle + 2 pi`).
 // - `vertical: {samples, min_angle, max_angle}`: elevation, radians, positive upward; default one
 //   ring at elevation 0 (a 2-D scan). Both ends are sampled, spaced `(max - min) / (samples - 1)`.
+//   horizontal.samples x vertical.samples may be at most kMaxRays (4,194,304 rays: 16 times a
+//   128-beam, 2048-column spinning lidar; about 0.4 GB of buffers, twice that in async mode).
+//   The count is checked in 64 bits before anything is allocated, so a larger one is a load
+//   failure naming both sample counts and the ray count.
 // - `range: {min, max}` (required, metres), `rate_hz` (simulated time, default 10),
 //   `geom_groups` (the geom groups the rays see, default all), `noise_std` (metres of Gaussian
 //   noise on each return, default 0) and `seed` (default 0; env.reset() restarts the generator),
@@ -17,7 +24,7 @@
 //
 // One ring publishes `~scan` {time, angle_min, angle_max, angle_increment, range_min, range_max,
 // ranges} (float32, +inf for no return within max, -inf for a return closer than min); more rings
-// publish `~points` {time, frame, points} (float32 V x H x 3 in the site frame, rows by rising
+// publish `~points` {time, frame, points} (float32 V x H x 3 in the lidar frame, rows by rising
 // elevation, columns by rising azimuth, NaN for no return within range).
 //
 // How it is fast: the per-step test of a scan that is not due is one comparison of d->time
@@ -70,6 +77,9 @@ namespace {
 using mjfast::Config;
 
 constexpr double kPi = 3.14159265358979323846;
+// The most rays one lidar casts per scan (see the header). Real lidars cast far fewer; the bound
+// keeps every buffer size and MuJoCo's `int` ray count far from overflow.
+constexpr std::int64_t kMaxRays = std::int64_t{1} << 22;
 constexpr float kRayRgba[4] = {1.0f, 0.1f, 0.1f, 0.8f};
 constexpr double kRayWidth = 2.0;  // pixels, for mjGEOM_LINE
 // How long the worker spins for its next job after a cast before sleeping: when the physics thread
@@ -271,16 +281,26 @@ const Config* get(const Config& mapping, const std::string& key) {
   return mapping.has(key) ? &mapping.at(key) : nullptr;
 }
 
-// The sampled angles of one axis, rising (horizontal: full_turn).
-std::vector<double> angles(const Checker& check, const std::string& key, const Config* spec,
-                           int default_samples, bool full_turn) {
+// One axis's spec (an empty mapping when not given), its shape and keys checked.
+const Config& axis_spec(const Checker& check, const std::string& key, const Config* spec) {
   static const Config empty = Config::parse("{}");
-  if (spec == nullptr || spec->is_null()) spec = &empty;
+  if (spec == nullptr || spec->is_null()) return empty;
   if (!spec->is_mapping()) {
     check.fail(key + " must be a mapping {samples, min_angle, max_angle}, got " + repr(*spec));
   }
   check.check_keys(*spec, {"samples", "min_angle", "max_angle"}, key);
-  const int samples = check.positive_int(key + ".samples", get(*spec, "samples"), default_samples);
+  return *spec;
+}
+
+int axis_samples(const Checker& check, const std::string& key, const Config& spec,
+                 int default_samples) {
+  return check.positive_int(key + ".samples", get(spec, "samples"), default_samples);
+}
+
+// The sampled angles of one axis, rising (horizontal: full_turn); `samples` already bounded.
+std::vector<double> angles(const Checker& check, const std::string& key, const Config& config,
+                           int samples, bool full_turn) {
+  const Config* spec = &config;
   double low = 0.0;
   double high_default = 0.0;
   if (full_turn) {
@@ -347,40 +367,29 @@ class Lidar final : public mjfast::Plugin {
   bool load(const mjModel* m, mjData* d) override {
     const Checker check(name());
     const Config& config = this->config();
-    check.check_keys(config, {"site", "horizontal", "vertical", "range", "rate_hz", "geom_groups",
-                              "noise_std", "seed", "async", "visualize", "topic"});
-    if (!config.has("site")) check.fail("site is required: the name of the site the rays start at");
-    const Config& site = config.at("site");
-    site_ = site.is_string() ? mj_name2id(m, mjOBJ_SITE, site.as_string().c_str()) : -1;
-    if (site_ < 0) {
-      std::vector<std::string> names;
-      for (int i = 0; i < m->nsite; ++i) {
-        const char* name = mj_id2name(m, mjOBJ_SITE, i);
-        if (name != nullptr && *name != '\0') names.emplace_back(name);
-      }
-      std::string word = site.is_string() ? site.as_string() : repr(site);
-      const std::vector<std::string> close = close_matches(word, names);
-      const std::string hint =
-          close.empty()
-              ? "; the model has " +
-                    list_repr(std::vector<std::string>(
-                        names.begin(), names.begin() + std::min<std::size_t>(10, names.size())))
-              : "; close matches: " + list_repr(close);
-      check.fail("the model has no site named " + repr(site) + hint);
-    }
-    frame_ = site.as_string();
+    check.check_keys(config, {"site", "body", "pos", "quat", "horizontal", "vertical", "range",
+                              "rate_hz", "geom_groups", "noise_std", "seed", "async", "visualize",
+                              "topic"});
+    mount(check, m, config);
     if (const Config* topic = get(config, "topic"); topic != nullptr && !topic->is_null()) {
       if (!topic->is_string() || topic->as_string().find_first_not_of("/~") == std::string::npos) {
         check.fail("topic must be a non-empty topic name, got " + repr(*topic));
       }
       topic_ = topic->as_string();
     }
-    const int body = m->site_bodyid[site_];
-    exclude_ = body > 0 ? body : -1;
-    const std::vector<double> azimuth =
-        angles(check, "horizontal", get(config, "horizontal"), 360, true);
-    const std::vector<double> elevation =
-        angles(check, "vertical", get(config, "vertical"), 1, false);
+    // Both sample counts, and their product in 64 bits, are bounded before anything is allocated.
+    const Config& horizontal = axis_spec(check, "horizontal", get(config, "horizontal"));
+    const Config& vertical = axis_spec(check, "vertical", get(config, "vertical"));
+    const int columns = axis_samples(check, "horizontal", horizontal, 360);
+    const int rows = axis_samples(check, "vertical", vertical, 1);
+    const std::int64_t rays = std::int64_t{columns} * std::int64_t{rows};
+    if (rays > kMaxRays) {
+      check.fail("horizontal.samples " + std::to_string(columns) + " x vertical.samples " +
+                 std::to_string(rows) + " = " + std::to_string(rays) +
+                 " rays: a lidar casts at most " + std::to_string(kMaxRays) + " rays per scan");
+    }
+    const std::vector<double> azimuth = angles(check, "horizontal", horizontal, columns, true);
+    const std::vector<double> elevation = angles(check, "vertical", vertical, rows, false);
     const Config* range = get(config, "range");
     if (range == nullptr || !range->is_mapping() || !range->has("max")) {
       check.fail("range is required: a mapping {min, max} in metres, got " +
@@ -418,7 +427,7 @@ class Lidar final : public mjfast::Plugin {
       throw std::runtime_error(name() + ": this mjfast gives native plugins no publish service");
     }
 
-    // Directions in the site frame, rows by rising elevation, columns by rising azimuth.
+    // Directions in the lidar frame, rows by rising elevation, columns by rising azimuth.
     rows_ = static_cast<int>(elevation.size());
     columns_ = static_cast<int>(azimuth.size());
     rays_ = rows_ * columns_;
@@ -515,8 +524,97 @@ class Lidar final : public mjfast::Plugin {
   }
 
   void pose(const mjData* d, Scan& scan) const {
-    std::memcpy(scan.origin, d->site_xpos + 3 * site_, sizeof(scan.origin));
-    std::memcpy(scan.rotation, d->site_xmat + 9 * site_, sizeof(scan.rotation));
+    if (site_ >= 0) {
+      std::memcpy(scan.origin, d->site_xpos + 3 * site_, sizeof(scan.origin));
+      std::memcpy(scan.rotation, d->site_xmat + 9 * site_, sizeof(scan.rotation));
+      return;
+    }
+    // The body's frame moved by the offset, which is in that frame.
+    const mjtNum* xmat = d->xmat + 9 * body_;
+    mju_mulMatVec3(scan.origin, xmat, offset_pos_);
+    mju_addTo3(scan.origin, d->xpos + 3 * body_);
+    mju_mulMatMat(scan.rotation, xmat, offset_rotation_, 3, 3, 3);
+  }
+
+  // Where the rays start: `site`, or `body` with an optional `pos`/`quat` offset.
+  void mount(const Checker& check, const mjModel* m, const Config& config) {
+    const bool has_site = config.has("site");
+    const bool has_body = config.has("body");
+    if (has_site == has_body) {
+      check.fail(has_site ? "site and body are exclusive: give the one the rays start at"
+                          : "site (or body) is required: the name of the site (or body) the "
+                            "rays start at");
+    }
+    if (has_site) {
+      for (const char* key : {"pos", "quat"}) {
+        if (config.has(key)) {
+          check.fail(std::string(key) +
+                     " offsets a body's frame; a site has its own: give body "
+                     "instead of site, or move the site in the model");
+        }
+      }
+    }
+    const mjtObj type = has_site ? mjOBJ_SITE : mjOBJ_BODY;
+    const char* kind = has_site ? "site" : "body";
+    const int count = has_site ? m->nsite : m->nbody;
+    const Config& wanted = config.at(kind);
+    const int id = wanted.is_string() ? mj_name2id(m, type, wanted.as_string().c_str()) : -1;
+    if (id < 0) {
+      std::vector<std::string> names;
+      for (int i = 0; i < count; ++i) {
+        const char* name = mj_id2name(m, type, i);
+        if (name != nullptr && *name != '\0') names.emplace_back(name);
+      }
+      std::string word = wanted.is_string() ? wanted.as_string() : repr(wanted);
+      const std::vector<std::string> close = close_matches(word, names);
+      const std::string hint =
+          close.empty()
+              ? "; the model has " +
+                    list_repr(std::vector<std::string>(
+                        names.begin(), names.begin() + std::min<std::size_t>(10, names.size())))
+              : "; close matches: " + list_repr(close);
+      check.fail("the model has no " + std::string(kind) + " named " + repr(wanted) + hint);
+    }
+    frame_ = wanted.as_string();
+    if (has_site) {
+      site_ = id;
+      body_ = m->site_bodyid[id];
+    } else {
+      site_ = -1;
+      body_ = id;
+      offset(check, config);
+    }
+    exclude_ = body_ > 0 ? body_ : -1;
+  }
+
+  void offset(const Checker& check, const Config& config) {
+    const auto finite_numbers = [&](const char* key, std::size_t size, const char* what) {
+      std::vector<double> values;
+      const Config* value = get(config, key);
+      if (value == nullptr) return values;
+      bool ok = value->is_list() && value->size() == size;
+      for (std::size_t i = 0; ok && i < size; ++i) {
+        ok = (*value)[i].is_number() && std::isfinite((*value)[i].as_number());
+        if (ok) values.push_back((*value)[i].as_number());
+      }
+      if (!ok) {
+        check.fail(std::string(key) + " must be a list of " + std::to_string(size) +
+                   " finite numbers (" + what + "), got " + repr(*value));
+      }
+      return values;
+    };
+    const std::vector<double> pos = finite_numbers("pos", 3, "metres in the body frame");
+    if (!pos.empty()) std::copy(pos.begin(), pos.end(), offset_pos_);
+    std::vector<double> quat = finite_numbers("quat", 4, "w x y z in the body frame");
+    if (quat.empty()) return;
+    const double norm =
+        std::sqrt(quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]);
+    if (!(norm > 0) || !std::isfinite(norm)) {
+      check.fail("quat must have a non-zero finite norm, got " + repr(config.at("quat")));
+    }
+    mjtNum unit[4];
+    for (int i = 0; i < 4; ++i) unit[i] = quat[static_cast<std::size_t>(i)] / norm;
+    mju_quat2Mat(offset_rotation_, unit);
   }
 
   // World directions (R d for each site-frame d), then one mj_multiRay.
@@ -705,7 +803,10 @@ class Lidar final : public mjfast::Plugin {
   }
 
   // Configuration.
-  int site_ = -1;
+  int site_ = -1;  // the site the rays start at, or -1: body_'s frame moved by the offset
+  int body_ = 0;
+  mjtNum offset_pos_[3] = {0, 0, 0};
+  mjtNum offset_rotation_[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
   std::string frame_;
   std::string topic_;  // `topic`; empty: `~scan` (one ring) or `~points`
   int exclude_ = -1;
