@@ -150,6 +150,17 @@ def test_table_rows_of_configured_plugins() -> None:
     assert routes("mjfast/HeartbeatPublisher") == {}
 
 
+def test_a_lidar_scan_is_framed_by_its_site_or_its_body_mount() -> None:
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><body name="base"><site name="s"/></body></worldbody></mujoco>')
+    scan = {"time": 0.5, "angle_min": -1.0, "angle_max": 1.0, "angle_increment": 1.0,
+            "range_min": 0.1, "range_max": 5.0, "ranges": np.ones(3, dtype=np.float32)}
+    for mount, frame in (({"site": "s"}, "s"), ({"body": "base", "pos": [0, 0, 0.1]}, "base")):
+        ctx = Context("p", "mjfast/Lidar", mount, "/mujoco_server/p", model)
+        (route,) = conversions.outbound_routes(ctx)
+        assert route.convert(scan).header.frame_id == frame
+
+
 def test_conversions_import_no_zenoh_and_mjfast_imports_without_the_extra() -> None:
     script = ("import sys; import mjfast.ros2.conversions, mjfast.ros2.types, mjfast.ros2.wire; "
               "assert 'zenoh' not in sys.modules, 'zenoh imported'")

@@ -415,7 +415,8 @@ def _rows(rows: list[Row]) -> Callable[[Context], list[Outbound]]:
 def _lidar(ctx: Context) -> list[Outbound]:
     vertical = ctx.config.get("vertical") or {}
     rings = int(vertical.get("samples", 1)) if isinstance(vertical, Mapping) else 1
-    site = str(ctx.config.get("site", ""))
+    # The frame the rays start in: the site's, or (a body mount) the body's.
+    site = str(ctx.config.get("site") or ctx.config.get("body") or "")
     if rings == 1:
         scan_time = 1.0 / float(ctx.config.get("rate_hz", 10.0))
         return [Outbound(_topic(ctx, "topic", "~scan"), "sensor_msgs/msg/LaserScan",
