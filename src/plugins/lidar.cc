@@ -367,9 +367,9 @@ class Lidar final : public mjfast::Plugin {
   bool load(const mjModel* m, mjData* d) override {
     const Checker check(name());
     const Config& config = this->config();
-    check.check_keys(config, {"site", "body", "pos", "quat", "horizontal", "vertical", "range",
-                              "rate_hz", "geom_groups", "noise_std", "seed", "async", "visualize",
-                              "topic"});
+    check.check_keys(config,
+                     {"site", "body", "pos", "quat", "horizontal", "vertical", "range", "rate_hz",
+                      "geom_groups", "noise_std", "seed", "async", "visualize", "topic"});
     mount(check, m, config);
     if (const Config* topic = get(config, "topic"); topic != nullptr && !topic->is_null()) {
       if (!topic->is_string() || topic->as_string().find_first_not_of("/~") == std::string::npos) {
