@@ -217,7 +217,7 @@ void PluginHost::load_generation(ModelGeneration model_generation,
     const auto load_start = Clock::now();
     try {
       if (!current.adapter->load(model_, data_)) {
-        report.failure = PluginFailure{"load", "load() returned false"};
+        report.failure = PluginFailure{"load", "load() returned false", ""};
       }
     } catch (const Interrupted&) {
       // The user interrupted this plugin's load: not its failure. It is left unloaded, the
@@ -269,7 +269,7 @@ void PluginHost::load_generation(ModelGeneration model_generation,
         if (record->adapter->activate()) {
           report.state = PluginState::kActive;
         } else {
-          report.failure = PluginFailure{"activate", "activate() returned false"};
+          report.failure = PluginFailure{"activate", "activate() returned false", ""};
         }
       } catch (const Interrupted&) {
         if (!interrupt) interrupt = std::current_exception();
