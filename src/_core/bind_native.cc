@@ -42,23 +42,26 @@ class NativePluginHandle {
                        const py::object& scene) const {
     NativePluginAdapter& adapter = checked();
     const auto address = [](const py::object& object, const char* what) {
-      if (!py::hasattr(object, "_address")) {
+      if (!py::hasattr(object, interned("_address"))) {
         throw py::type_error(std::string(what) + " must be a mujoco." + what + ", got " +
                              py::str(py::type::of(object).attr("__name__")).cast<std::string>());
       }
-      return object.attr("_address").cast<std::uintptr_t>();
+      return object.attr(interned("_address")).cast<std::uintptr_t>();
     };
     auto* m = reinterpret_cast<const mjModel*>(address(model, "MjModel"));
     auto* d = reinterpret_cast<mjData*>(address(data, "MjData"));
     // mujoco.MjvScene does not expose its address, but its `flags` array views the struct's own
     // field (as RenderCore's scenes are found, bind_render.cc).
-    if (!py::hasattr(scene, "flags") || !py::hasattr(scene, "maxgeom")) {
+    if (!py::hasattr(scene, interned("flags")) || !py::hasattr(scene, interned("maxgeom"))) {
       throw py::type_error("scene must be a mujoco.MjvScene, got " +
                            py::str(py::type::of(scene).attr("__name__")).cast<std::string>());
     }
-    const auto flags = scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
+    const auto flags = scene.attr(interned("flags"))
+                           .attr(interned("ctypes"))
+                           .attr(interned("data"))
+                           .cast<std::uintptr_t>();
     auto* s = reinterpret_cast<mjvScene*>(flags - offsetof(mjvScene, flags));
-    if (s->maxgeom != scene.attr("maxgeom").cast<int>()) {
+    if (s->maxgeom != scene.attr(interned("maxgeom")).cast<int>()) {
       throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
     }
     if ((adapter.callbacks() & mask_of(Callback::kRender)) == 0) return;

@@ -143,9 +143,12 @@ py::dict statistics_dict(const CameraStatistics& stats) {
 mjvScene* register_python_scene(py::object scene) {
   // mujoco.MjvScene does not expose its address, but its `flags` array views the struct's own
   // field: step back by the field's offset.
-  const auto flags_address = scene.attr("flags").attr("ctypes").attr("data").cast<std::uintptr_t>();
+  const auto flags_address = scene.attr(interned("flags"))
+                                 .attr(interned("ctypes"))
+                                 .attr(interned("data"))
+                                 .cast<std::uintptr_t>();
   auto* raw = reinterpret_cast<mjvScene*>(flags_address - offsetof(mjvScene, flags));
-  if (raw->maxgeom != scene.attr("maxgeom").cast<int>()) {
+  if (raw->maxgeom != scene.attr(interned("maxgeom")).cast<int>()) {
     throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
   }
   scene_registry()[raw] = std::move(scene);

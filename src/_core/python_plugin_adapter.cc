@@ -103,7 +103,7 @@ PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::o
       const char* method = method_of(style_, info.callback);
       if (method == nullptr || name != method) continue;
       const std::size_t slot = index_of(info.callback);
-      methods_[slot] = instance_.attr(method);
+      methods_[slot] = instance_.attr(interned(method));
       switch (info.callback) {
         case Callback::kReset:
           arguments_[slot] = style_ == Style::kMujoco ? py::tuple() : py::make_tuple(data_);
@@ -127,7 +127,7 @@ PythonPluginAdapter::~PythonPluginAdapter() {
   // Every adapter that goes, loaded or not, takes its node's subscriptions and services with it:
   // a plugin that failed to load must not keep receiving messages, nor its successor twice.
   try {
-    if (node_ && py::hasattr(node_, "shutdown")) node_.attr("shutdown")();
+    if (node_ && py::hasattr(node_, interned("shutdown"))) node_.attr(interned("shutdown"))();
   } catch (py::error_already_set& error) {
     py::module_::import("logging")
         .attr("getLogger")("mjfast.host")
@@ -158,15 +158,16 @@ void PythonPluginAdapter::call(Callback callback) {
 bool PythonPluginAdapter::load(const mjModel*, mjData*) {
   py::gil_scoped_acquire gil;  // load runs under the host mutex on a thread that released the GIL
   py::object result = translating(instance_, [&] {
-    return style_ == Style::kMujoco ? instance_.attr("load")(model_, data_)
-                                    : instance_.attr("init")(node_, model_, data_);
+    return style_ == Style::kMujoco ? instance_.attr(interned("load"))(model_, data_)
+                                    : instance_.attr(interned("init"))(node_, model_, data_);
   });
   return loaded_by(result, instance_);
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
   py::gil_scoped_acquire gil;  // load phases run under the host's mutexes, with the GIL released
-  py::object result = translating(instance_, [&] { return instance_.attr("statistics")(); });
+  py::object result =
+      translating(instance_, [&] { return instance_.attr(interned("statistics"))(); });
   const auto bad = [&](const std::string& what) {
     return std::invalid_argument("statistics() must return a dict of str to real numbers, got " +
                                  what);
@@ -197,7 +198,8 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;  // as statistics()
-  return loaded_by(translating(instance_, [&] { return instance_.attr("activate")(); }), instance_);
+  return loaded_by(translating(instance_, [&] { return instance_.attr(interned("activate"))(); }),
+                   instance_);
 }
 
 void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
@@ -229,7 +231,7 @@ void PythonPluginAdapter::unload() {
   py::gil_scoped_acquire gil;  // quiesce runs under the host's mutexes, with the GIL released
   const char* method = style_ == Style::kMujoco ? "unload" : "cleanup";
   try {
-    instance_.attr(method)();
+    instance_.attr(interned(method))();
   } catch (py::error_already_set& error) {
     // Unload must not stop the others from unloading: report it and go on.
     py::module_::import("logging")
