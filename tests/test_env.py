@@ -797,7 +797,8 @@ real_allocator = pytest.mark.skipif(
     reason="resident memory under a sanitizer's allocator",
 )
 
-MEMORY_SCRIPT = """
+# What both memory scripts start with: resident bytes after a collection and a trim.
+MEMORY_PRELUDE = """
     import ctypes, gc, json, os, sys
     import mujoco, mjfast
     from support import arm_xml
@@ -809,7 +810,9 @@ MEMORY_SCRIPT = """
         libc.malloc_trim(0)
         with open("/proc/self/statm") as statm:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+"""
 
+MEMORY_SCRIPT = MEMORY_PRELUDE + """
     class Python(mjfast.MujocoPlugin):
         def load(self, model, data):
             self.node.publish("~loaded", {{"nq": model.nq}})
@@ -865,30 +868,23 @@ def _memory_growth(keep: str = "", count: int = 300) -> dict[str, int]:
     return json.loads(result.stdout)
 
 
+def _allocator_noise(growth: dict[str, int]) -> float:
+    """Allocator noise: a quarter of what one model and its two datas hold, plus 2 MiB."""
+    return max(growth["one"], 64 * 1024) / 4 + 2 * 1024 * 1024
+
+
 @real_allocator
 def test_creating_and_closing_envs_holds_no_more_memory_than_bare_mujoco():
     # SPEC §18: 300 envs (with Python and native plugins) created and closed one at a time, and
     # 300 reloads of one env, grow resident memory no more than 1.5x bare MuJoCo doing the same,
     # beyond allocator noise worth a quarter of what one model and its two datas hold.
     growth = _memory_growth()
-    noise = max(growth["one"], 64 * 1024) / 4 + 2 * 1024 * 1024
+    noise = _allocator_noise(growth)
     for case in ("envs", "reloads"):
         assert growth[case] <= 1.5 * max(growth["bare"], 0) + noise, growth
 
 
-MEMORY_TOGETHER_SCRIPT = """
-    import ctypes, gc, json, os, sys
-    import mujoco, mjfast
-    from support import arm_xml
-
-    libc = ctypes.CDLL(None)
-
-    def held():
-        gc.collect()
-        libc.malloc_trim(0)
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
+MEMORY_TOGETHER_SCRIPT = MEMORY_PRELUDE + """
     class Python(mjfast.MujocoPlugin):
         def load(self, model, data):
             return True
@@ -937,7 +933,7 @@ def test_envs_alive_at_once_then_closed_hold_no_more_memory_than_bare_mujoco():
     result = run_python(MEMORY_TOGETHER_SCRIPT.format(count=300), timeout=240)
     assert result.returncode == 0, result.stderr
     growth = json.loads(result.stdout)
-    noise = max(growth["one"], 64 * 1024) / 4 + 2 * 1024 * 1024
+    noise = _allocator_noise(growth)
     assert growth["envs"] <= 1.5 * max(growth["bare"], 0) + noise, growth
 
 
@@ -976,5 +972,5 @@ def test_binding_a_model_leaves_nothing_in_pythons_type_cache():
 def test_the_memory_test_sees_a_leak():
     # The test above can fail: envs whose data is kept alive after close() are seen.
     growth = _memory_growth(keep="kept.append(made.data)", count=100)
-    noise = max(growth["one"], 64 * 1024) / 4 + 2 * 1024 * 1024
+    noise = _allocator_noise(growth)
     assert growth["envs"] > 1.5 * max(growth["bare"], 0) + noise, growth
