@@ -30,6 +30,10 @@ SCENE_XML = """
         <joint name="elbow" type="hinge" axis="0 1 0" damping="0.5"/>
         <geom name="lower" type="capsule" fromto="0 0 0 0.3 0 0" size="0.035"/>
         <site name="tip" pos="0.3 0 0"/>
+        <body name="wrist" pos="0.3 0 0">
+          <joint name="wrist" type="hinge" axis="1 0 0" damping="0.2"/>
+          <geom name="hand" type="box" size="0.03 0.05 0.01"/>
+        </body>
       </body>
     </body>
     <body name="box" pos="0.45 0 0.75">
@@ -44,6 +48,7 @@ SCENE_XML = """
   <actuator>
     <motor name="shoulder_motor" joint="shoulder" ctrlrange="-5 5" ctrllimited="true"/>
     <position name="elbow_servo" joint="elbow" kp="20" ctrlrange="-2 2" ctrllimited="true"/>
+    <motor name="wrist_motor" joint="wrist" ctrlrange="-1 1" ctrllimited="true"/>
   </actuator>
   <sensor>
     <jointpos name="shoulder_pos" joint="shoulder"/>
@@ -80,7 +85,8 @@ class NoisyDriver(mjfast.MujocoPlugin):
 
 
 def scene_params(driver: str) -> dict[str, Any]:
-    """Every shipped Python plugin with state, and the user's NoisyDriver (type `driver`)."""
+    """Every shipped plugin with state, Python and native (a sync and an async lidar), and the
+    user's NoisyDriver (type `driver`)."""
     return {"MujocoPlugins": [
         {"type": driver, "name": "driver"},
         {"type": "mjfast/SensorPublisher", "name": "sensors", "rate_hz": 60.0, "seed": 7,
@@ -93,6 +99,16 @@ def scene_params(driver: str) -> dict[str, Any]:
         {"type": "mjfast/TfPublisher", "name": "tf", "rate_hz": 25.0, "bodies": ["box", "fore"]},
         {"type": "mjfast/PoseHoldPD", "name": "hold", "joints": ["elbow"]},
         {"type": "mjfast/BaseVelocity", "name": "base", "joint": "ball_free", "timeout": 0.3},
+        {"type": "mjfast/Lidar", "name": "lidar", "site": "lidar_site", "range": {"max": 3.0},
+         "horizontal": {"samples": 32}, "rate_hz": 40.0, "noise_std": 0.01, "seed": 3},
+        {"type": "mjfast/Lidar", "name": "lidar3d", "site": "lidar_site",
+         "range": {"min": 0.05, "max": 3.0}, "horizontal": {"samples": 16},
+         "vertical": {"samples": 3, "min_angle": -0.3, "max_angle": 0.3}, "rate_hz": 30.0,
+         "noise_std": 0.02, "seed": 5, "async": True, "visualize": True},
+        {"type": "mjfast/PDController", "name": "pd", "joints": ["wrist"],
+         "gains": {"kp": 5.0, "kd": 0.5}},
+        {"type": "mjfast/ExternalWrench", "name": "push", "body": "box", "force": [0, 2.0, 0],
+         "start": 0.28, "duration": 0.3, "ramp_down": 0.1},
     ]}
 
 
@@ -117,7 +133,8 @@ class Run:
         for _ in range(count):
             k = env.step_count
             # The same command at the same step of every run: a push on the ball.
-            env.control.write(xfrc_applied=np.outer(np.arange(env.model.nbody) == 3,
+            ball = env.model.body("ball").id
+            env.control.write(xfrc_applied=np.outer(np.arange(env.model.nbody) == ball,
                                                     [np.sin(0.05 * k), 0, 0, 0, 0, 0]))
             env.step(1)
             record.append((env.step_count, env.data.qpos.copy(), env.data.qvel.copy(),
@@ -143,6 +160,8 @@ def prepare(env: mjfast.MujocoEnv) -> None:
     """N steps with a moved PD target and a base-velocity command in force at the end."""
     run = Run(env)
     env.bus.publish("/mujoco_server/hold/target", {"elbow": 0.7})
+    with env.acquire_plugin("pd") as pd:
+        pd.call("set_targets", "[0.4]")
     run.steps(120)
     env.bus.publish("/mujoco_server/base/cmd_vel", {"vx": 0.3, "yaw_rate": 1.0})
     run.steps(30)
@@ -155,7 +174,9 @@ def test_restored_runs_repeat_the_original_bit_for_bit(scene: Callable[[], mjfas
     state = env.get_state()
     assert state.step_count == 150
     assert set(state.plugins) == {"driver", "sensors", "joints", "clock", "heartbeat", "free",
-                                  "tf", "hold", "base"}
+                                  "tf", "hold", "base", "lidar", "lidar3d", "pd", "push"}
+    assert state.plugins["push"] == b"\x01"  # native plugins' states are their bytes
+    assert np.frombuffer(state.plugins["pd"], np.float64).tolist() == [0.4]
     original = Run(env).steps(400)
 
     env.set_state(state)
@@ -270,7 +291,7 @@ def test_a_failed_set_state_changes_nothing(register: Callable[..., str],
     with env.acquire_plugin("second") as second:
         second.value = "fine"
     env.step(12)
-    env.control.write(ctrl=[0.5, 0.1])
+    env.control.write(ctrl=[0.5, 0.1, 0.2])
     before = env.get_state()
     qpos = env.data.qpos.copy()
     with pytest.raises(mjfast.PluginError, match=r"second.*set_state.*not that one") as raised:
@@ -281,6 +302,32 @@ def test_a_failed_set_state_changes_nothing(register: Callable[..., str],
     assert after == before and after.plugins["first"] == [1, 2.5]
     assert env.data.qpos.tobytes() == qpos.tobytes() and env.step_count == 42
     assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins)  # not failed for it
+
+
+def test_a_native_plugin_refusing_its_state_changes_nothing(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(SCENE_XML, params={"MujocoPlugins": [
+        {"type": "mjfast/ClockPublisher", "name": "clock", "every_steps": 5},
+        {"type": "mjfast/PDController", "name": "pd", "joints": ["wrist"],
+         "gains": {"kp": 5.0, "kd": 0.5}}]})
+    env.step(3)
+    good = env.get_state()
+    entries = tuple((name, kind, encode_value(b"\x00\x01\x02") if name == "pd" else value)
+                    for name, kind, value in good._plugins)
+    bad = mjfast.SimState._make(good.physics, 1, good.model_signature, good.model_description,
+                                entries)
+    env.step(4)
+    before = env.get_state()
+    with pytest.raises(mjfast.PluginError, match=r"'pd'.*set_state.*got 3") as raised:
+        env.set_state(bad)
+    assert isinstance(raised.value.__cause__, RuntimeError)
+    assert env.get_state() == before
+    not_bytes = tuple((name, kind, encode_value("text") if name == "pd" else value)
+                      for name, kind, value in good._plugins)
+    with pytest.raises(mjfast.PluginError, match="must be bytes"):
+        env.set_state(mjfast.SimState._make(good.physics, 1, good.model_signature,
+                                            good.model_description, not_bytes))
+    assert env.get_state() == before
 
 
 def test_plugins_must_match(register: Callable[..., str],
