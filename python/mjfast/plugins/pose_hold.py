@@ -30,9 +30,10 @@ import mujoco
 import numpy as np
 
 from mjfast.errors import ConfigError
+from mjfast.names import no_such_name
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
-from mjfast.sim_control import named_entries
+from mjfast.sim_control import named_entries, object_names
 
 __all__ = ["PoseHoldPD"]
 
@@ -149,7 +150,9 @@ class PoseHoldPD(MujocoPlugin):
         for name in listed:
             joint = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
             if joint < 0:
-                raise ConfigError(f"{self.name}: joints: the model has no joint named {name!r}")
+                joint_names = object_names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+                raise ConfigError(f"{self.name}: joints: "
+                                  f"{no_such_name('joint', name, joint_names)}")
             if int(model.jnt_type[joint]) not in _HELD_TYPES:
                 raise ConfigError(f"{self.name}: joints: {name!r} is not a hinge or slide joint")
             if joint not in by_joint:
