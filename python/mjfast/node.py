@@ -11,7 +11,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from mjfast.names import unknown
 from mjfast.params import ParameterServer, resolve_name
 
 __all__ = ["Bus", "Node", "ServiceRegistration", "Subscription"]
@@ -154,8 +153,7 @@ class Bus:
         with self._lock:
             registration = self._services.get(name)
         if registration is None:
-            raise KeyError(unknown("service", name, self.services(), after=" is not advertised",
-                                   exists="advertised"))
+            raise KeyError(f"service '{name}' is not advertised")
         return registration.handler(request)
 
     def services(self) -> list[str]:

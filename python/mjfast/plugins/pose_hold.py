@@ -30,7 +30,7 @@ import mujoco
 import numpy as np
 
 from mjfast.errors import ConfigError
-from mjfast.names import no_such_name
+from mjfast.names import no_such_name, unknown
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
 from mjfast.sim_control import named_entries, object_names
@@ -170,10 +170,10 @@ class PoseHoldPD(MujocoPlugin):
             raise ValueError(f"{self.name}: a target is a mapping from joint name to position, "
                              f"got {targets!r}")
         entries = named_entries(targets, self._joint_names, f"{self.name}: target")
-        unknown = [joint for joint, _ in entries if joint not in self._joint_names]
-        if unknown:
-            raise KeyError(f"{self.name}: no held joint {', '.join(map(repr, unknown))} "
-                           f"(held: {', '.join(self._joint_names)})")
+        refused = [joint for joint, _ in entries if joint not in self._joint_names]
+        if refused:
+            raise KeyError(f"{self.name}: " + unknown(
+                "no held joint", refused[0], self._joint_names, exists="the held joints"))
         values = {}
         for joint, value in entries:
             if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))
