@@ -16,6 +16,9 @@ import numpy as np
 import pytest
 
 import mjfast
+from mjfast._core_loader import _core
+from mjfast.camera import CAMERA_KEYS, PLANES, camera_config
+from mjfast.params import ParameterServer
 from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML
 
 UNAVAILABLE = CAMERA_UNAVAILABLE
@@ -789,3 +792,23 @@ def test_a_mujoco_error_on_the_render_thread_stops_rendering_and_is_raised(
         "recovered True 1",
         "plugin ACTIVE",
     ]
+
+
+def test_the_planes_and_camera_keys_are_the_cores_tables():
+    # kPlaneNames (frame_store.h) and kCameraKeys (bind_render.cc): the Python side checks and
+    # fills in exactly what the core reads.
+    assert PLANES == _core.PLANES == ("rgb", "depth", "segmentation")
+    assert CAMERA_KEYS == _core.CAMERA_KEYS
+    model = mujoco.MjModel.from_xml_string(XML)
+    assert set(camera_config(ParameterServer(), "/mujoco_server", model, "front")) == set(
+        CAMERA_KEYS)
+
+
+def test_an_unknown_camera_parameter_is_refused_with_its_close_match():
+    model = mujoco.MjModel.from_xml_string(XML)
+    params = ParameterServer(camera_params(front={"widht": 8}))
+    with pytest.raises(mjfast.ConfigError) as raised:
+        camera_config(params, "/mujoco_server", model, "front")
+    assert str(raised.value) == (
+        "/mujoco_server/cameras/front: unknown parameter 'widht' (did you mean 'width'?); its "
+        "parameters are: width, height, planes, rate_hz, max_geom")

@@ -274,7 +274,7 @@ def test_no_plugins_found_says_where_it_looked(capsys: pytest.CaptureFixture[str
     assert code == 0 and "plugins: none configured" in out
     assert err.splitlines() == [
         f"mjfast: warning: no MujocoPlugins in {params} (looked for "
-        f"/mujoco_server/MujocoPlugins, /MujocoPlugins): no plugins are loaded; {suggestion}"]
+        f"/mujoco_server/MujocoPlugins, /MujocoPlugins): no plugins are loaded ({suggestion})"]
 
 
 def test_verbose_shows_plugin_loggers_by_name_and_quiet_hides_warnings(

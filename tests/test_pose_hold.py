@@ -117,7 +117,7 @@ def test_a_position_servo_is_preferred_on_a_joint_with_two_actuators(make_env) -
 
 @pytest.mark.parametrize(("model", "config", "fragment"), [
     ("<mujoco><worldbody/></mujoco>", {}, "no actuator driving a hinge or slide joint"),
-    (None, {"joints": ["nope"]}, "joints: the model has no joint named 'nope'"),
+    (None, {"joints": ["nope"]}, "joints: no joint named 'nope'; the model's joints: hinge"),
     (None, {"target": {"hinge": float("inf")}}, "the target of joint 'hinge' must be a finite"),
     (None, {"target": {"nope": 1.0}}, "no held joint 'nope'"),
     (None, {"kp": float("inf")}, "kp must be a finite number"),

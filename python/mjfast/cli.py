@@ -9,7 +9,6 @@ exit status (2: usage, 1: runtime), never a traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import math
@@ -84,6 +83,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _realtime_factor(text: str) -> float:
+    """--realtime: a number, by the env's real-time factor rule (positive and finite)."""
+    from mjfast._core_loader import _core
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    try:
+        return float(_core.checked_realtime_factor(value))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -102,7 +115,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
     length.add_argument("--duration", type=_duration, metavar="S",
                         help=f"simulated seconds to run (default {DEFAULT_DURATION_S:g}); "
                              f"'inf' runs until Ctrl-C")
-    parser.add_argument("--realtime", type=_positive_float, metavar="F",
+    parser.add_argument("--realtime", type=_realtime_factor, metavar="F",
                         help="pace the run to F x wall clock, ending at exactly the steps asked "
                              "for (default: step as fast as possible)")
     parser.add_argument("--no-progress", action="store_true",
@@ -119,7 +132,7 @@ def _add_model(parser: argparse.ArgumentParser, params_help: str) -> None:
 def _add_live_run_options(parser: argparse.ArgumentParser) -> None:
     """The model of `view` and `serve`, which run it on the physics thread until told to stop."""
     _add_model(parser, "YAML parameter file")
-    parser.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
+    parser.add_argument("--realtime", type=_realtime_factor, metavar="F", default=1.0,
                         help="pace the physics thread to F x wall clock (default 1)")
 
 
@@ -540,6 +553,8 @@ def _all_names(tree: Any, prefix: str = "") -> Iterator[str]:
 def _missing_plugins_hint(env: Any, params: Path) -> str | None:
     """When `params` configures no plugins: where MujocoPlugins was looked for, and the keys of
     the file that are close to those names (`MujocoPlugin:`, `mujoco_sever:`)."""
+    from mjfast.names import close_matches, suggestion
+
     if env.params.search(env.namespace, "MujocoPlugins") is not None:
         return None
     looked, namespace = [], env.namespace.rstrip("/")
@@ -551,16 +566,12 @@ def _missing_plugins_hint(env: Any, params: Path) -> str | None:
     names = list(_all_names(env.params.to_dict("/")))
     close: list[str] = []
     for expected in looked:
-        close += difflib.get_close_matches(expected, names, n=3, cutoff=0.8)
+        close += close_matches(expected, names, cutoff=0.8)
     close += [name for name in names
-              if difflib.SequenceMatcher(None, name.rpartition("/")[2], "MujocoPlugins").ratio()
-              >= 0.8 and name not in close]
-    message = (f"no MujocoPlugins in {params} (looked for {', '.join(looked)}): "
-               f"no plugins are loaded")
-    if close:
-        quoted = ", ".join(f"'{name.lstrip('/')}'" for name in close[:3])
-        message += f"; did you mean {quoted}?"
-    return message
+              if close_matches(name.rpartition("/")[2], ["MujocoPlugins"], cutoff=0.8)]
+    close = list(dict.fromkeys(name.lstrip("/") for name in close))
+    return (f"no MujocoPlugins in {params} (looked for {', '.join(looked)}): "
+            f"no plugins are loaded{suggestion(close[:3])}")
 
 
 # -- the statistics table -----------------------------------------------------------------------

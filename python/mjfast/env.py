@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
-import difflib
 import logging
 import os
 import signal
@@ -37,6 +36,7 @@ from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, PluginError
 from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.host import EnvHost, plugin_info, scoped_plugin
+from mjfast.names import close_matches
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
@@ -77,12 +77,11 @@ class _ModelSource:
     def of(cls, model: ModelLike) -> _ModelSource:
         if isinstance(model, mujoco.MjModel):
             return cls(model=copy.copy(model))
+        if sim_control.is_mjcf_string(model):
+            return cls(xml=model)  # type: ignore[arg-type]
         if isinstance(model, (str, os.PathLike)):
-            text = os.fspath(model)
-            if text.lstrip().startswith("<"):
-                return cls(xml=text)
             # Resolved now: reload() re-reads the same file whatever the working directory then.
-            return cls(path=Path(text).resolve())
+            return cls(path=Path(os.fspath(model)).resolve())
         raise TypeError(
             f"model must be a path to an MJCF/URDF file, an MJCF string or a mujoco.MjModel, "
             f"got {type(model).__name__}"
@@ -281,7 +280,7 @@ class MujocoEnv:
     def _make_adapter(self, spec: PluginSpec) -> Any:
         target = resolve_plugin(spec.type)
         # A factory failure of this plugin, which the report already names.
-        check_config("", spec.config, getattr(target, "config_keys", None))
+        check_config("", spec.config, getattr(target, "config_keys", None), self._model)
         if getattr(target, "__mjfast_native__", False):
             return _core.native_adapter(
                 name=spec.name, type=spec.type, library_path=target.library_path(),
@@ -648,7 +647,7 @@ class MujocoEnv:
         """The physics thread's pace (None: unbounded), changed at once if it runs."""
         sim_control.check_outside_callbacks("set_realtime_factor()")
         self._check_open()
-        self._core.set_realtime_factor(sim_control.checked_realtime_factor(factor))
+        self._core.set_realtime_factor(factor)  # ValueError unless None or positive, finite
 
     @property
     def realtime_factor(self) -> float | None:
@@ -791,7 +790,7 @@ def _warn_unread_parameters(params: ParameterServer, namespace: str, specs: Sequ
             continue
         if namespace == "/" and isinstance(value, dict):
             continue  # at the root, a mapping is most likely another env's or tool's namespace
-        if no_plugins and difflib.get_close_matches(key, ["MujocoPlugins"], cutoff=0.8):
+        if no_plugins and close_matches(key, ["MujocoPlugins"], cutoff=0.8):
             # A misspelt MujocoPlugins: the CLI says where it looked for the plugin list.
             continue
         _log.warning("parameter %s is not read by mjfast%s", name,
@@ -812,7 +811,7 @@ def _closest_key_hint(key: str, specs: Sequence[PluginSpec]) -> str:
     for known, where in candidates:
         if known == key:
             return f"; did you mean {where}?"
-    close = difflib.get_close_matches(key, [known for known, _ in candidates], n=1, cutoff=0.75)
+    close = close_matches(key, [known for known, _ in candidates], n=1, cutoff=0.75)
     if close:
         where = next(where for known, where in candidates if known == close[0])
         return f"; did you mean {where}?"

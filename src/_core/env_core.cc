@@ -1,6 +1,7 @@
 #include "env_core.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -470,12 +471,20 @@ void EnvCore::control_write(const Blocking& blocking, const CommandSource& comma
   });
 }
 
+std::optional<double> EnvCore::checked_realtime_factor(std::optional<double> factor,
+                                                       const std::string& shown) {
+  if (factor && !(*factor > 0.0 && std::isfinite(*factor))) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", *factor);
+    throw std::invalid_argument("realtime_factor must be a positive finite number or None, got " +
+                                (shown.empty() ? std::string(text) : shown));
+  }
+  return factor;
+}
+
 void EnvCore::start(std::optional<double> realtime_factor) {
   check_can_step("start()");
-  if (realtime_factor && !(*realtime_factor > 0.0)) {
-    throw std::invalid_argument("realtime_factor must be a positive number or None, got " +
-                                std::to_string(*realtime_factor));
-  }
+  checked_realtime_factor(realtime_factor);
   join_ended_thread();
   raise_fault_if_any();
   hooks::check_owned();
@@ -803,10 +812,7 @@ void EnvCore::resume_stepping() {
 }
 
 void EnvCore::set_realtime_factor(std::optional<double> realtime_factor) {
-  if (realtime_factor && !(*realtime_factor > 0.0 && std::isfinite(*realtime_factor))) {
-    throw std::invalid_argument("realtime_factor must be a positive finite number or None, got " +
-                                std::to_string(*realtime_factor));
-  }
+  checked_realtime_factor(realtime_factor);
   {
     std::lock_guard<std::mutex> lock(thread_mutex_);
     realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);

@@ -125,6 +125,11 @@ class EnvCore : public hooks::HookTarget,
   // Interrupted with it.
   void step(std::int64_t n, const InterruptPoll* interrupted = nullptr);
 
+  // THE real-time factor rule (SPEC §13) of start(), set_realtime_factor() and, through
+  // _core.checked_realtime_factor, of mjfast's Python: a positive finite number, or nullopt
+  // (unbounded); else std::invalid_argument naming it as `shown` (default: the number's %g).
+  static std::optional<double> checked_realtime_factor(std::optional<double> factor,
+                                                       const std::string& shown = "");
   void start(std::optional<double> realtime_factor);
   void stop();
   bool running() const { return running_.load(std::memory_order_acquire); }

@@ -16,8 +16,10 @@ namespace mjfast {
 
 enum class Plane : std::uint8_t { kRgb, kDepth, kSegmentation };
 inline constexpr std::size_t kPlaneCount = 3;
+// THE plane names, in Plane's order (exported as _core.PLANES, which mjfast.camera checks).
+inline constexpr const char* kPlaneNames[kPlaneCount] = {"rgb", "depth", "segmentation"};
 const char* plane_name(Plane plane);
-// Parses "rgb" / "depth" / "segmentation"; throws std::invalid_argument otherwise.
+// Parses one of kPlaneNames; throws std::invalid_argument naming them otherwise.
 Plane parse_plane(const char* name);
 
 struct Frame {
