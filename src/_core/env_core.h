@@ -1,8 +1,9 @@
 // EnvCore: the compiled half of MujocoEnv. It steps the bound model and data (from the caller's
 // thread in step(), or from its own physics thread), routes the hooks' calls to the PluginHost,
-// and pauses stepping at a step boundary for reset, reload and geometry edits. The mjModel/mjData
-// memory is the Python objects'; bind() hands the core an owner that keeps them alive for as long
-// as any thread can reach them. It knows nothing of Python.
+// and pauses stepping at a step boundary for reset, reload and geometry edits. It owns the env's
+// PluginHost, ControlBridge and RenderCore (its cameras, called at a step's end). The
+// mjModel/mjData memory is the Python objects'; bind() hands the core an owner that keeps them
+// alive for as long as any thread can reach them. It knows nothing of Python.
 //
 // THE LOCK ORDER of the whole core (every other file points here). A thread may take a lock only
 // while it holds none that comes later in this list:
@@ -66,8 +67,8 @@
 #include "generation.h"
 #include "hooks.h"
 #include "plugin_host.h"
+#include "render_core.h"
 #include "sim_requests.h"
-#include "step_observer.h"
 
 namespace mjfast {
 
@@ -93,7 +94,8 @@ class EnvCore : public hooks::HookTarget,
     std::function<void(std::exception_ptr)> on_error;
   };
 
-  EnvCore() = default;
+  // `render_sync`: each render turn finishes before the next step starts (RenderCore).
+  explicit EnvCore(bool render_sync = false);
   ~EnvCore() override;
   EnvCore(const EnvCore&) = delete;
   EnvCore& operator=(const EnvCore&) = delete;
@@ -134,11 +136,9 @@ class EnvCore : public hooks::HookTarget,
   void stop();
   bool running() const { return running_.load(std::memory_order_acquire); }
   void set_thread_hooks(ThreadHooks hooks) { thread_hooks_ = std::move(hooks); }
-  // The render turn's owner (RenderCore), called at the end of a step when it is due. Set before
-  // stepping starts; EnvCore keeps it alive.
-  void set_step_observer(std::shared_ptr<StepObserver> observer) {
-    step_observer_ = std::move(observer);
-  }
+  // The env's cameras and the render turn's owner (SPEC §10): made and owned here, called at the
+  // end of a step when a camera is due; the bindings only expose it.
+  RenderCore& render_core() { return *render_; }
 
   // Stops stepping at the next step boundary and holds it there until resume(). Re-entrant on the
   // same thread.
@@ -362,7 +362,8 @@ class EnvCore : public hooks::HookTarget,
   // Written under thread_mutex_ (so that waits see it), read by the physics thread without it.
   std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;
-  std::shared_ptr<StepObserver> step_observer_;
+  // After host_ (its render_callback dispatcher), so that it goes first.
+  const std::unique_ptr<RenderCore> render_;
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;
