@@ -36,6 +36,7 @@ from mjfast.plugin import (
     PluginState,
 )
 from mjfast.plugin_config import PluginSpec
+from mjfast.state import SimState
 from mjfast.stats_table import format_statistics
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ __all__ = [
     "PluginSpec",
     "PluginState",
     "RemoteError",
+    "SimState",
     "SimulationError",
     "StaleGenerationError",
     "available_plugins",
