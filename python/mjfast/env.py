@@ -604,7 +604,16 @@ class MujocoEnv:
         another model (naming both) or plugins this env does not have; TypeError for anything
         but a SimState; PluginError when a plugin refuses its value. On any error nothing
         changed. Stepping on with the same commands reproduces the original run bit for bit."""
-        restore(self._core, state)
+        recording = self._recording
+        if recording is None or self._core.host._in_callback():
+            restore(self._core, state)  # (refused inside a callback, as it says)
+            return
+        self._core.pause()  # one boundary for the restore and its record (re-entrant)
+        try:
+            restore(self._core, state)
+            recording.call("set_state", {"state": state})
+        finally:
+            self._core.resume()
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one

@@ -712,6 +712,14 @@ class _Replayer:
         return count
 
     def run_until_time(self, time: float) -> None:
+        tap = _core.StepRecorder(1, 0, 0.0, replaying=True)  # takes no state: drops staging
+        tap.attach(self.env._core)
+        try:
+            self._run_until_time(time)
+        finally:
+            _core.StepRecorder.detach(self.env._core)
+
+    def _run_until_time(self, time: float) -> None:
         for command in self.commands:
             target = int(command["step"])
             while self.step < target:
@@ -733,7 +741,7 @@ class _Replayer:
         items += [(_state_key(r), "state", r) for r in states if _state_key(r) > self.start_key]
         items.sort(key=lambda item: item[0])
         tap = _core.StepRecorder(_RING_CAPACITY, self.recording.state_every,
-                                 self.recording.state_period)
+                                 self.recording.state_period, replaying=True)
         tap.attach(env._core)
         taken: dict[int, tuple[int, bytes]] = {}
         matched = 1  # the state replay starts from

@@ -22,11 +22,14 @@ struct DrainingRecorder {
 
 void bind_recorder(py::module_& module) {
   py::class_<DrainingRecorder>(module, "StepRecorder")
-      .def(py::init([](std::size_t capacity, std::uint64_t state_every, double state_period) {
+      .def(py::init([](std::size_t capacity, std::uint64_t state_every, double state_period,
+                       bool replaying) {
              return DrainingRecorder{
-                 std::make_shared<StepRecorder>(capacity, state_every, state_period), {}};
+                 std::make_shared<StepRecorder>(capacity, state_every, state_period, replaying),
+                 {}};
            }),
-           py::arg("capacity"), py::arg("state_every"), py::arg("state_period"))
+           py::arg("capacity"), py::arg("state_every"), py::arg("state_period"),
+           py::arg("replaying") = false)
       .def(
           "attach",
           [](DrainingRecorder& self, EnvCore& env) {

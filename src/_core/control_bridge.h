@@ -128,6 +128,8 @@ class ControlBridge {
     apply_commands(live);
     return true;
   }
+  // Takes the staged commands without applying them (a replay applies recorded ones instead).
+  void drop_staged() { commands_.take(); }
   // The kCommandFields bits the last apply_staged() wrote (physics side).
   unsigned applied_fields() const { return commands_.front().written; }
 

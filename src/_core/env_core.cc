@@ -139,7 +139,9 @@ void EnvCore::check_can_step(const char* what) const {
 
 void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_error) {
   const ModelGeneration generation = model_generation();
-  if (control_.apply_staged(data_) && step_recorder_) {
+  if (step_recorder_ && step_recorder_->replaying()) {
+    control_.drop_staged();
+  } else if (control_.apply_staged(data_) && step_recorder_) {
     step_recorder_->commands_applied(model_, data_, control_.applied_fields(), generation.value());
   }
   // One host lock for the whole step instead of one per dispatch (the per-step cost of native

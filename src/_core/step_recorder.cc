@@ -12,10 +12,12 @@ namespace {
 constexpr int kStateSpec = mjSTATE_INTEGRATION;
 }
 
-StepRecorder::StepRecorder(std::size_t capacity, std::uint64_t state_every, double state_period)
+StepRecorder::StepRecorder(std::size_t capacity, std::uint64_t state_every, double state_period,
+                           bool replaying)
     : ring_(std::max<std::size_t>(capacity, 1)),
       state_every_(state_every),
-      state_period_(state_period) {}
+      state_period_(state_period),
+      replaying_(replaying) {}
 
 StepRecorder::Entry* StepRecorder::claim() {
   if (size_ == ring_.size()) {

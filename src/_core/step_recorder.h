@@ -33,7 +33,12 @@ class StepRecorder {
 
   // `capacity` entries at most wait for the writer; `state_every` > 0 captures a state every that
   // many steps, else every `state_period` seconds of simulated time (<= 0: none after the first).
-  StepRecorder(std::size_t capacity, std::uint64_t state_every, double state_period);
+  // `replaying`: the env replays a recording, whose control commands replay writes into the data
+  // itself at the steps they took effect; commands staged by the env's own control bridge (a
+  // replayed publish reaching a plugin that writes through env.control) are dropped unapplied.
+  StepRecorder(std::size_t capacity, std::uint64_t state_every, double state_period,
+               bool replaying = false);
+  bool replaying() const { return replaying_; }
 
   // ---- stepping thread (EnvCore's step mutex held) ----------------------------------------------
   // After the control bridge applied staged commands (fields: its written bits), before mj_step.
@@ -66,6 +71,7 @@ class StepRecorder {
   std::size_t size_ = 0;  // waiting entries
   const std::uint64_t state_every_;
   const double state_period_;
+  const bool replaying_;
   double next_state_time_ = 0.0;  // stepping thread's
   double last_time_ = 0.0;        // stepping thread's
   std::atomic<std::uint64_t> steps_{0};
