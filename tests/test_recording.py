@@ -94,7 +94,8 @@ def run_with_commands(env: Any, live: dict[int, tuple[float, np.ndarray, np.ndar
     env.control.write(qfrc_applied=np.linspace(-0.2, 0.2, env.model.nv))
     env.step(251)
     note()
-    env.bus.publish_inbound(COMMANDS, {"data": np.array([-0.5, 0.25])})
+    env.bus.publish_inbound(COMMANDS, {"data": np.array([-0.5, 0.25])})  # ForwardCommand writes
+    env.control.write(ctrl=np.full(7, -0.1))  # at the same boundary: the step applies this one
     env.step(300)
     note()
     env.bus.call("/mujoco_server/reset", {"keyframe": "home", "keep_time": True})
@@ -207,6 +208,7 @@ def test_env_at_equals_the_live_run_bit_for_bit(make_env: Any, tmp_path: Path) -
     commands = opened.commands()
     assert [c["kind"] for c in commands] == ["control", "call", "control", "publish", "control",
                                              "call"]
+    np.testing.assert_array_equal(commands[4]["fields"]["ctrl"], np.full(7, -0.1))
     assert [c["name"] for c in commands if c["kind"] == "call"] == ["set_joint_state", "reset"]
     for time, qpos, qvel in live.values():
         restored = opened.env_at(time)

@@ -23,6 +23,7 @@ import itertools
 import json
 import logging
 import os
+import pickle
 import threading
 import time as wall_time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -35,6 +36,7 @@ import numpy as np
 import yaml
 
 from mjfast._core_loader import _core
+from mjfast.bag_writer import BagWriterProcess
 from mjfast.errors import LogicError
 from mjfast.params import resolve_name
 
@@ -49,8 +51,6 @@ FORMAT = "1"  # the layout of this module's docstring; custom metadata "mjfast.f
 
 # Default state schedule: one every simulated second (and the first).
 DEFAULT_STATE_PERIOD_S = 1.0
-# A synthesised /clock message at most this often (simulated), when no plugin publishes /clock.
-_CLOCK_PERIOD_S = 0.01
 # The bounded queues between the threads that record and the writer thread: beyond these, an
 # entry is dropped and counted (statistics()["dropped"]) rather than the stepping thread waiting.
 _MESSAGE_QUEUE_LIMIT = 1 << 16
@@ -129,7 +129,7 @@ class Recording:
     @classmethod
     def _start(cls, env: Any, path: str | os.PathLike[str], topics: Iterable[str] | None,
                state_every: int | None) -> Recording:
-        conversions, types, rosbag2 = _ros2()
+        conversions, types, _ = _ros2()
         state = _state_module()
         target = Path(os.fspath(path))
         if target.exists():
@@ -176,23 +176,19 @@ class Recording:
             first = state.capture(env._core)
             self._identities[env.model_generation] = (first.model_signature,
                                                       first.model_description)
-            writer = rosbag2.Writer(target, version=rosbag2.Writer.VERSION_LATEST,
-                                    storage_plugin=rosbag2.StoragePlugin.MCAP)
-            writer.open()  # creates the directory (refused if it exists: checked above)
+            # The bag is written by a child process (mjfast.bag_writer), which creates the
+            # directory now (refused if it exists: checked above) and writes metadata.yaml at
+            # stop().
+            self._bag = BagWriterProcess(str(target), self._metadata(env),
+                                         CLOCK_TOPIC not in self._all_topics())
             try:
-                self._writer = writer
-                self._connections: dict[str, Any] = {}
-                self._synthesise_clock = CLOCK_TOPIC not in self._all_topics()
-                self._last_clock = -np.inf
-                for key, value in self._metadata(env).items():
-                    writer.set_custom_data(key, value)
+                self._batch: list[tuple[str, str, int, Any]] = []
                 self._tap = _core.StepRecorder(_RING_CAPACITY, self._state_every,
                                                self._state_period)
                 self._write_state(first, first.time)
                 self._tap.attach(env._core)
             except BaseException:
-                with contextlib.suppress(Exception):
-                    writer.close()
+                self._bag.close()
                 raise
             self._inner_publish = env.bus.publish
             env.bus.publish = self._publish_and_record
@@ -315,9 +311,10 @@ class Recording:
     # -- the writer thread ----------------------------------------------------------------------
 
     def _write_loop(self) -> None:
-        # One thread converts, serialises and writes, so that the stepping thread only copies.
-        # The ROS 2 bridge converts on the publishing thread today; it could hand its messages to
-        # a queue like this one and share the conversion and serialisation here.
+        # One thread converts (the table's converters are the plugins' own closures) and hands
+        # batches to the bag writer process, so that the stepping thread only copies. The ROS 2
+        # bridge converts and serialises on the publishing thread today; it could hand its
+        # messages to a queue like this one and share this thread and that process.
         while not self._stopped.wait(_WRITER_PERIOD_S):
             self._flush()
         self._flush()
@@ -330,8 +327,7 @@ class Recording:
                     self._write_command(time, {"kind": "control", "step": int(step),
                                                "seq": next(self._sequence),
                                                "fields": _split_commands(
-                                                   self._env_model_sizes(), int(fields),
-                                                   physics)})
+                                                   self._env.model, int(fields), physics)})
                 else:
                     signature, description = self._identities.get(int(generation), ("", ""))
                     state = _state_module().SimState._make(physics, int(step_count), signature,
@@ -345,34 +341,23 @@ class Recording:
                     self._write_command(item[1], item[2])
                 else:
                     self._write_state(item[1], item[1].time, step=item[2], seq=item[3])
-        except Exception as error:  # the disk, a bug: the run goes on, the recording says so
+            batch, self._batch = self._batch, []
+            try:
+                self._bag.send(batch)
+            except (pickle.PicklingError, TypeError, AttributeError):
+                # A message type made at run time (rosbags cannot pickle it by name): CDR here.
+                self._bag.send([(topic, ros_type, stamp, message if isinstance(
+                    message, (bytes, bytearray)) else self._types.serializer(ros_type)(message))
+                    for topic, ros_type, stamp, message in batch])
+        except Exception as error:  # a bug: the run goes on, the recording says so
             if self._error is None:
                 self._error = error
                 _log.error("the recording to %s failed: %s", self.path, error)
             self._queue.clear()
 
-    def _env_model_sizes(self) -> mujoco.MjModel:
-        return self._env.model
-
-    def _connection(self, topic: str, ros_type: str) -> Any:
-        connection = self._connections.get(topic)
-        if connection is None:
-            connection = self._writer.add_connection(topic, ros_type,
-                                                     typestore=self._types.typestore())
-            self._connections[topic] = connection
-        return connection
-
     def _write(self, topic: str, ros_type: str, time: float, message: Any) -> None:
-        payload = self._types.serializer(ros_type)(message)
-        self._writer.write(self._connection(topic, ros_type), _ns(time), bytes(payload))
+        self._batch.append((topic, ros_type, _ns(time), message))
         self._counts[topic] += 1
-        if self._synthesise_clock and (time >= self._last_clock + _CLOCK_PERIOD_S
-                                       or time < self._last_clock):
-            self._last_clock = time
-            clock = self._conversions.clock({"time": time})
-            self._writer.write(self._connection(CLOCK_TOPIC, "rosgraph_msgs/msg/Clock"), _ns(time),
-                               bytes(self._types.serializer("rosgraph_msgs/msg/Clock")(clock)))
-            self._counts[CLOCK_TOPIC] += 1
 
     def _write_message(self, route: Any, time: float, message: Any) -> None:
         try:
@@ -447,9 +432,11 @@ class Recording:
             env._recording = None
         self._stopped.set()
         self._writer_thread.join()
-        self._writer.close()  # writes metadata.yaml
+        failed = self._bag.close()  # the child writes metadata.yaml
         if self._error is not None:
             raise OSError(f"the recording to {self.path} failed: {self._error}") from self._error
+        if failed is not None:
+            raise OSError(f"the recording to {self.path} failed: {failed}")
 
     def __enter__(self) -> Recording:
         return self
@@ -510,19 +497,32 @@ class RecordingFile:
             raise ValueError(f"{self.path} is not a rosbag2 bag (expected a directory with "
                              f"metadata.yaml and an MCAP file, as env.record() writes)")
         self._types, self._conversions = types, conversions
+        self._rosbag2 = rosbag2
         self._messages: dict[str, list[tuple[int, bytes]]] = {}
         self._types_of: dict[str, str] = {}
         try:
-            with rosbag2.Reader(self.path) as reader:
-                # rosbag2's custom_data, from metadata.yaml itself (rosbags' reader keeps it in
-                # a private part).
-                info = yaml.safe_load((self.path / "metadata.yaml").read_text())
-                custom = info["rosbag2_bagfile_information"].get("custom_data") or {}
+            # rosbag2's custom_data, from metadata.yaml itself (rosbags' reader keeps it in a
+            # private part).
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            info = yaml.load((self.path / "metadata.yaml").read_text(), Loader=loader)  # noqa: S506
+            bag_info = info["rosbag2_bagfile_information"]
+            custom = bag_info.get("custom_data") or {}
+            files = bag_info.get("relative_file_paths") or []
+            if len(files) != 1 or not str(files[0]).endswith(".mcap"):
+                raise ValueError(f"expected one MCAP file, the metadata lists {files}")
+            # The MCAP file itself: rosbags' bag reader would parse metadata.yaml once more
+            # with a pure-Python YAML parser, the MJCF text included (most of opening a bag).
+            self._file = self.path / str(files[0])
+            with rosbag2.Reader(self._file) as reader:  # reads the MCAP's summary and index
                 for connection in reader.connections:
                     self._types_of[connection.topic] = connection.msgtype
-                    self._messages.setdefault(connection.topic, [])
-                for connection, timestamp, raw in reader.messages():
-                    self._messages[connection.topic].append((timestamp, raw))
+                # What replay and env_at need, in the same pass (each open of a bag parses its
+                # metadata again, the MJCF text included).
+                own = [c for c in reader.connections if c.topic in (STATE_TOPIC, COMMANDS_TOPIC)]
+                self._messages = {STATE_TOPIC: [], COMMANDS_TOPIC: []}
+                if own:
+                    for connection, timestamp, raw in reader.messages(connections=own):
+                        self._messages[connection.topic].append((timestamp, raw))
         except Exception as error:
             raise ValueError(f"cannot read the bag {self.path}: {error} (is it complete? a "
                              f"recording is closed by stop() or env.close())") from None
@@ -553,7 +553,23 @@ class RecordingFile:
         ros_type = self._types_of[topic]
         return [(timestamp / 1e9,
                  self._conversions.to_dict(self._types.deserialize(raw, ros_type)))
-                for timestamp, raw in self._messages[topic]]
+                for timestamp, raw in self._raw(topic)]
+
+    def _raw(self, topic: str) -> list[tuple[int, bytes]]:
+        """(timestamp, CDR) of every message on `topic`, read on first use."""
+        if topic not in self._messages:
+            messages: list[tuple[int, bytes]] = []
+            try:
+                with self._rosbag2.Reader(self._file) as reader:
+                    wanted = [c for c in reader.connections if c.topic == topic]
+                    if wanted:
+                        messages = [(timestamp, raw) for _, timestamp, raw
+                                    in reader.messages(connections=wanted)]
+            except Exception as error:
+                raise ValueError(f"cannot read the bag {self.path}: {error} (is it complete? a "
+                                 f"recording is closed by stop() or env.close())") from None
+            self._messages[topic] = messages
+        return self._messages[topic]
 
     # -- states and commands --------------------------------------------------------------------
 
@@ -561,7 +577,7 @@ class RecordingFile:
         if self._states is None:
             state = _state_module()
             records = []
-            for timestamp, raw in self._messages.get(STATE_TOPIC, []):
+            for timestamp, raw in self._raw(STATE_TOPIC):
                 message = self._types.deserialize(raw, BYTES_TYPE)
                 labels = {d.label: int(d.size) for d in message.layout.dim}
                 decoded = state.SimState.from_bytes(bytes(message.data))
@@ -581,7 +597,7 @@ class RecordingFile:
         if self._commands is None:
             decode = _state_module().decode_value
             commands = []
-            for timestamp, raw in self._messages.get(COMMANDS_TOPIC, []):
+            for timestamp, raw in self._raw(COMMANDS_TOPIC):
                 message = self._types.deserialize(raw, BYTES_TYPE)
                 entry = decode(bytes(message.data))
                 entry["time"] = timestamp / 1e9
