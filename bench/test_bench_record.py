@@ -15,8 +15,6 @@ Run:
 from __future__ import annotations
 
 import itertools
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any

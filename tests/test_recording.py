@@ -371,7 +371,7 @@ def test_close_stops_the_recording_and_closes_the_bag(make_env: Any, tmp_path: P
 def test_one_recording_at_a_time_and_none_after_stop(make_env: Any, tmp_path: Path) -> None:
     env = make_env()
     recording = env.record(tmp_path / "one")
-    with pytest.raises(LogicError, match="recording to .*one already"):
+    with pytest.raises(LogicError, match=r"recording to .*one already"):
         env.record(tmp_path / "two")
     assert not (tmp_path / "two").exists()
     recording.stop()
@@ -463,3 +463,19 @@ def test_run_record_then_replay_check(tmp_path: Path, capsys: Any) -> None:
                              str(tmp_path / "bag"))
     assert code == 1 and "exists already" in err and out == ""
     assert len(mjfast.open_recording(tmp_path / "bag").messages(JOINT_STATES)) == 250
+
+
+def test_the_record_and_rewind_example_runs(tmp_path: Path, capsys: Any) -> None:
+    import runpy
+    import sys
+
+    argv = sys.argv
+    sys.argv = ["record_and_rewind.py", "--dir", str(tmp_path)]
+    try:
+        runpy.run_path(str(Path(__file__).resolve().parent.parent / "examples" /
+                           "record_and_rewind.py"), run_name="__main__")
+    finally:
+        sys.argv = argv
+    out = capsys.readouterr().out
+    assert "rewound to t=1.000 s" in out
+    assert "replay matches 4 states" in out

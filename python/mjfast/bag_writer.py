@@ -1,5 +1,5 @@
-"""The bag-writing process of a recording (SPEC §20): CDR serialisation and the rosbag2 bag (rosbags'
-`Writer`, MCAP storage) in a child interpreter, `python -m mjfast.bag_writer`.
+"""The bag-writing process of a recording (SPEC §20): CDR serialisation and the rosbag2 bag
+(rosbags' `Writer`, MCAP storage) in a child interpreter, `python -m mjfast.bag_writer`.
 
 Serialising a message with rosbags and appending it to an MCAP file costs tens of microseconds of
 Python each (a JointState of 22 joints: ~40 us of CDR, ~20 us of MCAP); in the recording process
@@ -17,6 +17,7 @@ None. Out: `("ready", None)` or `("error", text)` once the bag is open (or could
 
 from __future__ import annotations
 
+import contextlib
 import pickle
 import struct
 import subprocess
@@ -48,7 +49,7 @@ def _read_frame(stream: IO[bytes]) -> Any:
     data = stream.read(size)
     if len(data) < size:
         raise EOFError("the other side of the bag writer's pipe closed mid-frame")
-    return pickle.loads(data)  # noqa: S301 (mjfast's own parent or child)
+    return pickle.loads(data)
 
 
 class BagWriterProcess:
@@ -94,10 +95,8 @@ class BagWriterProcess:
             error = error or f"the bag writer process ended: {failure}"
         finally:
             for stream in (self._in, self._out):
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
             if self._child.wait(timeout=60) != 0:
                 error = error or f"the bag writer process exited with {self._child.returncode}"
         return error
@@ -158,10 +157,8 @@ def main() -> int:
         writer.close()
     except Exception as failure:
         error = error or f"{type(failure).__name__}: {failure}"
-    try:
+    with contextlib.suppress(OSError):
         _write_frame(sink, ("closed", error))
-    except OSError:
-        pass
     return 0 if error is None else 1
 
 

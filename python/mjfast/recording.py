@@ -26,7 +26,7 @@ import os
 import pickle
 import threading
 import time as wall_time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,9 +65,9 @@ _log = logging.getLogger("mjfast.recording")
 
 def _ros2() -> tuple[Any, Any, Any]:
     """(conversions, types, rosbags.rosbag2), with the one-line error naming the extra."""
-    from mjfast.ros2 import conversions, types  # raises the one-line ImportError
-
     import rosbags.rosbag2 as rosbag2
+
+    from mjfast.ros2 import conversions, types  # raises the one-line ImportError
 
     return conversions, types, rosbag2
 
@@ -504,7 +504,7 @@ class RecordingFile:
             # rosbag2's custom_data, from metadata.yaml itself (rosbags' reader keeps it in a
             # private part).
             loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-            info = yaml.load((self.path / "metadata.yaml").read_text(), Loader=loader)  # noqa: S506
+            info = yaml.load((self.path / "metadata.yaml").read_text(), Loader=loader)
             bag_info = info["rosbag2_bagfile_information"]
             custom = bag_info.get("custom_data") or {}
             files = bag_info.get("relative_file_paths") or []
@@ -548,8 +548,9 @@ class RecordingFile:
         if topic not in self._types_of:
             from mjfast.sim_control import close_matches_hint
 
-            raise KeyError(f"no topic {topic!r} in the recording{close_matches_hint(topic, list(self._types_of))}"
-                           f" (its topics: {sorted(self._types_of)})")
+            hint = close_matches_hint(topic, list(self._types_of))
+            raise KeyError(f"no topic {topic!r} in the recording{hint} (its topics: "
+                           f"{sorted(self._types_of)})")
         ros_type = self._types_of[topic]
         return [(timestamp / 1e9,
                  self._conversions.to_dict(self._types.deserialize(raw, ros_type)))
@@ -577,7 +578,7 @@ class RecordingFile:
         if self._states is None:
             state = _state_module()
             records = []
-            for timestamp, raw in self._raw(STATE_TOPIC):
+            for _, raw in self._raw(STATE_TOPIC):
                 message = self._types.deserialize(raw, BYTES_TYPE)
                 labels = {d.label: int(d.size) for d in message.layout.dim}
                 decoded = state.SimState.from_bytes(bytes(message.data))

@@ -45,33 +45,32 @@ void bind_recorder(py::module_& module) {
             env.set_step_recorder(nullptr);
           },
           py::arg("env_core"))
-      .def_property_readonly("steps", [](const DrainingRecorder& self) {
-        return self.recorder->steps();
-      })
-      .def_property_readonly("dropped", [](const DrainingRecorder& self) {
-        return self.recorder->dropped();
-      })
-      .def("drain",
-           [](DrainingRecorder& self) {
-             std::size_t count = 0;
-             {
-               py::gil_scoped_release release;  // the ring's leaf lock: no GIL held waiting on it
-               count = self.recorder->drain(self.drained);
-             }
-             py::list out;
-             for (std::size_t i = 0; i < count; ++i) {
-               const StepRecorder::Entry& entry = self.drained[i];
-               // The raw float64 values (numpy.frombuffer reads them without a copy).
-               const py::bytes values(reinterpret_cast<const char*>(entry.values.data()),
-                                      entry.values.size() * sizeof(double));
-               out.append(py::make_tuple(
-                   entry.kind == StepRecorder::Kind::kState ? "state" : "commands", entry.step,
-                   entry.step_count, entry.model_generation, entry.time, entry.fields, values));
-             }
-             return out;
-           },
-           "[(kind 'state'|'commands', step, step_count, model_generation, time, fields, "
-           "values as float64 bytes)] waiting since the last drain, oldest first");
+      .def_property_readonly("steps",
+                             [](const DrainingRecorder& self) { return self.recorder->steps(); })
+      .def_property_readonly("dropped",
+                             [](const DrainingRecorder& self) { return self.recorder->dropped(); })
+      .def(
+          "drain",
+          [](DrainingRecorder& self) {
+            std::size_t count = 0;
+            {
+              py::gil_scoped_release release;  // the ring's leaf lock: no GIL held waiting on it
+              count = self.recorder->drain(self.drained);
+            }
+            py::list out;
+            for (std::size_t i = 0; i < count; ++i) {
+              const StepRecorder::Entry& entry = self.drained[i];
+              // The raw float64 values (numpy.frombuffer reads them without a copy).
+              const py::bytes values(reinterpret_cast<const char*>(entry.values.data()),
+                                     entry.values.size() * sizeof(double));
+              out.append(py::make_tuple(
+                  entry.kind == StepRecorder::Kind::kState ? "state" : "commands", entry.step,
+                  entry.step_count, entry.model_generation, entry.time, entry.fields, values));
+            }
+            return out;
+          },
+          "[(kind 'state'|'commands', step, step_count, model_generation, time, fields, "
+          "values as float64 bytes)] waiting since the last drain, oldest first");
 }
 
 }  // namespace mjfast

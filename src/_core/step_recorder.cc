@@ -85,8 +85,7 @@ double StepRecorder::next_multiple(double time) const {
   return (std::floor(time / state_period_) + 1) * state_period_;
 }
 
-void StepRecorder::capture_state_locked(const mjModel* m, const mjData* d,
-                                        std::uint64_t step_count,
+void StepRecorder::capture_state_locked(const mjModel* m, const mjData* d, std::uint64_t step_count,
                                         std::uint64_t model_generation) {
   Entry* entry = claim();
   if (entry == nullptr) return;

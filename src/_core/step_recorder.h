@@ -26,7 +26,7 @@ class StepRecorder {
     std::uint64_t step = 0;        // steps since the recording started when this took effect
     std::uint64_t step_count = 0;  // the env's step_count then (steps since its last reset)
     std::uint64_t model_generation = 0;
-    double time = 0.0;  // simulated time
+    double time = 0.0;    // simulated time
     unsigned fields = 0;  // kCommands: bit i set for kCommandFields[i], concatenated in `values`
     std::vector<mjtNum> values;
   };
