@@ -22,6 +22,7 @@ mcap_ros2_decoder = pytest.importorskip("mcap_ros2.decoder")
 
 import mjfast  # noqa: E402
 from mjfast.errors import LogicError  # noqa: E402
+from mjfast.recording import replay  # noqa: E402
 from mjfast.state import SimState, decode_value  # noqa: E402
 from support import arm_xml, plugins_param, run_cli, wait_for  # noqa: E402
 
@@ -479,3 +480,47 @@ def test_the_record_and_rewind_example_runs(tmp_path: Path, capsys: Any) -> None
     out = capsys.readouterr().out
     assert "rewound to t=1.000 s" in out
     assert "replay matches 4 states" in out
+
+
+SERVE_RECORDING = '''
+import sys
+from mjfast import cli
+sys.exit(cli.main(["serve", {model!r}, "--params", {params!r}, "--listen", {endpoint!r},
+                   "--realtime", "1", "--record", {bag!r}]))
+'''
+
+
+def test_serve_record_writes_what_remote_clients_did(tmp_path: Path) -> None:
+    pytest.importorskip("zenoh")
+    import signal
+
+    from support import finish_python, start_python
+
+    model = tmp_path / "arm.xml"
+    model.write_text(arm_xml())
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(recorded_params()))
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    bag = tmp_path / "bag"
+    child = start_python(SERVE_RECORDING.format(model=str(model), params=str(params),
+                                                endpoint=endpoint, bag=str(bag)))
+    try:
+        assert child.stderr is not None
+        lines = [child.stderr.readline(), child.stderr.readline()]
+        assert f"recording to {bag}" in lines[0] and "serving" in lines[1], lines
+        with mjfast.connect(endpoint, timeout=10) as client:
+            client.publish(COMMANDS, {"data": [0.3, -0.3]})
+            client.call("/mujoco_server/set_joint_state", {"positions": {"j4": 0.5}})
+            assert wait_for(lambda: client.call("/mujoco_server/info")["time"] > 0.3)
+    finally:
+        child.send_signal(signal.SIGTERM)
+        finish_python(child, timeout=60)
+    assert child.returncode == 0
+    opened = mjfast.open_recording(bag)
+    kinds = [(c["kind"], c.get("name", c.get("topic"))) for c in opened.commands()
+             if c["kind"] != "control"]
+    # (A put and a query travel separately: either may arrive first.)
+    assert sorted(kinds) == [("call", "set_joint_state"), ("publish", COMMANDS)]
+    assert len(opened.messages(JOINT_STATES)) > 20
+    result = replay(bag, check=True)
+    assert result.first_difference is None and result.states >= 2
