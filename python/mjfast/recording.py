@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import threading
 import time as wall_time
 from collections.abc import Iterable, Mapping, Sequence
@@ -162,38 +163,43 @@ class Recording:
         self._specs: Any = None
         self._wanted = topics
         self._conversions, self._types = conversions, types
-        with env._paused("record"):
-            if getattr(env, "_recording", None) is not None:
-                raise LogicError(f"the env is recording to {env._recording.path} already: "
-                                 f"stop() that recording first")
-            self._rebuild_routes()
-            if topics is not None:
-                known = sorted(self._all_topics())
-                missing = [t for t in topics if t not in known]
-                if missing:
-                    raise ValueError(f"record(topics=...): no bridged topic {missing[0]!r}; the "
-                                     f"env's bridged topics: {known}")
-            first = state.capture(env._core)
-            self._identities[env.model_generation] = (first.model_signature,
-                                                      first.model_description)
-            # The bag is written by a child process (mjfast.bag_writer), which creates the
-            # directory now (refused if it exists: checked above) and writes metadata.yaml at
-            # stop().
-            self._bag = BagWriterProcess(str(target), self._metadata(env),
-                                         CLOCK_TOPIC not in self._all_topics())
-            try:
+        if getattr(env, "_recording", None) is not None:
+            raise LogicError(f"the env is recording to {env._recording.path} already: stop() "
+                             f"that recording first")
+        self._rebuild_routes()
+        if topics is not None:
+            known = sorted(self._all_topics())
+            missing = [t for t in topics if t not in known]
+            if missing:
+                raise ValueError(f"record(topics=...): no bridged topic {missing[0]!r}; the "
+                                 f"env's bridged topics: {known}")
+        # The bag is written by a child process (mjfast.bag_writer), started before stepping is
+        # held (it takes a moment); it creates the directory now (refused if it exists: checked
+        # above) and writes metadata.yaml at stop().
+        self._bag = BagWriterProcess(str(target), self._metadata(env),
+                                     CLOCK_TOPIC not in self._all_topics())
+        try:
+            with env._paused("record"):
+                if getattr(env, "_recording", None) is not None:  # started meanwhile
+                    raise LogicError(f"the env is recording to {env._recording.path} already: "
+                                     f"stop() that recording first")
+                first = state.capture(env._core)
+                self._identities[env.model_generation] = (first.model_signature,
+                                                          first.model_description)
                 self._batch: list[tuple[str, str, int, Any]] = []
                 self._tap = _core.StepRecorder(_RING_CAPACITY, self._state_every,
                                                self._state_period)
                 self._write_state(first, first.time)
                 self._tap.attach(env._core)
-            except BaseException:
-                self._bag.close()
-                raise
-            self._inner_publish = env.bus.publish
-            env.bus.publish = self._publish_and_record
-            env.bus.inbound_tap = self._inbound
-            env._recording = self
+                self._inner_publish = env.bus.publish
+                env.bus.publish = self._publish_and_record
+                env.bus.inbound_tap = self._inbound
+                env._recording = self
+        except BaseException:
+            # Nothing of this recording stays: the child made the directory, it goes again.
+            self._bag.close()
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         self._writer_thread = threading.Thread(target=self._write_loop, daemon=True,
                                                name="mjfast-recording-writer")
         self._writer_thread.start()
@@ -235,7 +241,6 @@ class Recording:
                                                           route.convert, route.companions))
         self._specs = env._specs
         self._routes = routes
-        self._route_names = {t for t in routes}
 
     def _all_topics(self) -> set[str]:
         names = set()
