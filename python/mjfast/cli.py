@@ -192,9 +192,12 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("bag", metavar="DIR", help="the recording's directory (a rosbag2 bag)")
     replay.add_argument("--check", action="store_true",
                         help="compare every recorded state bit for bit")
-    replay.add_argument("--view", action="store_true", help="show it in MuJoCo's viewer")
+    replay.add_argument("--view", action="store_true",
+                        help="show it in MuJoCo's viewer while it runs (paced at 1x unless "
+                             "--realtime says otherwise)")
     replay.add_argument("--realtime", type=_positive_float, metavar="F",
-                        help="pace it to F x wall clock (default: as fast as possible)")
+                        help="pace it to F x wall clock (default: as fast as possible, or 1 "
+                             "with --view)")
     _add_verbosity(replay, argparse.SUPPRESS)
     return parser
 
@@ -246,7 +249,8 @@ def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not Path(args.bag).exists():
         raise CliError(f"recording not found: {args.bag}")
     with _bad_input_is_one_line():
-        result = replay(args.bag, check=args.check, view=args.view, realtime=args.realtime)
+        realtime = 1.0 if args.view and args.realtime is None else args.realtime
+        result = replay(args.bag, check=args.check, view=args.view, realtime=realtime)
     if not args.check:
         out.write(f"replayed {args.bag}\n")
         return EXIT_OK
