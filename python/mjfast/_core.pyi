@@ -325,7 +325,7 @@ class StepRecorder:
         ...
     def drain(self) -> list:
         """
-        [(kind 'state'|'commands', step, step_count, model_generation, time, fields, values as float64 bytes)] waiting since the last drain, oldest first
+        [(kind 'state'|'commands', step, step_count, model_generation, time, fields, values)] waiting since the last drain, oldest first: a state's values as float64 bytes, commands' as {field: float64 bytes}
         """
     @property
     def dropped(self) -> int:

@@ -326,14 +326,14 @@ class Recording:
 
     def _flush(self) -> None:
         try:
-            for kind, step, step_count, generation, time, fields, values in self._tap.drain():
-                physics = np.frombuffer(values, dtype=np.float64)
+            for kind, step, step_count, generation, time, _, values in self._tap.drain():
                 if kind == "commands":
-                    self._write_command(time, {"kind": "control", "step": int(step),
-                                               "seq": next(self._sequence),
-                                               "fields": _split_commands(
-                                                   self._env.model, int(fields), physics)})
+                    self._write_command(time, {
+                        "kind": "control", "step": int(step), "seq": next(self._sequence),
+                        "fields": {name: np.frombuffer(raw, dtype=np.float64)
+                                   for name, raw in values.items()}})
                 else:
+                    physics = np.frombuffer(values, dtype=np.float64)
                     signature, description = self._identities.get(int(generation), ("", ""))
                     state = _state_module().SimState._make(physics, int(step_count), signature,
                                                            description, ())
@@ -462,22 +462,6 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "to_bytes") and type(value).__name__ == "SimState":
         return value.to_bytes()
     return value
-
-
-def _command_fields() -> list[tuple[str, Any]]:
-    """(name, size of it in a model) of the control bridge's command fields, in its order."""
-    return [("ctrl", lambda m: m.nu), ("qfrc_applied", lambda m: m.nv),
-            ("xfrc_applied", lambda m: m.nbody * 6)]
-
-
-def _split_commands(model: mujoco.MjModel, fields: int, values: np.ndarray) -> dict[str, Any]:
-    out, offset = {}, 0
-    for bit, (name, size) in enumerate(_command_fields()):
-        if fields & (1 << bit):
-            n = size(model)
-            out[name] = values[offset:offset + n].copy()
-            offset += n
-    return out
 
 
 # -- reading ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "control_bridge.h"
 #include "env_core.h"
 #include "step_recorder.h"
 
@@ -60,9 +61,24 @@ void bind_recorder(py::module_& module) {
             py::list out;
             for (std::size_t i = 0; i < count; ++i) {
               const StepRecorder::Entry& entry = self.drained[i];
-              // The raw float64 values (numpy.frombuffer reads them without a copy).
-              const py::bytes values(reinterpret_cast<const char*>(entry.values.data()),
-                                     entry.values.size() * sizeof(double));
+              const auto* raw = reinterpret_cast<const char*>(entry.values.data());
+              py::object values;
+              if (entry.kind == StepRecorder::Kind::kState) {
+                // The raw float64 values (numpy.frombuffer reads them without a copy).
+                values = py::bytes(raw, entry.values.size() * sizeof(double));
+              } else {
+                // {field name: its float64 values}, named by the control bridge's one table.
+                py::dict fields;
+                std::size_t offset = 0;
+                for (std::size_t f = 0; f < kCommandFieldCount; ++f) {
+                  if (!(entry.fields & (1u << f))) continue;
+                  const std::size_t size = entry.field_sizes[f];
+                  fields[kCommandFields[f].name] =
+                      py::bytes(raw + offset * sizeof(double), size * sizeof(double));
+                  offset += size;
+                }
+                values = std::move(fields);
+              }
               out.append(py::make_tuple(
                   entry.kind == StepRecorder::Kind::kState ? "state" : "commands", entry.step,
                   entry.step_count, entry.model_generation, entry.time, entry.fields, values));
@@ -70,7 +86,8 @@ void bind_recorder(py::module_& module) {
             return out;
           },
           "[(kind 'state'|'commands', step, step_count, model_generation, time, fields, "
-          "values as float64 bytes)] waiting since the last drain, oldest first");
+          "values)] waiting since the last drain, oldest first: a state's values as float64 "
+          "bytes, commands' as {field: float64 bytes}");
 }
 
 }  // namespace mjfast

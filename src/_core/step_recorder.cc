@@ -4,8 +4,6 @@
 #include <cmath>
 #include <utility>
 
-#include "control_bridge.h"
-
 namespace mjfast {
 
 namespace {
@@ -47,9 +45,11 @@ void StepRecorder::commands_applied(const mjModel* m, const mjData* d, unsigned 
   entry->values.resize(total);  // allocates only while the slot is smaller than ever before
   mjtNum* out = entry->values.data();
   for (std::size_t i = 0; i < kCommandFieldCount; ++i) {
+    entry->field_sizes[i] = 0;
     if (!(fields & (1u << i))) continue;
     const auto size = static_cast<std::size_t>(kCommandFields[i].size(m));
     std::copy_n(d->*kCommandFields[i].member, size, out);
+    entry->field_sizes[i] = size;
     out += size;
   }
 }
@@ -113,6 +113,7 @@ std::size_t StepRecorder::drain(std::vector<Entry>& out) {
     taken.model_generation = slot.model_generation;
     taken.time = slot.time;
     taken.fields = slot.fields;
+    taken.field_sizes = slot.field_sizes;
   }
   head_ = (head_ + size_) % ring_.size();
   size_ = 0;

@@ -10,11 +10,14 @@
 
 #include <mujoco/mujoco.h>
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
+
+#include "control_bridge.h"
 
 namespace mjfast {
 
@@ -28,6 +31,7 @@ class StepRecorder {
     std::uint64_t model_generation = 0;
     double time = 0.0;    // simulated time
     unsigned fields = 0;  // kCommands: bit i set for kCommandFields[i], concatenated in `values`
+    std::array<std::size_t, kCommandFieldCount> field_sizes{};  // kCommands: each one's length
     std::vector<mjtNum> values;
   };
 
