@@ -229,6 +229,16 @@ def test_equality_is_bit_for_bit(env: mjfast.MujocoEnv) -> None:
     assert first == env.get_state()
 
 
+def test_commands_staged_before_set_state_are_dropped(env: mjfast.MujocoEnv) -> None:
+    env.control.write(ctrl=np.full(env.model.nu, 0.25))
+    env.step(1)
+    state = env.get_state()
+    env.control.write(ctrl=np.full(env.model.nu, -0.5))  # staged, not applied yet
+    env.set_state(state)
+    env.step(1)
+    assert env.data.ctrl.tolist() == [0.25] * env.model.nu
+
+
 def test_a_state_of_another_model_is_refused_naming_both(
         env: mjfast.MujocoEnv, make_env: Callable[..., mjfast.MujocoEnv]) -> None:
     other = make_env(SCENE_XML)

@@ -200,6 +200,9 @@ class EnvCore : public hooks::HookTarget,
     std::string description;
   };
   static std::shared_ptr<const ModelIdentity> identity_of(const mjModel* model);
+  // The bound model's identity, for whoever holds the data still as for capture_physics() (bind()
+  // swaps it with stepping paused).
+  const std::shared_ptr<const ModelIdentity>& model_identity() const { return identity_; }
 
   struct StateHeader {
     std::uint64_t step_count = 0;
