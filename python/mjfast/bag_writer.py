@@ -10,21 +10,23 @@ conversion and knows nothing of envs.
 
 Frames on the child's stdin and stdout are an 8-byte little-endian length and a pickle (between
 mjfast and its own child only). In: first `{"path", "custom_data", "clock"}`, then batches of
-`(topic, ros_type, timestamp_ns, message)` (a rosbags message object, or its CDR bytes), then
-None. Out: `("ready", None)` or `("error", text)` once the bag is open (or could not be), and
-`("closed", None | text)` once it is closed (`metadata.yaml` written).
+`(topic, ros_type, timestamp_ns, message, convert)`: a rosbags message object or its CDR bytes
+(convert None), or a bus message (`pack_message`) and the module-level conversion function that
+makes it one; then None. Out: `("ready", None)` or `("error", text)` once the bag is open (or
+could not be), and `("closed", None | text)` once it is closed (`metadata.yaml` written).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import pickle
 import struct
 import subprocess
 import sys
 from typing import IO, Any
 
-__all__ = ["BagWriterProcess", "main"]
+__all__ = ["BagWriterProcess", "main", "pack_message", "unpack_message"]
 
 _LENGTH = struct.Struct("<Q")
 _CLOCK_TOPIC = "/clock"
@@ -32,6 +34,41 @@ _CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 # A synthesised /clock at most this often (simulated), when no plugin publishes /clock.
 _CLOCK_PERIOD_NS = 10_000_000
 _START_TIMEOUT_S = 120.0
+
+
+_ND = "__mjfast_ndarray__"
+
+
+def pack_message(message: Any) -> Any:
+    """A bus message with its dicts' ndarray values as (marker, dtype, shape, bytes): pickling
+    those costs next to nothing, an ndarray several microseconds. Anything else (arrays in lists
+    included) is left for pickle as it is."""
+    if message.__class__ is dict:
+        return {key: _pack_value(value) for key, value in message.items()}
+    return _pack_value(message)
+
+
+def _pack_value(value: Any) -> Any:
+    kind = value.__class__.__name__
+    if kind == "ndarray" and not value.dtype.hasobject:
+        return (_ND, value.dtype.str, value.shape, value.tobytes())
+    if kind == "dict":
+        return pack_message(value)
+    return value
+
+
+def unpack_message(message: Any) -> Any:
+    """`pack_message`'s inverse (arrays come back as read-only views of their bytes)."""
+    import numpy as np
+
+    def unpack(value: Any) -> Any:
+        if value.__class__ is tuple and len(value) == 4 and value[0] == _ND:
+            return np.frombuffer(value[3], dtype=np.dtype(value[1])).reshape(value[2])
+        if value.__class__ is dict:
+            return {key: unpack(item) for key, item in value.items()}
+        return value
+
+    return unpack(message)
 
 
 def _write_frame(stream: IO[bytes], value: Any) -> None:
@@ -74,12 +111,15 @@ class BagWriterProcess:
             raise OSError(f"cannot write the bag {path}: {detail}")
         self.failed: str | None = None
 
-    def send(self, batch: list[tuple[str, str, int, Any]]) -> None:
+    def send(self, batch: list[tuple[str, str, int, Any, Any]]) -> None:
         """Hands a batch to the child (waits only while its pipe is full)."""
         if self.failed is not None or not batch:
             return
+        data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)  # raises: not sent
         try:
-            _write_frame(self._in, batch)
+            self._in.write(_LENGTH.pack(len(data)))
+            self._in.write(data)
+            self._in.flush()
         except (OSError, ValueError) as error:  # the child died: what it had is in the bag
             self.failed = f"the bag writer process ended: {error}"
 
@@ -105,6 +145,10 @@ class BagWriterProcess:
 def main() -> int:
     """The child: open the bag, write batches until None, close it."""
     source, sink = sys.stdin.buffer, sys.stdout.buffer
+    # Behind the simulation for the CPU: where cores are short, the stepping thread goes first
+    # and this process catches up from its pipe and the recording's bounded queue.
+    with contextlib.suppress(OSError, AttributeError):
+        os.nice(10)
     config = _read_frame(source)
     try:
         import rosbags.rosbag2 as rosbag2
@@ -124,6 +168,7 @@ def main() -> int:
     connections: dict[str, Any] = {}
     synthesise_clock, last_clock = bool(config["clock"]), None
     error: str | None = None
+    unconvertible: set[str] = set()
 
     def write(topic: str, ros_type: str, timestamp: int, message: Any) -> None:
         connection = connections.get(topic)
@@ -144,7 +189,16 @@ def main() -> int:
         if error is not None:
             continue
         try:
-            for topic, ros_type, timestamp, message in batch:
+            for topic, ros_type, timestamp, message, convert in batch:
+                if convert is not None:
+                    try:
+                        message = convert(unpack_message(message))
+                    except Exception as failure:  # that message only, logged once a topic
+                        if topic not in unconvertible:
+                            unconvertible.add(topic)
+                            print(f"mjfast: warning: a message on {topic} cannot be recorded "
+                                  f"as {ros_type} (logged once): {failure}", file=sys.stderr)
+                        continue
                 write(topic, ros_type, timestamp, message)
                 if synthesise_clock and (last_clock is None or timestamp < last_clock
                                          or timestamp >= last_clock + _CLOCK_PERIOD_NS):

@@ -37,7 +37,7 @@ import numpy as np
 import yaml
 
 from mjfast._core_loader import _core
-from mjfast.bag_writer import BagWriterProcess
+from mjfast.bag_writer import BagWriterProcess, pack_message, unpack_message
 from mjfast.errors import LogicError
 from mjfast.params import resolve_name
 
@@ -186,7 +186,8 @@ class Recording:
                 first = state.capture(env._core)
                 self._identities[env.model_generation] = (first.model_signature,
                                                           first.model_description)
-                self._batch: list[tuple[str, str, int, Any]] = []
+                self._batch: list[tuple[str, str, int, Any, Any]] = []
+                self._shippable: dict[Any, bool] = {}
                 self._tap = _core.StepRecorder(_RING_CAPACITY, self._state_every,
                                                self._state_period)
                 self._write_state(first, first.time)
@@ -350,32 +351,50 @@ class Recording:
             try:
                 self._bag.send(batch)
             except (pickle.PicklingError, TypeError, AttributeError):
-                # A message type made at run time (rosbags cannot pickle it by name): CDR here.
-                self._bag.send([(topic, ros_type, stamp, message if isinstance(
-                    message, (bytes, bytearray)) else self._types.serializer(ros_type)(message))
-                    for topic, ros_type, stamp, message in batch])
+                # A message type made at run time (rosbags cannot pickle it by name), or a
+                # message part that does not pickle: converted and serialised here instead.
+                self._bag.send([self._serialised_here(*item) for item in batch])
         except Exception as error:  # a bug: the run goes on, the recording says so
             if self._error is None:
                 self._error = error
                 _log.error("the recording to %s failed: %s", self.path, error)
             self._queue.clear()
 
-    def _write(self, topic: str, ros_type: str, time: float, message: Any) -> None:
-        self._batch.append((topic, ros_type, _ns(time), message))
+    def _write(self, topic: str, ros_type: str, time: float, message: Any,
+               convert: Any = None) -> None:
+        self._batch.append((topic, ros_type, _ns(time), message, convert))
         self._counts[topic] += 1
 
     def _write_message(self, route: Any, time: float, message: Any) -> None:
-        try:
-            converted = route.convert(message)
-        except Exception as error:
-            self._counts["unconvertible"] += 1
-            if self._counts["unconvertible"] == 1:
-                _log.warning("a message on %s cannot be recorded as %s (counted; logged once): "
-                             "%s", route.topic, route.ros_type, error)
-            return
-        self._write(route.topic, route.ros_type, time, converted)
+        convert = route.convert
+        shippable = self._shippable.get(convert)
+        if shippable is None:
+            shippable = self._shippable[convert] = _pickles(convert)
+        if shippable:
+            # A module-level converter (conversions.joint_state): the child converts the bus
+            # message, whose arrays travel as raw bytes (pickling an ndarray costs several
+            # microseconds of this process's GIL, its bytes next to nothing).
+            self._write(route.topic, route.ros_type, time, pack_message(message), convert)
+        else:
+            try:
+                converted = convert(message)
+            except Exception as error:
+                self._counts["unconvertible"] += 1
+                if self._counts["unconvertible"] == 1:
+                    _log.warning("a message on %s cannot be recorded as %s (counted; logged "
+                                 "once): %s", route.topic, route.ros_type, error)
+                return
+            self._write(route.topic, route.ros_type, time, converted)
         for companion in route.companions:
             self._write_message(companion, time, message)
+
+    def _serialised_here(self, topic: str, ros_type: str, stamp: int, message: Any,
+                         convert: Any) -> tuple[str, str, int, Any, None]:
+        if convert is not None:
+            message = convert(unpack_message(message))
+        if not isinstance(message, (bytes, bytearray)):
+            message = bytes(self._types.serializer(ros_type)(message))
+        return topic, ros_type, stamp, message, None
 
     def _write_command(self, time: float, entry: dict[str, Any]) -> None:
         encode = _state_module().encode_value
@@ -451,6 +470,15 @@ class Recording:
 
     def __repr__(self) -> str:
         return f"<Recording {self.path} {'stopped' if self._closed else 'recording'}>"
+
+
+def _pickles(function: Any) -> bool:
+    """Whether `function` pickles by reference (a module-level function does; a closure not)."""
+    try:
+        pickle.dumps(function)
+    except Exception:
+        return False
+    return True
 
 
 def _plain(value: Any) -> Any:
