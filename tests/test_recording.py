@@ -10,7 +10,7 @@ import shutil
 import socket
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -522,3 +522,34 @@ def test_serve_record_writes_what_remote_clients_did(tmp_path: Path) -> None:
     assert len(opened.messages(JOINT_STATES)) > 20
     result = replay(bag, check=True)
     assert result.first_difference is None and result.states >= 2
+
+
+class StatusPublisher(mjfast.MujocoPlugin):
+    """A plugin with a declared ROS 2 type (its converter is a closure, run in this process)."""
+
+    ros_types: ClassVar[dict[str, str]] = {"~status": "std_msgs/msg/String"}
+
+    def load(self, model: Any, data: Any) -> bool:
+        self.steps = 0
+        return True
+
+    def last_stage_callback(self, model: Any, data: Any) -> None:
+        self.steps += 1
+        if self.steps % 50 == 0:
+            self.node.publish("~status", {"data": f"step {self.steps}"})
+
+
+def test_a_plugins_declared_types_are_recorded(make_env: Any, tmp_path: Path) -> None:
+    mjfast.register_plugin("test/StatusPublisher", StatusPublisher)
+    try:
+        env = make_env({"mujoco_server": plugins_param({"type": "test/StatusPublisher"})})
+        recording = env.record(tmp_path / "bag")
+        env.step(200)
+        recording.stop()
+    finally:
+        mjfast.unregister_plugin("test/StatusPublisher")
+    topic = "/mujoco_server/StatusPublisher/status"
+    for topics in (read_with_rosbags(tmp_path / "bag"), read_with_mcap(tmp_path / "bag")):
+        assert [m.data for _, m in topics[topic]] == [f"step {n}" for n in (50, 100, 150, 200)]
+    assert [t for t, _ in mjfast.open_recording(tmp_path / "bag").messages(topic)] == [
+        0.1, 0.2, 0.3, 0.4]
