@@ -553,3 +553,31 @@ def test_a_plugins_declared_types_are_recorded(make_env: Any, tmp_path: Path) ->
         assert [m.data for _, m in topics[topic]] == [f"step {n}" for n in (50, 100, 150, 200)]
     assert [t for t, _ in mjfast.open_recording(tmp_path / "bag").messages(topic)] == [
         0.1, 0.2, 0.3, 0.4]
+
+
+def test_every_recorded_call_replays(tmp_path: Path, capsys: Any) -> None:
+    coupled = arm_xml().replace("</mujoco>", '<equality><joint name="couple" joint1="j0" '
+                                              'joint2="j1" active="false"/></equality></mujoco>')
+    with mjfast.MujocoEnv(coupled, params=recorded_params()) as env:
+        recording = env.record(tmp_path / "bag", state_every=30)
+        run_every_call(env)
+        recording.stop()
+    names = [c["name"] for c in mjfast.open_recording(tmp_path / "bag").commands()
+             if c["kind"] == "call"]
+    assert names == ["apply_options", "set_equality_active", "set_geom_properties",
+                     "set_joint_state", "reset"]
+    code, out, _ = run_cli(capsys, "replay", str(tmp_path / "bag"), "--check")
+    assert code == 0, out
+
+
+def run_every_call(env: Any) -> None:
+    env.step(20)
+    env.apply_options({"gravity": [0.0, 0.0, -5.0]})
+    env.set_equality_active("couple", True)
+    env.step(20)
+    env.set_geom_properties("ball", size=[0.08, 0.0, 0.0])
+    env.step(20)
+    env.set_joint_state({"j0": 0.4}, {"j1": 1.0})
+    env.step(20)
+    env.reset(joint_positions={"j5": -0.3})
+    env.step(45)

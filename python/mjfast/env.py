@@ -774,11 +774,11 @@ class MujocoEnv:
 
         return Recording._start(self, path, topics, state_every)
 
-    def _record_call(self, name: str, **args: Any) -> None:
+    def _record_call(self, call: str, /, **args: Any) -> None:
         """A call that changed the simulation, recorded at this step boundary (held)."""
         recording = self._recording
         if recording is not None:
-            recording.call(name, args)
+            recording.call(call, args)
 
     def _check_open(self) -> None:
         if self._closed:
