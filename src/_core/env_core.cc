@@ -140,7 +140,11 @@ void EnvCore::check_can_step(const char* what) const {
 
 void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_error) {
   const ModelGeneration generation = model_generation();
-  control_.apply_staged(data_);
+  if (step_recorder_ && step_recorder_->replaying()) {
+    control_.drop_staged();
+  } else if (control_.apply_staged(data_) && step_recorder_) {
+    step_recorder_->commands_applied(model_, data_, control_.applied_fields(), generation.value());
+  }
   // One host lock for the whole step instead of one per dispatch (the per-step cost of native
   // plugins is otherwise dominated by the four lock/unlock pairs); skipped with no plugins. It is
   // the physics side's mutex: a control thread's update_read/update_write never waits on it.
@@ -165,6 +169,19 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
     host_lock.reset();
     record_guarded([&] { return step_observer_->after_step(model_, data_, generation); });
   }
+  if (step_recorder_) step_recorder_->after_step(model_, data_, step_count(), generation.value());
+}
+
+void EnvCore::set_step_recorder(std::shared_ptr<StepRecorder> recorder) {
+  check_open("record()");
+  pause();
+  struct Resume {
+    EnvCore& env;
+    ~Resume() { env.resume(); }
+  } resume{*this};
+  check_open("record()");  // closed while this waited
+  if (recorder) recorder->begin(model_, data_);
+  step_recorder_ = std::move(recorder);
 }
 
 void EnvCore::record_error(DispatchError error) {

@@ -68,6 +68,7 @@
 #include "plugin_host.h"
 #include "sim_requests.h"
 #include "step_observer.h"
+#include "step_recorder.h"
 
 namespace mjfast {
 
@@ -139,6 +140,10 @@ class EnvCore : public hooks::HookTarget,
   void set_step_observer(std::shared_ptr<StepObserver> observer) {
     step_observer_ = std::move(observer);
   }
+
+  // A recording's tap on the stepping thread (SPEC §20), or null: attached and detached with
+  // stepping paused; attaching captures the first state at once.
+  void set_step_recorder(std::shared_ptr<StepRecorder> recorder);
 
   // Stops stepping at the next step boundary and holds it there until resume(). Re-entrant on the
   // same thread.
@@ -363,6 +368,7 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;
   std::shared_ptr<StepObserver> step_observer_;
+  std::shared_ptr<StepRecorder> step_recorder_;  // changed only with step_mutex_ held (paused)
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;
