@@ -109,8 +109,8 @@ class EnvCore : public hooks::HookTarget,
   void bind(const mjModel* model, mjData* data, mjData* control_scratch,
             std::shared_ptr<void> owner);
 
-  ModelGeneration model_generation() const { return ModelGeneration(model_generation_.load()); }
-  PluginGeneration plugin_generation() const { return PluginGeneration(plugin_generation_.load()); }
+  ModelGeneration model_generation() const { return model_generation_.load(); }
+  PluginGeneration plugin_generation() const { return plugin_generation_.load(); }
   // Loads the next plugin generation through the host (inside a pause, or before stepping).
   void load_next_plugin_generation();
 
@@ -338,8 +338,8 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<bool> pending_flag_{false};
   const mjModel* model_ = nullptr;
   mjData* data_ = nullptr;
-  std::atomic<std::uint64_t> model_generation_{0};
-  std::atomic<std::uint64_t> plugin_generation_{0};
+  std::atomic<ModelGeneration> model_generation_{};
+  std::atomic<PluginGeneration> plugin_generation_{};
 
   std::mutex step_mutex_;
   // step() calls in progress (holding or waiting to re-take step_mutex_): start() refuses while

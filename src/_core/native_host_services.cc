@@ -112,7 +112,7 @@ int camera_take_latest(mjfast_camera* camera, int plane, mjfast_frame_lease** ou
     *out_view = mjfast_frame_view{
         frame->bytes.data(), frame->bytes.size(),    static_cast<int32_t>(frame->plane),
         frame->width,        frame->height,          frame->simulation_time_ns,
-        frame->capture_id,   frame->frame_generation};
+        frame->capture_id,   frame->frame_generation.value()};
     *out_lease = new mjfast_frame_lease{std::move(frame)};
   });
 }

@@ -248,7 +248,7 @@ class RenderCore final : public StepObserver {
   std::unique_ptr<GlContext> gl_;
   mjrContext context_;
   bool context_made_ = false;
-  std::uint64_t context_generation_ = 0;
+  ModelGeneration context_generation_;  // of the model context_ was made for; none: 0
   std::vector<unsigned char> scratch_rgb_;
   std::vector<float> scratch_depth_;
   std::vector<std::int32_t> segment_objects_;  // see decode_segments
