@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import mujoco
+import numpy as np
 
 import mjfast
 
@@ -256,3 +257,46 @@ def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+# -- remote bus payloads (mjfast.remote.codec) ---------------------------------------------------
+
+DTYPES = ["?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16",
+          ">i4", ">f8", "<u2"]
+
+
+def sample_arrays() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    arrays = []
+    for dtype in DTYPES:
+        raw = rng.integers(0, 256, size=5 * 3 * np.dtype(dtype).itemsize, dtype=np.uint8)
+        # Any bit pattern, NaNs and infinities included: bit-exact means the bytes.
+        arrays.append(raw.view(np.dtype(dtype)).reshape(5, 3))
+    arrays += [
+        np.array(3.5),  # 0-d
+        np.array(True),
+        np.zeros((0, 4), dtype=np.float32),  # empty
+        np.zeros(0, dtype=np.int16),
+        np.asfortranarray(np.arange(24, dtype=np.float64).reshape(2, 3, 4)),  # Fortran order
+        np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2],  # a non-contiguous view
+        np.array([np.nan, -np.inf, -0.0]),
+    ]
+    return arrays
+
+
+def assert_same_array(got: Any, expected: np.ndarray) -> None:
+    assert isinstance(got, np.ndarray)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
+    if expected.ndim > 1 and expected.flags.f_contiguous and not expected.flags.c_contiguous:
+        assert got.flags.f_contiguous
+
+
+def ndarray_ext(header: Any, data: bytes = b"") -> bytes:
+    """A message that is one ndarray extension of mjfast.remote.codec, with this header and
+    element bytes (needs msgpack)."""
+    import msgpack
+
+    from mjfast.remote.codec import NDARRAY_EXT
+
+    return msgpack.packb(msgpack.ExtType(NDARRAY_EXT, msgpack.packb(header) + data))
