@@ -19,7 +19,6 @@ import numpy as np
 import pytest
 
 import mjfast
-from mjfast.config_schema import check_config
 from mjfast.stats_table import WIDTH
 from support import run_cli, write
 
@@ -102,13 +101,6 @@ def test_a_user_plugin_declares_its_keys() -> None:
             assert "'mode' must be one of 'fast', 'slow'" in failure_of(env, "mode").message
     finally:
         mjfast.unregister_plugin("hour/Gain")
-
-
-def test_undeclared_keys_check_nothing() -> None:
-    check_config("", {"anything": object()}, None)
-    with pytest.raises(mjfast.ConfigError, match=r"^plugin 'p': configuration key 'b' must be "
-                                                 r"true or false, got 1 \(int\)$"):
-        check_config("plugin 'p'", {"b": 1}, {"b": bool})
 
 
 # -- misnamed callbacks -------------------------------------------------------------------------
