@@ -62,6 +62,36 @@ def arm_xml(extra_body: str = "") -> str:
 """
 
 
+# A two-link planar arm (joints "shoulder" and "elbow", a motor each) on a floor it never touches:
+# the model of the CLI and first-hour tests, which configure plugins by those joint names.
+TWO_LINK_ARM_XML = f"""
+<mujoco model="two_link_arm">
+  <compiler angle="radian"/>
+  <option timestep="{TIMESTEP}"/>
+  <default>
+    <joint type="hinge" damping="0.5" armature="0.1"/>
+    <geom type="capsule" size="0.03" contype="0" conaffinity="0"/>
+    <motor ctrlrange="-20 20"/>
+  </default>
+  <worldbody>
+    <geom type="plane" size="1 1 0.1"/>
+    <body name="upper" pos="0 0 0.1">
+      <joint name="shoulder" axis="0 1 0"/>
+      <geom fromto="0 0 0 0 0 0.3"/>
+      <body name="lower" pos="0 0 0.3">
+        <joint name="elbow" axis="0 1 0"/>
+        <geom fromto="0 0 0 0 0 0.3"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="shoulder"/>
+    <motor joint="elbow"/>
+  </actuator>
+</mujoco>
+"""
+
+
 BOX_XML = f"""
 <mujoco model="box">
   <option timestep="{TIMESTEP}"/>
