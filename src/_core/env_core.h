@@ -23,10 +23,10 @@
 //      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
 //      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
 //      recording's ring: one state or command copy at the end of a step, or the writer's drain),
-//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras); in Python, Bus._lock and Node._lock (node.py: the
-//      subscribers and services are copied out, then called with no lock held),
-//      ParameterServer._lock (params.py), discovery's _lock (the in-process registry), and
-//      hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras); in Python, Bus._lock
+//      and Node._lock (node.py: the subscribers and services are copied out, then called with no
+//      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
+//      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
 //      the collector may close a dropped env inside it, whose locks no other thread can hold).
 //      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
 //   8. the GIL: no thread holding it waits for 1-7 (the bindings release it first, with
