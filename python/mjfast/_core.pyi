@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -315,6 +315,24 @@ class RenderCore:
         ...
     @property
     def render_sync(self) -> bool:
+        ...
+class StepRecorder:
+    @staticmethod
+    def detach(env_core: EnvCore) -> None:
+        ...
+    def __init__(self, capacity: typing.SupportsInt | typing.SupportsIndex, state_every: typing.SupportsInt | typing.SupportsIndex, state_period: typing.SupportsFloat | typing.SupportsIndex, replaying: bool = False) -> None:
+        ...
+    def attach(self, env_core: EnvCore) -> None:
+        ...
+    def drain(self) -> list:
+        """
+        [(kind 'state'|'commands', step, step_count, model_generation, time, fields, values)] waiting since the last drain, oldest first: a state's values as float64 bytes, commands' as {field: float64 bytes}
+        """
+    @property
+    def dropped(self) -> int:
+        ...
+    @property
+    def steps(self) -> int:
         ...
 def checked_realtime_factor(realtime_factor: typing.Any) -> float | None:
     """

@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
                                           "statistics.")
     _add_model(run, "YAML parameter file (MujocoPlugins, initial_joint_positions, ...)")
     _add_run_options(run, steps=True)
+    _add_record_option(run)
     _add_verbosity(run, argparse.SUPPRESS)
 
     plugins = commands.add_parser(
@@ -195,7 +196,83 @@ def _parser() -> argparse.ArgumentParser:
                      help="the plugin class (default: NAME in CamelCase)")
     _add_verbosity(new, argparse.SUPPRESS)
     _add_remote_commands(commands)
+
+    replay = commands.add_parser(
+        "replay", help="re-simulate a recording (--record, env.record)",
+        description="Re-simulate the recording in DIR from its first state with its recorded "
+                    "commands. --check compares every recorded state bit for bit: exit 0 and "
+                    "'replay matches N states', or exit 1 naming the first time that differs.")
+    replay.add_argument("bag", metavar="DIR", help="the recording's directory (a rosbag2 bag)")
+    replay.add_argument("--check", action="store_true",
+                        help="compare every recorded state bit for bit")
+    replay.add_argument("--view", action="store_true",
+                        help="show it in MuJoCo's viewer while it runs (paced at 1x unless "
+                             "--realtime says otherwise)")
+    replay.add_argument("--realtime", type=_positive_float, metavar="F",
+                        help="pace it to F x wall clock (default: as fast as possible, or 1 "
+                             "with --view)")
+    _add_verbosity(replay, argparse.SUPPRESS)
     return parser
+
+
+def _add_record_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--record", metavar="DIR",
+                        help="record the run into DIR, a new rosbag2 bag (MCAP): the bridged "
+                             "topics, /clock, the commands and a state every simulated second "
+                             "(needs mjfast[ros2]; see `mjfast replay`)")
+
+
+def _start_recording(env: Any, args: argparse.Namespace, err: TextIO) -> Any:
+    """`--record DIR`: the env's recording, or None without the option."""
+    directory = getattr(args, "record", None)
+    if directory is None:
+        return None
+    try:
+        import mjfast.recording  # noqa: F401
+        from mjfast.ros2 import types  # noqa: F401
+    except ImportError as error:
+        raise CliError(_one_line(str(error))) from error
+    with _bad_input_is_one_line():
+        recording = env.record(directory)
+    err.write(f"mjfast: recording to {directory}\n")
+    return recording
+
+
+def _check_record_target(args: argparse.Namespace) -> None:
+    """--record DIR must not exist: refused before the model loads, so nothing is written."""
+    directory = getattr(args, "record", None)
+    if directory is not None and Path(directory).exists():
+        raise CliError(f"record: {directory} exists already; a recording goes into a new "
+                       f"directory, nothing there was changed")
+
+
+def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _import_mjfast()
+    try:
+        from mjfast.recording import replay
+    except ImportError as error:
+        raise CliError(_one_line(str(error))) from error
+    if args.view:
+        from mjfast import viewer
+
+        try:
+            viewer.check_display()
+        except viewer.NoDisplayError as error:
+            raise CliError(str(error)) from error
+    if not Path(args.bag).exists():
+        raise CliError(f"recording not found: {args.bag}")
+    with _bad_input_is_one_line():
+        realtime = 1.0 if args.view and args.realtime is None else args.realtime
+        result = replay(args.bag, check=args.check, view=args.view, realtime=realtime)
+    if not args.check:
+        out.write(f"replayed {args.bag}\n")
+        return EXIT_OK
+    if result.first_difference is None:
+        out.write(f"replay matches {result.states} states\n")
+        return EXIT_OK
+    out.write(f"replay differs at time {result.first_difference!r}: {result.detail} "
+              f"({result.states} states matched before it)\n")
+    return EXIT_RUNTIME
 
 
 def _json_argument(text: str) -> Any:
@@ -248,6 +325,7 @@ def _add_remote_commands(commands: Any) -> None:
                             f"bodies)")
     _add_web_option(serve, "also serve")
     _add_ros2_options(serve)
+    _add_record_option(serve)
 
     def connect_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--connect", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
@@ -607,6 +685,7 @@ def _print_statistics(env: Any, wall_s: float, out: TextIO, *,
 
 def _run(model: Path, params: Path | None, args: argparse.Namespace,
          out: TextIO, err: TextIO) -> int:
+    _check_record_target(args)
     env = _make_env(model, params)
     strict = getattr(args, "strict", False)
     # -v: each failure's traceback; at -vv the host's debug log has printed it already.
@@ -619,6 +698,7 @@ def _run(model: Path, params: Path | None, args: argparse.Namespace,
             if hint:
                 err.write(f"mjfast: warning: {hint}\n")
         steps = _steps_for(env, getattr(args, "steps", None), args.duration)
+        _start_recording(env, args, err)
         show_progress = not args.no_progress and not args.quiet
         started = time.perf_counter()
         try:
@@ -796,6 +876,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     remote = _import_remote()
     if args.web is not None:
         _import_web()
+    _check_record_target(args)
     env = _make_env(*_model_files(args))
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set())
@@ -820,6 +901,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         started = time.perf_counter()
         page = None
         try:
+            _start_recording(env, args, err)
             with _bad_input_is_one_line():
                 env.start(args.realtime)
             page = _launch_web(env, args.web, err) if args.web is not None else None
@@ -1068,6 +1150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _view(args, out, err)
             if args.command == "serve":
                 return _serve(args, out, err)
+            if args.command == "replay":
+                return _replay(args, out, err)
             if args.command == "topic":
                 return _topic(args, out, err)
             if args.command == "service":

@@ -202,6 +202,7 @@ class MujocoEnv:
         every reload, as the CLI's --strict. Otherwise a failed plugin is reported in
         `env.plugins` and `statistics()` and the others run."""
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
+        self._recording: Any = None  # the Recording in progress (SPEC §20), if any
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         self._strict = strict
@@ -217,7 +218,9 @@ class MujocoEnv:
         self._source_label = sim_control.source_label(model)
 
         self.bus = Bus()
-        self._lifecycle_lock = threading.Lock()  # serialises reset / reload / close / geom edits
+        # Serialises reset / reload / close / geom edits; the first lock of the lock order
+        # (src/_core/env_core.h).
+        self._lifecycle_lock = threading.Lock()
         self._lifecycle_owner: int | None = None  # the thread inside a lifecycle operation
         self._lifecycle_operation = ""
         self._model = new_model
@@ -441,6 +444,8 @@ class MujocoEnv:
         sim_control.check_outside_callbacks("reset()")
         with self._paused("reset"):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
+            self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
+                              joint_velocities=joint_velocities, keep_time=keep_time)
 
     def _reset_world(self, keyframe: int | str | None, joint_positions: object,
                      joint_velocities: object, keep_time: object) -> None:
@@ -532,6 +537,9 @@ class MujocoEnv:
             self._load_plugins()
             missing = self._cameras.finish_load(new_model, self._params, self._namespace,
                                                 camera_configs)
+            # A model given as a mujoco.MjModel has no text to record: replay reloads the source.
+            self._record_call("reload", model=os.fspath(model) if isinstance(
+                model, (str, os.PathLike)) else None)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
         self._check_strict("reload")
@@ -558,6 +566,8 @@ class MujocoEnv:
                 self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
                 conaffinity=conaffinity)
             self._core.notify_geometry_changed(geom_id)
+            self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
+                              friction=friction, contype=contype, conaffinity=conaffinity)
 
     # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
 
@@ -595,7 +605,16 @@ class MujocoEnv:
         another model (naming both) or plugins this env does not have; TypeError for anything
         but a SimState; PluginError when a plugin refuses its value. On any error nothing
         changed. Stepping on with the same commands reproduces the original run bit for bit."""
-        restore(self._core, state)
+        recording = self._recording
+        if recording is None or self._core.host._in_callback():
+            restore(self._core, state)  # (refused inside a callback, as it says)
+            return
+        self._core.pause()  # one boundary for the restore and its record (re-entrant)
+        try:
+            restore(self._core, state)
+            recording.call("set_state", {"state": state})
+        finally:
+            self._core.resume()
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
@@ -614,6 +633,7 @@ class MujocoEnv:
             checked_velocities = sim_control.checked_joint_values(model, velocities, "velocities")
             sim_control.write_joint_values(data, checked_positions, checked_velocities)
             sim_control.forward(model, data)
+            self._record_call("set_joint_state", positions=positions, velocities=velocities)
 
     def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
         """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
@@ -629,6 +649,7 @@ class MujocoEnv:
         sim_control.check_outside_callbacks("set_body_state()")
         with self._paused("set_body_state", defer_interrupts=False):
             sim_control.set_body_states(self._model, self._data, states, frame)
+            self._record_call("set_body_state", states=states, frame=frame)
 
     def apply_options(self, patch: Mapping[str, Any]) -> None:
         """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
@@ -636,12 +657,14 @@ class MujocoEnv:
         with self._paused("apply_options", defer_interrupts=False):
             sim_control.apply_options(self._model, patch)
             sim_control.forward(self._model, self._data)
+            self._record_call("apply_options", patch=patch)
 
     def set_equality_active(self, name: str | int, active: bool) -> None:
         """Turns one equality constraint on or off."""
         sim_control.check_outside_callbacks("set_equality_active()")
         with self._paused("set_equality_active", defer_interrupts=False):
             sim_control.set_equality_active(self._model, self._data, name, active)
+            self._record_call("set_equality_active", name=name, active=active)
 
     def set_realtime_factor(self, factor: float | None) -> None:
         """The physics thread's pace (None: unbounded), changed at once if it runs."""
@@ -738,6 +761,26 @@ class MujocoEnv:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    # -- recording (SPEC §20; mjfast.recording) -------------------------------------------------
+
+    def record(self, path: str | os.PathLike[str], *, topics: Sequence[str] | None = None,
+               state_every: int | None = None) -> Any:
+        """Records this env into a new rosbag2 bag (MCAP) at `path` until the returned
+        Recording's stop() or close(): the bridged topics (all, or `topics`) through the ROS 2
+        conversion table, /clock, the commands that reach the simulation on /mjfast/commands and
+        a SimState every `state_every` steps (default: every simulated second) on /mjfast/state.
+        Needs the extra mjfast[ros2] (rosbags)."""
+        self._check_open()
+        from mjfast.recording import Recording  # rosbags is loaded only by those who record
+
+        return Recording._start(self, path, topics, state_every)
+
+    def _record_call(self, call: str, /, **args: Any) -> None:
+        """A call that changed the simulation, recorded at this step boundary (held)."""
+        recording = self._recording
+        if recording is not None:
+            recording.call(call, args)
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogicError("the env is closed")
@@ -749,6 +792,11 @@ class MujocoEnv:
         with self._lifecycle("close"):
             if self._closed:
                 return
+            if self._recording is not None:
+                try:
+                    self._recording.stop()  # its last state, then the bag closed
+                except OSError as error:  # the bag's own failure: the env closes all the same
+                    _log.error("%s", error)
             self._core.close()  # refuses (LogicError) inside an acquire_plugin block
             self._closed = True
             self._cameras.close()  # the physics thread has stopped: retire, stop rendering

@@ -17,6 +17,7 @@ void bind_env(py::module_& module);
 void bind_control(py::module_& module);
 void bind_native(py::module_& module);
 void bind_render(py::module_& module);
+void bind_recorder(py::module_& module);
 
 class SceneProvider;
 // The scene provider of every env made from Python (bind_render.cc): each snapshot scene is a

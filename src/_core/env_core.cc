@@ -105,16 +105,16 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
   identity_ = identity_of(model);
   state_size_.store(mj_stateSize(model, kStateSpec), std::memory_order_release);
   state_scratch_.assign(static_cast<std::size_t>(state_size_.load()), 0.0);
-  model_generation_.fetch_add(1, std::memory_order_acq_rel);
+  advance(model_generation_);
   hooks::register_pair(model, data, weak_from_this());
   clear_simulation_fault();  // new data: nothing of the old one's state carries over
 }
 
 void EnvCore::load_next_plugin_generation() {
-  const auto next = plugin_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const PluginGeneration next = advance(plugin_generation_);
   const SimulationRequests::CreationScope creating(weak_from_this());  // native host services
   const mujoco_guard::Scope guard;  // a native load's MuJoCo error is its load failure
-  host_.load_generation(model_generation(), PluginGeneration(next));
+  host_.load_generation(model_generation(), next);
 }
 
 void EnvCore::check_open(const char* what) const {
@@ -142,7 +142,11 @@ void EnvCore::check_can_step(const char* what) const {
 
 void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_error) {
   const ModelGeneration generation = model_generation();
-  control_.apply_staged(data_);
+  if (step_recorder_ && step_recorder_->replaying()) {
+    control_.drop_staged();
+  } else if (control_.apply_staged(data_) && step_recorder_) {
+    step_recorder_->commands_applied(model_, data_, control_.applied_fields(), generation.value());
+  }
   // One host lock for the whole step instead of one per dispatch (the per-step cost of native
   // plugins is otherwise dominated by the four lock/unlock pairs); skipped with no plugins. It is
   // the physics side's mutex: a control thread's update_read/update_write never waits on it.
@@ -167,6 +171,19 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
     host_lock.reset();
     record_guarded([&] { return render_->after_step(model_, data_, generation); });
   }
+  if (step_recorder_) step_recorder_->after_step(model_, data_, step_count(), generation.value());
+}
+
+void EnvCore::set_step_recorder(std::shared_ptr<StepRecorder> recorder) {
+  check_open("record()");
+  pause();
+  struct Resume {
+    EnvCore& env;
+    ~Resume() { env.resume(); }
+  } resume{*this};
+  check_open("record()");  // closed while this waited
+  if (recorder) recorder->begin(model_, data_);
+  step_recorder_ = std::move(recorder);
 }
 
 void EnvCore::record_error(DispatchError error) {

@@ -30,4 +30,5 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_control(module);
   mjfast::bind_native(module);
   mjfast::bind_render(module);
+  mjfast::bind_recorder(module);
 }
