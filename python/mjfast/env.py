@@ -4,7 +4,8 @@ The env compiles models, reads the parameter server, creates plugins (the factor
 reload transaction, and holds stepping around every operation that changes the model or data;
 stepping, the hooks and dispatch are in the compiled EnvCore and PluginHost. What its public
 methods do once stepping is held is elsewhere: geometry editing in `mjfast.geometry`, simulation
-control in `mjfast.sim_control`, `env.host` and `acquire_plugin`'s scoped plugin in `mjfast.host`.
+control in `mjfast.joints`, `mjfast.kinematics` and `mjfast.options`, `env.host` and
+`acquire_plugin`'s scoped plugin in `mjfast.host`.
 It does not own MuJoCo's global callbacks' implementation (`mjfast.hooks`) nor parse configuration
 (`mjfast.plugin_config`).
 """
@@ -27,7 +28,7 @@ from typing import Any, TypeAlias
 
 import mujoco
 
-from mjfast import geometry, sim_control
+from mjfast import geometry, joints, kinematics, options
 from mjfast._core_loader import _core
 from mjfast.camera import CameraRig, OffscreenCamera
 from mjfast.config_schema import check_config
@@ -36,6 +37,10 @@ from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, PluginError
 from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.host import EnvHost, plugin_info, scoped_plugin
+from mjfast.joints import JointState
+from mjfast.kinematics import BodyState
+from mjfast.model_info import is_mjcf_string, model_name, source_label
+from mjfast.model_names import object_id
 from mjfast.names import close_matches
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
@@ -45,12 +50,12 @@ from mjfast.plugin import (
     MujocoPlugin,
     PluginInfo,
     PluginState,
+    check_outside_callbacks,
     has_state,
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
 from mjfast.services import advertise_simulation_services
-from mjfast.sim_control import BodyState, JointState
 from mjfast.state import SimState, capture, restore
 
 __all__ = ["MujocoEnv"]
@@ -77,7 +82,7 @@ class _ModelSource:
     def of(cls, model: ModelLike) -> _ModelSource:
         if isinstance(model, mujoco.MjModel):
             return cls(model=copy.copy(model))
-        if sim_control.is_mjcf_string(model):
+        if is_mjcf_string(model):
             return cls(xml=model)  # type: ignore[arg-type]
         if isinstance(model, (str, os.PathLike)):
             # Resolved now: reload() re-reads the same file whatever the working directory then.
@@ -135,10 +140,10 @@ def _apply_initial_state(
                       ("initial_joint_velocities", "velocities")):
         name = resolve_name(key, namespace)
         try:
-            writes.append(sim_control.checked_joint_values(model, params.get(name, None), kind))
+            writes.append(joints.checked_joint_values(model, params.get(name, None), kind))
         except (KeyError, ValueError) as error:
             raise ConfigError(f"{name}: {error.args[0]}") from error
-    sim_control.write_joint_values(data, *writes)
+    joints.write_joint_values(data, *writes)
 
 
 @contextlib.contextmanager
@@ -211,11 +216,11 @@ class MujocoEnv:
         self._source = _ModelSource.of(model)
         new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
         self._specs = load_plugin_specs(self._params, self._namespace)
-        sim_control.apply_options(new_model, self._params.get(
+        options.apply_options(new_model, self._params.get(
             resolve_name("options", self._namespace), None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, self._params, self._namespace)
-        self._source_label = sim_control.source_label(model)
+        self._source_label = source_label(model)
 
         self.bus = Bus()
         self._lifecycle_lock = threading.Lock()  # serialises reset / reload / close / geom edits
@@ -439,7 +444,7 @@ class MujocoEnv:
     ) -> None:
         """World reset to the initial state or a keyframe, then the joint overrides; then every
         plugin's reset/on_reset, which sees the final state (SPEC §5, §13)."""
-        sim_control.check_outside_callbacks("reset()")
+        check_outside_callbacks("reset()")
         with self._paused("reset"):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
             self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
@@ -453,8 +458,8 @@ class MujocoEnv:
             raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
         # Everything is checked before anything changes: the overrides, the keyframe, the
         # initial state (ConfigError).
-        positions = sim_control.checked_joint_values(model, joint_positions, "positions")
-        velocities = sim_control.checked_joint_values(model, joint_velocities, "velocities")
+        positions = joints.checked_joint_values(model, joint_positions, "positions")
+        velocities = joints.checked_joint_values(model, joint_velocities, "velocities")
         time = data.time
         if keyframe is None:
             initial = mujoco.MjData(model)
@@ -463,10 +468,10 @@ class MujocoEnv:
             data.qpos[:] = initial.qpos
             data.qvel[:] = initial.qvel
         else:
-            key_id = sim_control.object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe",
+            key_id = object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe",
                                            model.nkey, keyframe)
             mujoco.mj_resetDataKeyframe(model, data, key_id)
-        sim_control.write_joint_values(data, positions, velocities)
+        joints.write_joint_values(data, positions, velocities)
         if keep_time:
             data.time = time
         self._core.clear_simulation_fault()  # a MuJoCo error's undefined state is gone
@@ -496,7 +501,7 @@ class MujocoEnv:
         self._check_open()
         # Refused before any work (the preparation reads the live cameras): from a plugin's
         # callback or inside an acquire_plugin() block the swap could only deadlock.
-        sim_control.check_outside_callbacks("reload()")
+        check_outside_callbacks("reload()")
         if self._core.host._scope_held():
             raise LogicError("reload() inside an acquire_plugin() block would deadlock: leave the "
                              "block first")
@@ -510,7 +515,7 @@ class MujocoEnv:
         else:
             params = self._params
         specs = load_plugin_specs(params, self._namespace)
-        sim_control.apply_options(new_model, params.get(resolve_name("options", self._namespace),
+        options.apply_options(new_model, params.get(resolve_name("options", self._namespace),
                                                         None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
@@ -526,7 +531,7 @@ class MujocoEnv:
                 self._params.set("/", params.to_dict())
             self._source, self._specs = source, specs
             if model is not None:
-                self._source_label = sim_control.source_label(model)
+                self._source_label = source_label(model)
             # The core holds the old model and data until no thread can reach them any more.
             self._core.bind(new_model, new_data, new_control_data)
             self._core.reset_step_count()
@@ -567,17 +572,17 @@ class MujocoEnv:
             self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
                               friction=friction, contype=contype, conaffinity=conaffinity)
 
-    # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
+    # -- simulation control (SPEC §13; the logic is in mjfast.joints, .kinematics, .options) ---
 
     def pause(self) -> None:
         """Freezes the physics thread at a step boundary (before start(): it starts paused)."""
-        sim_control.check_outside_callbacks("pause()")
+        check_outside_callbacks("pause()")
         self._check_open()
         self._core.pause_stepping()
 
     def resume(self) -> None:
         """Lets the physics thread step again, its pacing re-anchored (no catch-up burst)."""
-        sim_control.check_outside_callbacks("resume()")
+        check_outside_callbacks("resume()")
         self._check_open()
         self._core.resume_stepping()
 
@@ -617,56 +622,56 @@ class MujocoEnv:
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
         is `joint_<id>`)."""
-        sim_control.check_outside_callbacks("get_joint_state()")
+        check_outside_callbacks("get_joint_state()")
         with self._paused("get_joint_state", defer_interrupts=False):
-            return sim_control.joint_state(self._model, self._data, names)
+            return joints.joint_state(self._model, self._data, names)
 
     def set_joint_state(self, positions: Mapping[str, Any] | None = None,
                         velocities: Mapping[str, Any] | None = None) -> None:
         """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
-        sim_control.check_outside_callbacks("set_joint_state()")
+        check_outside_callbacks("set_joint_state()")
         with self._paused("set_joint_state", defer_interrupts=False):
             model, data = self._model, self._data
-            checked_positions = sim_control.checked_joint_values(model, positions, "positions")
-            checked_velocities = sim_control.checked_joint_values(model, velocities, "velocities")
-            sim_control.write_joint_values(data, checked_positions, checked_velocities)
-            sim_control.forward(model, data)
+            checked_positions = joints.checked_joint_values(model, positions, "positions")
+            checked_velocities = joints.checked_joint_values(model, velocities, "velocities")
+            joints.write_joint_values(data, checked_positions, checked_velocities)
+            kinematics.forward(model, data)
             self._record_call("set_joint_state", positions=positions, velocities=velocities)
 
     def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
         """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
-        sim_control.check_outside_callbacks("get_body_state()")
+        check_outside_callbacks("get_body_state()")
         # Held only for the copy: the kinematics run after stepping goes on.
         with self._paused("get_body_state", defer_interrupts=False):
-            snapshot = sim_control.StateSnapshot.take(self._model, self._data)
-        return sim_control.body_state(snapshot, body, frame)
+            snapshot = kinematics.StateSnapshot.take(self._model, self._data)
+        return kinematics.body_state(snapshot, body, frame)
 
     def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
                        frame: str | int | None = None) -> None:
         """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
-        sim_control.check_outside_callbacks("set_body_state()")
+        check_outside_callbacks("set_body_state()")
         with self._paused("set_body_state", defer_interrupts=False):
-            sim_control.set_body_states(self._model, self._data, states, frame)
+            kinematics.set_body_states(self._model, self._data, states, frame)
             self._record_call("set_body_state", states=states, frame=frame)
 
     def apply_options(self, patch: Mapping[str, Any]) -> None:
         """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
-        sim_control.check_outside_callbacks("apply_options()")
+        check_outside_callbacks("apply_options()")
         with self._paused("apply_options", defer_interrupts=False):
-            sim_control.apply_options(self._model, patch)
-            sim_control.forward(self._model, self._data)
+            options.apply_options(self._model, patch)
+            kinematics.forward(self._model, self._data)
             self._record_call("apply_options", patch=patch)
 
     def set_equality_active(self, name: str | int, active: bool) -> None:
         """Turns one equality constraint on or off."""
-        sim_control.check_outside_callbacks("set_equality_active()")
+        check_outside_callbacks("set_equality_active()")
         with self._paused("set_equality_active", defer_interrupts=False):
-            sim_control.set_equality_active(self._model, self._data, name, active)
+            kinematics.set_equality_active(self._model, self._data, name, active)
             self._record_call("set_equality_active", name=name, active=active)
 
     def set_realtime_factor(self, factor: float | None) -> None:
         """The physics thread's pace (None: unbounded), changed at once if it runs."""
-        sim_control.check_outside_callbacks("set_realtime_factor()")
+        check_outside_callbacks("set_realtime_factor()")
         self._check_open()
         self._core.set_realtime_factor(factor)  # ValueError unless None or positive, finite
 
@@ -678,9 +683,9 @@ class MujocoEnv:
 
     def info(self) -> dict[str, Any]:
         """What is loaded and how it runs (SPEC §13)."""
-        sim_control.check_outside_callbacks("info()")
+        check_outside_callbacks("info()")
         return {
-            "model_name": sim_control.model_name(self._model),
+            "model_name": model_name(self._model),
             "model_source": self._source_label,
             "model_generation": self.model_generation,
             "plugin_generation": self.plugin_generation,
