@@ -548,7 +548,7 @@ def test_scene_nodes_follow_the_geoms(running: tuple[mjfast.MujocoEnv, Any]) -> 
     env.stop()  # the state the turn copies is the one read here
     viewer._turn()
     model, data = env.model, mujoco.MjData(env.model)
-    with env._paused("test"):
+    with env.hold_stepping("test"):
         data.qpos[:] = env.data.qpos
     mujoco.mj_kinematics(model, data)
     drawn = [i for i in range(model.ngeom) if model.geom_group[i] < 3]

@@ -249,7 +249,8 @@ class MujocoEnv:
         self._closed = False
         _open_envs.add(self)
         try:
-            with self._paused("__init__"):  # a plugin's load() stepping or resetting is refused
+            # A plugin's load() stepping or resetting is refused.
+            with self.hold_stepping("__init__", defer_interrupts=True):
                 self._cameras.begin_load(new_model, self.model_generation)
                 self._load_plugins()
                 self._cameras.finish_load(new_model, self._params, self._namespace)
@@ -355,7 +356,7 @@ class MujocoEnv:
     @property
     def host(self) -> EnvHost:
         """The PluginHost (SPEC §6), for tests and advanced users."""
-        return EnvHost(self)
+        return EnvHost(self, self._core.host)
 
     @property
     def model_generation(self) -> int:
@@ -423,16 +424,31 @@ class MujocoEnv:
                 self._lifecycle_owner, self._lifecycle_operation = None, ""
 
     @contextlib.contextmanager
-    def _paused(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
-        """A lifecycle operation that holds stepping at a step boundary (the physics thread
-        waits, env.step blocks) for its duration."""
-        with self._lifecycle(operation, defer_interrupts=defer_interrupts):
+    def hold_stepping(self, holder: str = "hold_stepping", *,
+                      defer_interrupts: bool = False) -> Iterator[None]:
+        """Holds stepping at a step boundary for the block: the physics thread waits and
+        `env.step` blocks, so `env.model` and `env.data` can be read or written as one state.
+        The one way code outside the env (the viewers, `env.host`, the recorder) holds stepping.
+
+        A lifecycle operation named `holder` in its errors: serialised with reset, reload and
+        close; LogicError once the env is closed, or from inside one of this env's plugin
+        callbacks or lifecycle operations (it would deadlock). `defer_interrupts=True`, for a
+        block that runs plugin code: a Ctrl-C during it is raised when it ends."""
+        with self._lifecycle(holder, defer_interrupts=defer_interrupts):
             self._check_open()
             self._core.pause()
             try:
                 yield
             finally:
                 self._core.resume()
+
+    @contextlib.contextmanager
+    def _state_call(self, call: str) -> Iterator[None]:
+        """One simulation-control call (SPEC §13): refused inside any plugin callback, then run
+        with stepping held."""
+        check_outside_callbacks(f"{call}()")
+        with self.hold_stepping(call):
+            yield
 
     def reset(
         self,
@@ -445,7 +461,7 @@ class MujocoEnv:
         """World reset to the initial state or a keyframe, then the joint overrides; then every
         plugin's reset/on_reset, which sees the final state (SPEC §5, §13)."""
         check_outside_callbacks("reset()")
-        with self._paused("reset"):
+        with self.hold_stepping("reset", defer_interrupts=True):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
             self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
                               joint_velocities=joint_velocities, keep_time=keep_time)
@@ -522,7 +538,7 @@ class MujocoEnv:
         new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
-        with self._paused("reload"):
+        with self.hold_stepping("reload", defer_interrupts=True):
             self._core.host.quiesce_and_destroy()
             self._cameras.retire()
             self._model, self._data = new_model, new_data
@@ -564,7 +580,7 @@ class MujocoEnv:
         Everything is checked before anything changes, with stepping paused (so a reload cannot
         swap the model in between).
         """
-        with self._paused("set_geom_properties"):
+        with self.hold_stepping("set_geom_properties", defer_interrupts=True):
             geom_id = geometry.set_geom_properties(
                 self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
                 conaffinity=conaffinity)
@@ -622,15 +638,13 @@ class MujocoEnv:
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
         is `joint_<id>`)."""
-        check_outside_callbacks("get_joint_state()")
-        with self._paused("get_joint_state", defer_interrupts=False):
+        with self._state_call("get_joint_state"):
             return joints.joint_state(self._model, self._data, names)
 
     def set_joint_state(self, positions: Mapping[str, Any] | None = None,
                         velocities: Mapping[str, Any] | None = None) -> None:
         """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
-        check_outside_callbacks("set_joint_state()")
-        with self._paused("set_joint_state", defer_interrupts=False):
+        with self._state_call("set_joint_state"):
             model, data = self._model, self._data
             checked_positions = joints.checked_joint_values(model, positions, "positions")
             checked_velocities = joints.checked_joint_values(model, velocities, "velocities")
@@ -640,32 +654,28 @@ class MujocoEnv:
 
     def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
         """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
-        check_outside_callbacks("get_body_state()")
         # Held only for the copy: the kinematics run after stepping goes on.
-        with self._paused("get_body_state", defer_interrupts=False):
+        with self._state_call("get_body_state"):
             snapshot = kinematics.StateSnapshot.take(self._model, self._data)
         return kinematics.body_state(snapshot, body, frame)
 
     def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
                        frame: str | int | None = None) -> None:
         """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
-        check_outside_callbacks("set_body_state()")
-        with self._paused("set_body_state", defer_interrupts=False):
+        with self._state_call("set_body_state"):
             kinematics.set_body_states(self._model, self._data, states, frame)
             self._record_call("set_body_state", states=states, frame=frame)
 
     def apply_options(self, patch: Mapping[str, Any]) -> None:
         """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
-        check_outside_callbacks("apply_options()")
-        with self._paused("apply_options", defer_interrupts=False):
+        with self._state_call("apply_options"):
             options.apply_options(self._model, patch)
             kinematics.forward(self._model, self._data)
             self._record_call("apply_options", patch=patch)
 
     def set_equality_active(self, name: str | int, active: bool) -> None:
         """Turns one equality constraint on or off."""
-        check_outside_callbacks("set_equality_active()")
-        with self._paused("set_equality_active", defer_interrupts=False):
+        with self._state_call("set_equality_active"):
             kinematics.set_equality_active(self._model, self._data, name, active)
             self._record_call("set_equality_active", name=name, active=active)
 
@@ -681,6 +691,11 @@ class MujocoEnv:
         factor = self._core.realtime_factor
         return None if factor is None else float(factor)
 
+    @property
+    def measured_realtime_factor(self) -> float:
+        """Simulated time over wall time of the physics thread's recent steps (SPEC §13)."""
+        return float(self._core.measured_realtime_factor())
+
     def info(self) -> dict[str, Any]:
         """What is loaded and how it runs (SPEC §13)."""
         check_outside_callbacks("info()")
@@ -695,7 +710,7 @@ class MujocoEnv:
             "step_count": self.step_count,
             "time": float(self._data.time),
             "realtime_factor": self.realtime_factor,
-            "measured_realtime_factor": float(self._core.measured_realtime_factor()),
+            "measured_realtime_factor": self.measured_realtime_factor,
         }
 
     def launch_viewer(self, **options: Any) -> Any:

@@ -179,7 +179,7 @@ class Recording:
         self._bag = BagWriterProcess(str(target), self._metadata(env),
                                      CLOCK_TOPIC not in self._all_topics())
         try:
-            with env._paused("record"):
+            with env.hold_stepping("record", defer_interrupts=True):
                 if getattr(env, "_recording", None) is not None:  # started meanwhile
                     raise LogicError(f"the env is recording to {env._recording.path} already: "
                                      f"stop() that recording first")
