@@ -357,7 +357,7 @@ def test_cli_web_serves_the_page_until_sigterm(command: str, tmp_path: Path) -> 
 def test_cli_web_address_defaults_and_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
     from mjfast import cli
 
-    parser = cli._parser()
+    parser = cli.parsing.parser()
     model = "scene.xml"
     assert parser.parse_args(["serve", model, "--web"]).web == ("127.0.0.1", 8080)
     assert parser.parse_args(["view", model, "--web", ":9000"]).web == ("127.0.0.1", 9000)

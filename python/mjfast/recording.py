@@ -207,9 +207,9 @@ class Recording:
         return self
 
     def _metadata(self, env: Any) -> dict[str, str]:
-        from mjfast.cli import _version
+        from mjfast import __version__  # (the package is imported by now: no cycle)
 
-        data = {"mjfast.format": FORMAT, "mjfast.version": _version(),
+        data = {"mjfast.format": FORMAT, "mjfast.version": __version__,
                 "mujoco.version": mujoco.__version__, "mjfast.namespace": env.namespace,
                 "mjfast.params": json.dumps(_jsonable(env.params.to_dict())),
                 "mjfast.state_every": str(self._state_every),
