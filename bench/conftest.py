@@ -314,6 +314,8 @@ RATIOS = [
     # test_bench_ray.py
     Ratio(GROUP_RAY_THROUGHPUT, "jobs/s: run_many 2 workers / 1 worker (>= 0.5 s jobs)",
           "two_workers", "one_worker", "ray_parallel", throughput=True, models=HUMANOID),
+    Ratio(GROUP_RAY_THROUGHPUT, "steps/s: mujoco.rollout 2 threads / 1 (reference)",
+          "rollout_two", "rollout_one", None, throughput=True, models=HUMANOID),
     Ratio(GROUP_RAY_OVERHEAD, "empty job: run_many, one at a time / in-process",
           "ray", "in_process", None, models=ARM7),
     # test_bench_remote.py

@@ -8,7 +8,6 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco's renderer
 
 import threading
-import time
 from typing import Any, ClassVar
 
 import mujoco
@@ -19,7 +18,7 @@ import mjfast
 from mjfast._core_loader import _core
 from mjfast.camera import CAMERA_KEYS, PLANES, camera_config
 from mjfast.params import ParameterServer
-from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML
+from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML, wait_for
 
 UNAVAILABLE = CAMERA_UNAVAILABLE
 WIDTH, HEIGHT = CAMERA_WIDTH, CAMERA_HEIGHT
@@ -574,16 +573,11 @@ def test_frames_arrive_while_the_physics_thread_runs():
         camera = env.open_offscreen_camera("front")
         camera.enable_frames()
         env.start(realtime_factor=None)
-        deadline = time.monotonic() + 10
-        captures = set()
-        while len(captures) < 3 and time.monotonic() < deadline:
-            lease = camera.take_latest()
-            if lease is not None:
-                captures.add(lease.capture_id)
-                lease.release()
-            time.sleep(0.005)
+        arrived = wait_for(lambda: camera.statistics()["frames_rendered"] >= 3, timeout=30)
+        lease = camera.take_latest()
         env.stop()
-        assert len(captures) >= 3
+        assert arrived, camera.statistics()
+        assert lease is not None and lease.capture_id >= 3  # the newest of those frames
 
 
 def test_frames_continue_after_a_reset(env):
@@ -604,7 +598,8 @@ def test_close_while_a_turn_is_in_flight():
         camera.enable_frames()
         if running:
             env.start(realtime_factor=None)
-            time.sleep(0.05)
+            # Rendering under way: the render thread has finished a turn and takes the next.
+            assert wait_for(lambda env=env: env.statistics()["render"]["turns"] >= 1, timeout=20)
         else:
             env.step(20)
         closer = threading.Thread(target=env.close)

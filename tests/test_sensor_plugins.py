@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from support import attached_arms_model
 
 NS = "/mujoco_server"
 TIMESTEP = 0.002
@@ -417,8 +418,6 @@ def test_a_synthesised_name_of_no_unnamed_sensor_is_a_load_failure(name: str,
 
 
 def test_noise_takes_sensor_names_with_a_slash(envs: list[Any], tmp_path: Any) -> None:
-    from test_sim_control import attached_arms_model
-
     params = tmp_path / "sensors.yaml"
     params.write_text("mujoco_server:\n  MujocoPlugins:\n    - type: mjfast/SensorPublisher\n"
                       "      sensors: [left/pan_sensor, right/pan_sensor]\n"

@@ -24,7 +24,7 @@ from mjfast.joints import JointState
 from mjfast.kinematics import BodyState
 from mjfast.model_info import is_mjcf_string
 from mjfast.options import option_fields
-from support import wait_for
+from support import attached_arms_model, wait_for
 
 DT = 0.002
 # qpos: ball (free, 7), held (free, 7), hinge (1), tip (ball joint, 4) = 19; qvel 6+6+1+3 = 16.
@@ -807,27 +807,6 @@ def test_messages_say_velocity(sim: mjfast.MujocoEnv) -> None:
     with pytest.raises(ValueError, match=r"joint 'hinge' velocity: expected 1 number") as error:
         sim.set_joint_state(velocities={"hinge": [1, 2]})
     assert "velocitie " not in str(error.value)
-
-
-def attached_arms_model() -> mujoco.MjModel:
-    """Two copies of one arm attached under the prefixes `left/` and `right/` (MjSpec.attach),
-    as composed models name things: `left/pan_pos`, `left/link`, `left/pan_sensor`."""
-    parent = mujoco.MjSpec.from_string("""
-    <mujoco><option gravity="0 0 0"/><worldbody>
-      <body name="free/box" pos="0 0 2"><freejoint name="free/joint"/>
-        <geom type="box" size=".1 .1 .1" pos=".2 0 0" mass="1"/></body>
-    </worldbody></mujoco>""")
-    for prefix, y in (("left/", 0.3), ("right/", -0.3)):
-        arm = mujoco.MjSpec.from_string("""
-        <mujoco><worldbody><body name="base"><body name="link" pos="0 0 .1">
-          <joint name="pan_pos" axis="0 0 1"/>
-          <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".5"/>
-          <site name="tip" pos=".2 0 0"/>
-        </body></body></worldbody>
-        <actuator><motor name="pan_motor" joint="pan_pos"/></actuator>
-        <sensor><jointpos name="pan_sensor" joint="pan_pos"/></sensor></mujoco>""")
-        parent.worldbody.add_frame(pos=[0, y, 0]).attach_body(arm.body("base"), prefix, "")
-    return parent.compile()
 
 
 @pytest.mark.parametrize("form", ["flat", "nested"])

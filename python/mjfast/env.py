@@ -223,7 +223,9 @@ class MujocoEnv:
         self._source_label = source_label(model)
 
         self.bus = Bus()
-        self._lifecycle_lock = threading.Lock()  # serialises reset / reload / close / geom edits
+        # Serialises reset / reload / close / geom edits; the first lock of the lock order
+        # (src/_core/env_core.h).
+        self._lifecycle_lock = threading.Lock()
         self._lifecycle_owner: int | None = None  # the thread inside a lifecycle operation
         self._lifecycle_operation = ""
         self._model = new_model

@@ -563,11 +563,10 @@ class RecordingFile:
     def messages(self, topic: str) -> list[tuple[float, Any]]:
         """(simulated time, message as a dict) of every message on `topic`, in recorded order."""
         if topic not in self._types_of:
-            from mjfast.sim_control import close_matches_hint
+            from mjfast.names import unknown
 
-            hint = close_matches_hint(topic, list(self._types_of))
-            raise KeyError(f"no topic {topic!r} in the recording{hint} (its topics: "
-                           f"{sorted(self._types_of)})")
+            raise KeyError(unknown("no topic", topic, sorted(self._types_of),
+                                   after=" in the recording", exists="its topics"))
         ros_type = self._types_of[topic]
         return [(timestamp / 1e9,
                  self._conversions.to_dict(self._types.deserialize(raw, ros_type)))

@@ -67,7 +67,7 @@ struct FrameLease {
         height(frame->height),
         simulation_time_ns(frame->simulation_time_ns),
         capture_id(frame->capture_id),
-        frame_generation(frame->frame_generation) {}
+        frame_generation(frame->frame_generation.value()) {}
 
   py::object data() {
     if (!frame) throw std::logic_error("FrameLease.data used after release()");

@@ -103,16 +103,16 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
   identity_ = identity_of(model);
   state_size_.store(mj_stateSize(model, kStateSpec), std::memory_order_release);
   state_scratch_.assign(static_cast<std::size_t>(state_size_.load()), 0.0);
-  model_generation_.fetch_add(1, std::memory_order_acq_rel);
+  advance(model_generation_);
   hooks::register_pair(model, data, weak_from_this());
   clear_simulation_fault();  // new data: nothing of the old one's state carries over
 }
 
 void EnvCore::load_next_plugin_generation() {
-  const auto next = plugin_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const PluginGeneration next = advance(plugin_generation_);
   const SimulationRequests::CreationScope creating(weak_from_this());  // native host services
   const mujoco_guard::Scope guard;  // a native load's MuJoCo error is its load failure
-  host_.load_generation(model_generation(), PluginGeneration(next));
+  host_.load_generation(model_generation(), next);
 }
 
 void EnvCore::check_open(const char* what) const {

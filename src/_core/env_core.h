@@ -4,8 +4,9 @@
 // memory is the Python objects'; bind() hands the core an owner that keeps them alive for as long
 // as any thread can reach them. It knows nothing of Python.
 //
-// THE LOCK ORDER of the whole core (every other file points here). A thread may take a lock only
-// while it holds none that comes later in this list:
+// THE LOCK ORDER of the whole process: every mutex of the core and every lock of the Python
+// package, placed once, here (README and every other file point here). A thread may take a lock
+// only while it holds none that comes later in this list:
 //
 //   1. MujocoEnv._lifecycle_lock   (Python) one lifecycle operation at a time: construction's
 //                                  load, reset, reload, close, geometry edits, section 13 calls.
@@ -20,9 +21,31 @@
 //   7. leaves, held for a copy or a swap and never while taking another lock or calling out:
 //      RenderCore::queue_mutex_ (-> its stats_mutex_), CameraHandle::mutex_ (-> its
 //      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
-//      request_mutex_, the hooks' registry_writer_mutex.
+//      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
+//      recording's ring: one state or command copy at the end of a step, or the writer's drain),
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras); in Python, Bus._lock
+//      and Node._lock (node.py: the subscribers and services are copied out, then called with no
+//      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
+//      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
+//      the collector may close a dropped env inside it, whose locks no other thread can hold).
+//      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
 //   8. the GIL: no thread holding it waits for 1-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).
+//   9. native_plugin_adapter.cc's library_mutex: taken with the GIL held (the factory creates a
+//      native adapter from Python) around dlopen, whose loader lock and library initialisers
+//      know nothing of Python or of 1-8.
+//
+// Python locks of the interop layers, outside the core's order: each guards its own state,
+// takes none of 1-7 and is never held across a call into an env. remote/: BusServer's _state (a
+// Condition) and _publishers_lock (held across declaring a Zenoh publisher), _Counters._lock,
+// Client's and RemoteSubscription's _lock; ros2/: Bridge._lock (held across Zenoh declares and
+// undeclares) and types.py's _lock (rosbags' type store); viewer.py's _window_lock; web/:
+// WebViewer._close_lock (held while the web server stops); cli.py's echo lock. Those on the
+// publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
+// publish. The one Python lock held across a call into an env: ForwardCommand._lock (the
+// shipped mjfast/ForwardCommand), around a command's env.control.read() and write(), so
+// between 1 and 2; it is taken in a bus subscriber, which must not run inside this env's
+// plugin callback (the control call is refused there, but would first wait for the lock).
 //
 // The one reverse edge: a plugin's load() runs under 4 and 6 and may open a camera (5). Loads run
 // with stepping paused (the loader holds 2), so no capture holds 5 meanwhile.
@@ -110,8 +133,8 @@ class EnvCore : public hooks::HookTarget,
   void bind(const mjModel* model, mjData* data, mjData* control_scratch,
             std::shared_ptr<void> owner);
 
-  ModelGeneration model_generation() const { return ModelGeneration(model_generation_.load()); }
-  PluginGeneration plugin_generation() const { return PluginGeneration(plugin_generation_.load()); }
+  ModelGeneration model_generation() const { return model_generation_.load(); }
+  PluginGeneration plugin_generation() const { return plugin_generation_.load(); }
   // Loads the next plugin generation through the host (inside a pause, or before stepping).
   void load_next_plugin_generation();
 
@@ -348,8 +371,8 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<bool> pending_flag_{false};
   const mjModel* model_ = nullptr;
   mjData* data_ = nullptr;
-  std::atomic<std::uint64_t> model_generation_{0};
-  std::atomic<std::uint64_t> plugin_generation_{0};
+  std::atomic<ModelGeneration> model_generation_{};
+  std::atomic<PluginGeneration> plugin_generation_{};
 
   std::mutex step_mutex_;
   // step() calls in progress (holding or waiting to re-take step_mutex_): start() refuses while

@@ -12,6 +12,8 @@
 #include <mutex>
 #include <vector>
 
+#include "generation.h"
+
 namespace mjfast {
 
 enum class Plane : std::uint8_t { kRgb, kDepth, kSegmentation };
@@ -30,7 +32,7 @@ struct Frame {
   std::vector<unsigned char> bytes;
   std::int64_t simulation_time_ns = 0;
   std::uint64_t capture_id = 0;
-  std::uint64_t frame_generation = 0;
+  ModelGeneration frame_generation;  // of the model it was rendered from
 
   std::size_t channels() const;
   std::size_t element_size() const;
