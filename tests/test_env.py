@@ -1006,11 +1006,10 @@ def test_hold_stepping_is_a_lifecycle_operation(env, register):
                 except mjfast.LogicError as error:
                     self.error = str(error)
 
-    with env.hold_stepping("outer"):
-        with pytest.raises(mjfast.LogicError, match=r"env\.inner\(\) called from inside "
-                                                    r"env\.outer\(\)"):
-            with env.hold_stepping("inner"):
-                pass
+    inside_outer = r"env\.inner\(\) called from inside env\.outer\(\)"
+    with (env.hold_stepping("outer"), pytest.raises(mjfast.LogicError, match=inside_outer),
+          env.hold_stepping("inner")):
+        pass
     name = register(HoldsInCallback)
     held = mjfast.MujocoEnv(env.model, params=plugins_param({"type": name}))
     try:
@@ -1020,9 +1019,8 @@ def test_hold_stepping_is_a_lifecycle_operation(env, register):
     finally:
         held.close()
     env.close()
-    with pytest.raises(mjfast.LogicError, match="the env is closed"):
-        with env.hold_stepping():
-            pass
+    with pytest.raises(mjfast.LogicError, match="the env is closed"), env.hold_stepping():
+        pass
 
 
 def test_measured_realtime_factor_is_the_info_figure(env):
