@@ -4,7 +4,8 @@
 are adapted onto the same compiled PluginHost. This module owns no dispatching:
 `overridden_callbacks` names the callbacks a class overrides, read against the core's one callback
 table (`_core.CALLBACKS`), and the env hands that list to the adapter in `mjfast._core`, which
-dispatches only those.
+dispatches only those. `check_outside_callbacks` is the one refusal of an env call made from
+inside any plugin callback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mjfast._core_loader import _core
+from mjfast.errors import LogicError
 
 if TYPE_CHECKING:
     import mujoco
@@ -29,6 +31,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadFailure",
     "PluginState",
+    "check_outside_callbacks",
     "has_state",
     "misnamed_callbacks",
     "overridden_callbacks",
@@ -255,3 +258,11 @@ def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
             if close:
                 found.append((name, f"did you mean {close[0]}()?"))
     return sorted(set(found))
+
+
+def check_outside_callbacks(what: str) -> None:
+    """LogicError when called from inside any plugin callback (load/init and reset included)."""
+    if _core.in_plugin_callback():
+        raise LogicError(f"{what} called from inside a plugin callback: a plugin has the model "
+                         f"and data in its callbacks, and a native one may request a pause or a "
+                         f"reset through its host services")
