@@ -66,6 +66,9 @@ TARGETS = {
     "render_turn": Target(1.2),  # one render_sync turn / mujoco.Renderer update_scene+render
     # test_bench_sim_control.py: simulation control (SPEC §13)
     "body_state_rate": Target(0.9),  # physics steps/s with 1 kHz get_body_state calls / without
+    # test_bench_state.py: SimState (SPEC §20)
+    "state_round_trip": Target(1.5),  # set_state(get_state()) / mj_getState+mj_setState+mj_forward
+    "state_get": Target(1.5),  # env.get_state() / mj_getState into a new array
     # test_bench_lidar.py: mjfast/Lidar (SPEC §14), native (src/plugins/lidar.cc).
     "lidar_sync": Target(1.05),  # env.step + 16x1024 lidar 10 Hz / bare mj_multiRay
     "lidar_not_due": Target(1.01),  # env.step + a Lidar never due / env.step, no plugin
@@ -236,6 +239,8 @@ GROUP_CAMERA_RATE = "30 Hz offscreen camera"
 GROUP_RENDER_TURN = "render turn"
 GROUP_BODY_STATE_RATE = "1 kHz get_body_state"
 GROUP_PAUSE_PAIR = "pause()+resume() pair"
+GROUP_STATE_ROUND_TRIP = "get_state+set_state round trip"
+GROUP_STATE_GET = "get_state"
 GROUP_LIDAR_SYNC = "16x1024 lidar at 10 Hz"
 GROUP_LIDAR_NOT_DUE = "lidar not due"
 GROUP_LIDAR_ASYNC = "async 16x1024 lidar at 10 Hz"
@@ -301,6 +306,11 @@ RATIOS = [
           "with_reads", "alone", "body_state_rate", throughput=True, models=ARM7),
     Ratio(GROUP_PAUSE_PAIR, "pause()+resume() on a running env / on an idle env",
           "running", "idle", None, models=ARM7),
+    # test_bench_state.py
+    Ratio(GROUP_STATE_ROUND_TRIP, "set_state(get_state()) / mj_get+setState+mj_forward",
+          "mjfast", "bare", "state_round_trip", models=HUMANOID),
+    Ratio(GROUP_STATE_GET, "env.get_state() / mj_getState into a new array",
+          "mjfast", "bare", "state_get", models=HUMANOID),
     # test_bench_lidar.py
     Ratio(GROUP_LIDAR_SYNC, "env.step + 16x1024 lidar 10 Hz / bare mj_multiRay",
           "env", "bare_multiray", "lidar_sync", models=HUMANOID),

@@ -157,6 +157,18 @@ def test_version_1_table_from_before_host_services_loads(native: Any) -> None:
             plugin.call("anything")
 
 
+def test_table_from_before_plugin_state_loads_without_state(native: Any) -> None:
+    type_name = native("HostEraAbi")  # its table ends before get_state/set_state, both traps
+    with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name}]}) as env:
+        assert env.plugins[0].state is mjfast.PluginState.ACTIVE
+        env.step(3)
+        state = env.get_state()
+        assert state.plugins == {}
+        env.step(2)
+        env.set_state(state)
+        assert env.get_state() == state
+
+
 def test_load_returning_false_is_a_load_failure(native: Any) -> None:
     type_name = native("LoadFalse")
     with mjfast.MujocoEnv(ARM, params={"MujocoPlugins": [{"type": type_name}]}) as env:

@@ -35,6 +35,7 @@ from mjfast.plugin import (
     PluginState,
 )
 from mjfast.plugin_config import PluginSpec
+from mjfast.state import SimState
 from mjfast.stats_table import format_statistics
 from mjfast.vector_env import VectorEnv
 
@@ -78,6 +79,7 @@ __all__ = [
     "PluginSpec",
     "PluginState",
     "RemoteError",
+    "SimState",
     "SimulationError",
     "StaleGenerationError",
     "VectorEnv",

@@ -85,6 +85,10 @@ class EnvCore:
         """
         Validate and stage commands, passed through update_write plugins (SPEC §7).
         """
+    def get_state(self) -> tuple[numpy.typing.NDArray[numpy.float64], int, str, str, tuple]:
+        """
+        (physics, step_count, model_signature, model_description, plugins) at a step boundary: physics a read-only float64 array, plugins ((name, type, value), ...).
+        """
     def load_next_plugin_generation(self) -> None:
         ...
     def measured_realtime_factor(self) -> float:
@@ -111,6 +115,8 @@ class EnvCore:
         """
         handler(keyframe | None) carries out a plugin's reset request at a step boundary.
         """
+    def set_state(self, physics: typing.Annotated[numpy.typing.ArrayLike, numpy.float64], step_count: typing.SupportsInt | typing.SupportsIndex, signature: str, description: str, plugins: collections.abc.Iterable) -> None:
+        ...
     def start(self, realtime_factor: typing.SupportsFloat | typing.SupportsIndex | None) -> None:
         ...
     def statistics(self) -> dict:
@@ -135,6 +141,9 @@ class EnvCore:
         ...
     @property
     def running(self) -> bool:
+        ...
+    @property
+    def state_size(self) -> int:
         ...
     @property
     def step_count(self) -> int:
@@ -371,7 +380,7 @@ def passive_hook_owned() -> bool:
     """
 def passive_trampoline_address() -> int:
     ...
-def python_adapter(name: str, type: str, instance: typing.Any, style: str, model: typing.Any, data: typing.Any, control_data: typing.Any, node: typing.Any, callbacks: collections.abc.Iterable) -> AdapterEntry:
+def python_adapter(name: str, type: str, instance: typing.Any, style: str, model: typing.Any, data: typing.Any, control_data: typing.Any, node: typing.Any, callbacks: collections.abc.Iterable, stateful: bool = False) -> AdapterEntry:
     ...
 CALLBACKS: tuple = (('control_callback', 'control_callback', None), ('passive_callback', 'passive_callback', None), ('render_callback', 'render_callback', None), ('last_stage_callback', 'last_stage_callback', None), ('on_geom_changed', 'on_geom_changed', None), ('reset', 'reset', 'on_reset'), ('pre_step', None, 'pre_step'), ('update_read', None, 'update_read'), ('update_write', None, 'update_write'))
 MUJOCO_VERSION_BUILT: str = '4.0.0'

@@ -45,11 +45,13 @@ from mjfast.plugin import (
     MujocoPlugin,
     PluginInfo,
     PluginState,
+    has_state,
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
 from mjfast.services import advertise_simulation_services
 from mjfast.sim_control import BodyState, JointState
+from mjfast.state import SimState, capture, restore
 
 __all__ = ["MujocoEnv"]
 
@@ -311,7 +313,7 @@ class MujocoEnv:
         return _core.python_adapter(
             name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
             data=self._data, control_data=self._control_data, node=node,
-            callbacks=sorted(overridden_callbacks(target)),
+            callbacks=sorted(overridden_callbacks(target)), stateful=has_state(target),
         )
 
     def _load_plugins(self) -> None:
@@ -590,6 +592,21 @@ class MujocoEnv:
     def step_count(self) -> int:
         """Steps since the last reset or reload."""
         return int(self._core.step_count)
+
+    def get_state(self) -> SimState:
+        """The simulation state at a step boundary (SPEC §20): physics, step count and every
+        plugin's `get_state()`. Safe from any thread while the physics thread runs (it waits for
+        the step in progress); LogicError from inside a plugin callback."""
+        return capture(self._core)
+
+    def set_state(self, state: SimState) -> None:
+        """Restores `state` at a step boundary (SPEC §20): physics (`mj_setState`), step count,
+        each plugin's `set_state(value)`, then `mj_forward` without callbacks; no plugin `reset`
+        runs and staged control commands are dropped, as at a reset. ValueError for a state of
+        another model (naming both) or plugins this env does not have; TypeError for anything
+        but a SimState; PluginError when a plugin refuses its value. On any error nothing
+        changed. Stepping on with the same commands reproduces the original run bit for bit."""
+        restore(self._core, state)
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one

@@ -29,6 +29,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadFailure",
     "PluginState",
+    "has_state",
     "misnamed_callbacks",
     "overridden_callbacks",
 ]
@@ -99,6 +100,31 @@ class _PluginBase:
 
     def activate(self) -> bool:
         return True
+
+    # Optional state (SPEC §20), for a plugin whose internal state a run depends on (a noise
+    # generator, a rate schedule, an integrator, a target moved by messages): override both.
+    # `get_state()` returns that state as a value of None, bool, int, float, str, bytes, lists,
+    # tuples, dicts and numpy arrays or scalars of numbers (mjfast.state's encoding; anything
+    # else makes env.get_state() raise); `set_state(value)` puts such a value back, checking it
+    # first: one that raises must leave the plugin as it was (env.set_state then undoes the
+    # rest). Both run at a step boundary with no callback of the env in flight, like reset.
+    def get_state(self) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no state")
+
+    def set_state(self, value: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} has no state")
+
+
+def has_state(cls: type) -> bool:
+    """Whether plugin class `cls` defines get_state/set_state (both, or TypeError naming the
+    missing one: a state that can be taken but not restored, or the reverse, is a bug)."""
+    gets = getattr(cls, "get_state", None) is not _PluginBase.get_state
+    sets = getattr(cls, "set_state", None) is not _PluginBase.set_state
+    if gets != sets:
+        missing = "set_state" if gets else "get_state"
+        raise TypeError(f"{cls.__name__} overrides {'get_state' if gets else 'set_state'} but "
+                        f"not {missing}: a plugin with state defines both")
+    return gets
 
 
 class MujocoPlugin(_PluginBase):
@@ -195,9 +221,10 @@ def overridden_callbacks(cls: type) -> frozenset[str]:
 
 # Every method name the host calls on a plugin of each base, for spotting misspelt overrides.
 _MUJOCO_METHODS = frozenset(
-    (*_MUJOCO_CALLBACKS, "load", "unload", "statistics", "activate"))
+    (*_MUJOCO_CALLBACKS, "load", "unload", "statistics", "activate", "get_state", "set_state"))
 _CONTROL_METHODS = frozenset(
-    (*_CONTROL_CALLBACKS, "init", "cleanup", "update", "statistics", "activate"))
+    (*_CONTROL_CALLBACKS, "init", "cleanup", "update", "statistics", "activate", "get_state",
+     "set_state"))
 
 
 def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:

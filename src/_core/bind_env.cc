@@ -1,9 +1,12 @@
 // Exposes EnvCore to the Python MujocoEnv façade: binding a model, the plugin factory, stepping,
-// the physics thread, pausing, statistics.
+// the physics thread, pausing, statistics, state.
+#include <pybind11/numpy.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "bindings.h"
 #include "env_core.h"
@@ -222,6 +225,59 @@ void bind_env(py::module_& module) {
           },
           py::arg("handler"),
           "handler(keyframe | None) carries out a plugin's reset request at a step boundary.")
+      // ---- State (SPEC §20; mjfast.state builds the SimState) ----
+      .def_property_readonly("state_size", &EnvCore::state_size)
+      .def(
+          "get_state",
+          [](EnvCore& env) {
+            EnvCore::StateHeader header;
+            std::vector<PluginStateEntry> plugins;
+            while (true) {
+              py::array_t<double> physics(env.state_size());
+              double* out = physics.mutable_data();
+              const auto size = static_cast<std::size_t>(physics.size());
+              // Waits for a step boundary; the physics thread may wait for the GIL meanwhile.
+              if (!without_gil([&] { return env.get_state(out, size, header, &plugins); })) {
+                continue;  // a reload changed the state's size in between
+              }
+              py::detail::array_proxy(physics.ptr())->flags &=
+                  ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+              py::tuple entries(plugins.size());
+              for (std::size_t i = 0; i < plugins.size(); ++i) {
+                entries[i] = py::make_tuple(py::str(plugins[i].name), py::str(plugins[i].type),
+                                            py::bytes(plugins[i].value));
+              }
+              return py::make_tuple(std::move(physics), header.step_count,
+                                    py::str(header.model->signature),
+                                    py::str(header.model->description), std::move(entries));
+            }
+          },
+          "(physics, step_count, model_signature, model_description, plugins) at a step "
+          "boundary: physics a read-only float64 array, plugins ((name, type, value), ...).")
+      .def(
+          "set_state",
+          [](EnvCore& env,
+             const py::array_t<double, py::array::c_style | py::array::forcecast>& physics,
+             std::uint64_t step_count, const std::string& signature, const std::string& description,
+             const py::iterable& plugins) {
+            if (physics.ndim() != 1) {
+              throw py::value_error("set_state(): physics must be one-dimensional, got " +
+                                    std::to_string(physics.ndim()) + " dimensions");
+            }
+            std::vector<PluginStateEntry> entries;
+            for (py::handle item : plugins) {
+              const auto entry = item.cast<py::tuple>();
+              entries.push_back({entry[0].cast<std::string>(), entry[1].cast<std::string>(),
+                                 entry[2].cast<std::string>()});
+            }
+            const double* data = physics.data();
+            const auto size = static_cast<std::size_t>(physics.size());
+            // Waits for a step boundary; Python plugins' set_state re-take the GIL.
+            without_gil(
+                [&] { env.set_state(data, size, step_count, signature, description, entries); });
+          },
+          py::arg("physics"), py::arg("step_count"), py::arg("signature"), py::arg("description"),
+          py::arg("plugins"))
       .def("statistics", [](const EnvCore& env) {
         const EnvStatistics stats = env.statistics();
         py::dict result;

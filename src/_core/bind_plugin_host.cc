@@ -110,7 +110,7 @@ void bind_plugin_host(py::module_& module) {
       "python_adapter",
       [](std::string name, std::string type, py::object instance, const std::string& style,
          py::object model, py::object data, py::object control_data, py::object node,
-         const py::iterable& callbacks) {
+         const py::iterable& callbacks, bool stateful) {
         auto entry = std::make_shared<FactoryEntry>();
         entry->name = std::move(name);
         entry->type = std::move(type);
@@ -118,11 +118,12 @@ void bind_plugin_host(py::module_& module) {
                                                       : PythonPluginAdapter::Style::kMujoco;
         entry->adapter = std::make_unique<PythonPluginAdapter>(
             std::move(instance), adapter_style, std::move(model), std::move(data),
-            std::move(control_data), std::move(node), callbacks);
+            std::move(control_data), std::move(node), callbacks, stateful);
         return entry;
       },
       py::arg("name"), py::arg("type"), py::arg("instance"), py::arg("style"), py::arg("model"),
-      py::arg("data"), py::arg("control_data"), py::arg("node"), py::arg("callbacks"));
+      py::arg("data"), py::arg("control_data"), py::arg("node"), py::arg("callbacks"),
+      py::arg("stateful") = false);
 
   module.def(
       "failed_adapter",

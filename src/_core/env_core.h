@@ -68,6 +68,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "control_bridge.h"
 #include "generation.h"
@@ -189,6 +190,49 @@ class EnvCore : public hooks::HookTarget,
   void control_write(const Blocking& blocking, const CommandSource& commands);
   // Raises the error a control-side dispatch returned, if any.
   static void raise_if(const DispatchError& error);
+
+  // ---- State (SPEC §20; mjfast.SimState is made of what these give) ---------------------------
+  // What a physics state holds: mjSTATE_INTEGRATION, everything mj_step reads and does not
+  // recompute (time first, qpos, qvel, act, mocap, userdata, plugin state, ctrl, applied forces,
+  // equality switches, the solver's warm start).
+  static constexpr int kStateSpec = mjSTATE_INTEGRATION;
+  // The bound model's physics state size, in doubles.
+  int state_size() const { return state_size_.load(std::memory_order_acquire); }
+  // The cheap path for whoever already holds the data still (the recorder on the stepping thread
+  // at the end of a step, from a StepObserver's after_step; a thread inside pause()): copies the
+  // bound data's physics state, state_size() doubles, into `out`. No lock, no allocation, no
+  // Python, no plugins. Anywhere else it races with stepping: use get_state().
+  void capture_physics(double* out) const { mj_getState(model_, data_, out, kStateSpec); }
+  // The bound model's identity: `signature`, a hash of its sizes and names (not of parameter
+  // values: models that differ only in masses or gains share it), and `description`, its name
+  // and main sizes for messages. Swapped by bind(); read it under a pause or from get_state().
+  struct ModelIdentity {
+    std::string signature;
+    std::string description;
+  };
+  static std::shared_ptr<const ModelIdentity> identity_of(const mjModel* model);
+
+  struct StateHeader {
+    std::uint64_t step_count = 0;
+    std::shared_ptr<const ModelIdentity> model;
+  };
+  // env.get_state(): at a step boundary (pausing a running physics thread as pause() does), the
+  // physics state into `physics` (`size` doubles), the step count and the model's identity into
+  // `header`, and, if `plugins` is given, the state of every active plugin that has one. Returns
+  // false, having changed nothing, when `size` is not state_size() (a reload came in between:
+  // ask again). Refused (std::logic_error) from inside a plugin callback, an acquire_plugin
+  // block or on a closed env; a plugin's error is thrown as PluginDispatchError.
+  bool get_state(double* physics, std::size_t size, StateHeader& header,
+                 std::vector<PluginStateEntry>* plugins);
+  // env.set_state(): at a step boundary, checks that `signature` is the bound model's
+  // (std::invalid_argument naming both models) and the sizes, then sets the physics
+  // (mj_setState), the step count and each stateful plugin's state (PluginHost::set_states), drops
+  // staged control commands (as a reset does) and runs mj_forward with no callbacks; no plugin's
+  // reset runs. All or nothing: a plugin that refuses its state leaves everything as it was.
+  // Refused where get_state() is.
+  void set_state(const double* physics, std::size_t size, std::uint64_t step_count,
+                 const std::string& signature, const std::string& description,
+                 const std::vector<PluginStateEntry>& plugins);
 
   // hooks::HookTarget
   void on_control(const mjModel* m, mjData* d) override;
@@ -348,6 +392,12 @@ class EnvCore : public hooks::HookTarget,
     bool full = false;
   } measure_;
   std::atomic<bool> closed_{false};
+
+  // State (see get_state): set by bind(), under a pause after construction.
+  void refuse_state_call(const char* what) const;
+  std::atomic<int> state_size_{0};
+  std::shared_ptr<const ModelIdentity> identity_;
+  std::vector<double> state_scratch_;  // set_state's copy of the state it replaces
 };
 
 }  // namespace mjfast

@@ -132,6 +132,10 @@ NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
   if (has_set_host && api_->set_host != nullptr) {
     api_->set_host(instance_, NativeHostServices::table(), services_.get());
   }
+  if (MJFAST_PLUGIN_API_HAS_STATE(api_)) {
+    get_state_ = api_->get_state;
+    set_state_ = api_->set_state;
+  }
 }
 
 NativePluginAdapter::~NativePluginAdapter() {
@@ -202,6 +206,40 @@ std::map<std::string, double> NativePluginAdapter::statistics() {
   error_.message[0] = '\0';  // no such command: no figures, not a failure
   if (status != MJFAST_OK) return {};
   return flat_figures(reply).value_or(std::map<std::string, double>{});
+}
+
+namespace {
+
+constexpr std::size_t kBytesHeader = 9;  // 'b' and a u64 length: an encoded bytes value
+
+}  // namespace
+
+std::string NativePluginAdapter::get_state() {
+  std::string value(kBytesHeader, '\0');
+  value[0] = 'b';
+  auto sink = [](void* context, const char* data, std::size_t size) {
+    static_cast<std::string*>(context)->append(data, size);
+  };
+  const mujoco_guard::Scope guard;
+  check(get_state_(instance_, sink, &value, &error_));
+  std::uint64_t size = value.size() - kBytesHeader;
+  for (std::size_t i = 1; i < kBytesHeader; ++i, size >>= 8) {
+    value[i] = static_cast<char>(size & 0xff);
+  }
+  return value;
+}
+
+void NativePluginAdapter::set_state(const std::string& value) {
+  std::uint64_t size = 0;
+  for (std::size_t i = kBytesHeader - 1; i >= 1 && value.size() >= kBytesHeader; --i) {
+    size = (size << 8) | static_cast<unsigned char>(value[i]);
+  }
+  if (value.size() < kBytesHeader || value[0] != 'b' || size != value.size() - kBytesHeader) {
+    throw std::invalid_argument("the state of native plugin '" + name_ +
+                                "' must be bytes (what its get_state() gave)");
+  }
+  const mujoco_guard::Scope guard;
+  check(set_state_(instance_, value.data() + kBytesHeader, value.size() - kBytesHeader, &error_));
 }
 
 std::string NativePluginAdapter::call(const std::string& command, const std::string& argument) {

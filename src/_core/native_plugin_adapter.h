@@ -68,6 +68,13 @@ class NativePluginAdapter final : public IPluginAdapter {
   // Python logger) and the unload goes on.
   void unload() override;
 
+  // The plugin table's get_state/set_state, when it has both (SPEC §20). The state value is the
+  // plugin's bytes as an encoded bytes value of mjfast's state value encoding (mjfast/state.py):
+  // tag 'b', the length as a little-endian u64, the bytes.
+  bool has_state() const override { return get_state_ != nullptr && set_state_ != nullptr; }
+  std::string get_state() override;
+  void set_state(const std::string& value) override;
+
   // The plugin's escape hatch (Plugin::call); throws std::runtime_error with its message.
   std::string call(const std::string& command, const std::string& argument);
 
@@ -95,6 +102,8 @@ class NativePluginAdapter final : public IPluginAdapter {
   std::unique_ptr<NativeHostServices> services_;
   void* instance_ = nullptr;
   bool unloaded_ = false;
+  decltype(mjfast_plugin_api::get_state) get_state_ = nullptr;
+  decltype(mjfast_plugin_api::set_state) set_state_ = nullptr;
   // One per instance: the host serialises every call into an adapter under its mutex.
   mjfast_error error_{};
 };

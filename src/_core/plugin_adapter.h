@@ -124,6 +124,15 @@ class IPluginAdapter {
 
   // The name the plugin's author knows `callback` by (a ControlPlugin's reset is on_reset).
   virtual const char* name_of(Callback callback) const { return callback_name(callback); }
+
+  // Optional state (SPEC §20): whether the plugin defines get_state/set_state. get_state() returns
+  // its state as a value in mjfast's state value encoding (python/mjfast/state.py; a native
+  // plugin's own bytes as an encoded bytes value), set_state() restores one; a set_state that
+  // throws must leave the plugin as it was. The host calls them with both of its mutexes held
+  // and stepping paused, and throws what they throw.
+  virtual bool has_state() const { return false; }
+  virtual std::string get_state() { return {}; }
+  virtual void set_state(const std::string& /*value*/) {}
 };
 
 }  // namespace mjfast

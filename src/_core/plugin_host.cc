@@ -1,5 +1,6 @@
 #include "plugin_host.h"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -155,6 +156,7 @@ void PluginHost::quiesce_and_destroy_locked() {
   generation_active_ = false;
   for (auto& table : dispatch_tables_) table.entries.clear();
   active_mask_.store(0, std::memory_order_release);
+  stateful_.store(false, std::memory_order_release);
   for (auto& record : records_) {
     record->dispatchable.store(false, std::memory_order_release);
     if (record->adapter) {
@@ -316,6 +318,12 @@ void PluginHost::rebuild_dispatch_tables_locked(bool control_side) {
     }
   }
   active_mask_.store(active, std::memory_order_release);
+  bool stateful = false;
+  for (auto& record : records_) {
+    stateful = stateful || (record->dispatchable.load(std::memory_order_acquire) &&
+                            record->adapter->has_state());
+  }
+  stateful_.store(stateful, std::memory_order_release);
 }
 
 DispatchError PluginHost::fail_live_locked(Record& record, Callback callback,
@@ -501,6 +509,126 @@ DispatchError PluginHost::reset(std::optional<ModelGeneration> tag) {
     // under mutex_: reset is a physics-side dispatch
     entry.record->report.reset_time_s += elapsed_s(start);
   });
+}
+
+namespace {
+
+// A plugin's get_state/set_state error as the caller sees it: an interrupt as it is, anything
+// else as a PluginDispatchError naming the plugin and the call.
+[[noreturn]] void throw_state_error(const PluginReport& report, const char* call,
+                                    std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Interrupted&) {
+    throw;
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+  }
+  throw PluginDispatchError(report.name, report.type, call, describe_exception(error), error);
+}
+
+}  // namespace
+
+std::vector<PluginStateEntry> PluginHost::get_states() {
+  const auto locks = lock_for_change("get_state()");
+  const HeldMark held(step_locked_host, this);
+  const HeldMark control_held(control_held_host, this);
+  std::vector<PluginStateEntry> states;
+  for (auto& record : records_) {
+    if (!record->dispatchable.load(std::memory_order_acquire) || !record->adapter->has_state()) {
+      continue;
+    }
+    try {
+      states.push_back({record->report.name, record->report.type, record->adapter->get_state()});
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
+      throw_state_error(record->report, "get_state", std::current_exception());
+    }
+  }
+  return states;
+}
+
+void PluginHost::set_states(const std::vector<PluginStateEntry>& states) {
+  const auto locks = lock_for_change("set_state()");
+  const HeldMark held(step_locked_host, this);
+  const HeldMark control_held(control_held_host, this);
+  // Which record each entry goes to, all matched before anything changes.
+  std::vector<Record*> targets;
+  std::string stateful_names;
+  for (auto& record : records_) {
+    if (!record->dispatchable.load(std::memory_order_acquire) || !record->adapter->has_state()) {
+      continue;
+    }
+    stateful_names += (stateful_names.empty() ? "'" : ", '") + record->report.name + "'";
+  }
+  if (stateful_names.empty()) stateful_names = "none";
+  for (const PluginStateEntry& entry : states) {
+    Record* target = nullptr;
+    for (auto& record : records_) {
+      if (record->report.name == entry.name) target = record.get();
+    }
+    if (target == nullptr || !target->dispatchable.load(std::memory_order_acquire) ||
+        !target->adapter->has_state()) {
+      throw std::invalid_argument(
+          "the state holds plugin '" + entry.name + "' (" + entry.type + "), which this env " +
+          (target == nullptr ? "does not have"
+                             : "has without state, or not active (" + target->report.type + ")") +
+          " (this env's active plugins with state: " + stateful_names + ")");
+    }
+    if (target->report.type != entry.type) {
+      throw std::invalid_argument("the state's plugin '" + entry.name + "' is a " + entry.type +
+                                  ", this env's is a " + target->report.type);
+    }
+    if (std::find(targets.begin(), targets.end(), target) != targets.end()) {
+      throw std::invalid_argument("the state holds plugin '" + entry.name + "' twice");
+    }
+    targets.push_back(target);
+  }
+  for (auto& record : records_) {
+    if (!record->dispatchable.load(std::memory_order_acquire) || !record->adapter->has_state()) {
+      continue;
+    }
+    if (std::find(targets.begin(), targets.end(), record.get()) == targets.end()) {
+      throw std::invalid_argument("the state has nothing for plugin '" + record->report.name +
+                                  "' (" + record->report.type +
+                                  "), which has state in this env (a state from an env "
+                                  "configured with other plugins?)");
+    }
+  }
+  // What each plugin holds now, to put back if a later one refuses its state.
+  std::vector<std::string> previous;
+  previous.reserve(targets.size());
+  for (Record* target : targets) {
+    try {
+      previous.push_back(target->adapter->get_state());
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
+      throw_state_error(target->report, "get_state", std::current_exception());
+    }
+  }
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    try {
+      targets[i]->adapter->set_state(states[i].value);
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
+      const std::exception_ptr error = std::current_exception();
+      // A set_state that throws leaves its plugin as it was: put back the ones before it.
+      for (std::size_t j = 0; j < i; ++j) {
+        try {
+          targets[j]->adapter->set_state(previous[j]);
+        }
+        MJFAST_RETHROW_FORCED_UNWIND
+        catch (...) {
+          // Its own state, which it gave a moment ago: nothing better is left to do.
+        }
+      }
+      throw_state_error(targets[i]->report, "set_state", error);
+    }
+  }
 }
 
 std::vector<PluginReport> PluginHost::report() const {

@@ -85,6 +85,14 @@ struct PluginReport {
 // What a dispatch returns: null, or the PluginDispatchError of the adapter that raised.
 using DispatchError = std::exception_ptr;
 
+// One plugin's part of a SimState (SPEC §20): its value in mjfast's state value encoding
+// (python/mjfast/state.py).
+struct PluginStateEntry {
+  std::string name;
+  std::string type;
+  std::string value;
+};
+
 class PluginHost {
  public:
   using Factory = std::function<std::vector<FactoryEntry>(ModelGeneration, PluginGeneration)>;
@@ -159,6 +167,20 @@ class PluginHost {
   // with the active generation. `scene` is for kRender, `geom_id` for kGeomChanged.
   DispatchError dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
                                mjvScene* scene = nullptr, int geom_id = -1);
+
+  // State (SPEC §20), called with stepping paused. Like a change of generation, each takes both
+  // mutexes and refuses (std::logic_error) from inside a plugin callback or an acquire_plugin
+  // block. A plugin's exception is thrown as PluginDispatchError naming get_state or set_state
+  // (an interrupt as it is); the plugin is not failed for it.
+  // Whether an active plugin has state (a hint read without the mutex, for fast paths).
+  bool has_stateful_plugins() const { return stateful_.load(std::memory_order_acquire); }
+  // The states of the active plugins that have one, in load order.
+  std::vector<PluginStateEntry> get_states();
+  // Restores `states`, which must name exactly the active plugins that have state, each with its
+  // type (std::invalid_argument naming the difference otherwise; nothing changed). Each plugin's
+  // current state is taken first: when a set_state throws, the plugins already set get theirs
+  // back before the error is thrown, so a failure changes nothing.
+  void set_states(const std::vector<PluginStateEntry>& states);
 
   // Every plugin's report, in load order, with each active plugin's statistics() collected
   // now. A plugin's statistics() runs as a plugin callback (hooks::DispatchScope): the host mutex
@@ -258,6 +280,7 @@ class PluginHost {
   };
   std::array<DispatchTable, kCallbackCount> dispatch_tables_;
   std::atomic<CallbackMask> active_mask_{0};
+  std::atomic<bool> stateful_{false};  // an active adapter has_state()
 
   std::atomic<std::thread::id> scope_owner_{};
 };

@@ -90,12 +90,13 @@ PythonPluginException::PythonPluginException(py::error_already_set error,
 
 PythonPluginAdapter::PythonPluginAdapter(py::object instance, Style style, py::object model,
                                          py::object data, py::object control_data, py::object node,
-                                         const py::iterable& callbacks)
+                                         const py::iterable& callbacks, bool stateful)
     : instance_(std::move(instance)),
       style_(style),
       model_(std::move(model)),
       data_(std::move(data)),
-      node_(std::move(node)) {
+      node_(std::move(node)),
+      stateful_(stateful) {
   for (py::handle item : callbacks) {
     const auto name = item.cast<std::string>();
     bool known = false;
@@ -225,6 +226,43 @@ void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
 const char* PythonPluginAdapter::name_of(Callback callback) const {
   const char* method = method_of(style_, callback);
   return method != nullptr ? method : callback_name(callback);
+}
+
+namespace {
+
+// mjfast.state's encode_value / decode_value (GIL held). Kept for the life of the process, like
+// the module: never released, so never released without the GIL at exit.
+const py::object& state_codec(bool encode) {
+  static const py::object* encoder = nullptr;
+  static const py::object* decoder = nullptr;
+  if (encoder == nullptr) {
+    const py::module_ module = py::module_::import("mjfast.state");
+    encoder = new py::object(module.attr("encode_value"));
+    decoder = new py::object(module.attr("decode_value"));
+  }
+  return encode ? *encoder : *decoder;
+}
+
+}  // namespace
+
+std::string PythonPluginAdapter::get_state() {
+  // The host calls it with its mutexes held and the GIL released, stepping paused.
+  py::gil_scoped_acquire gil;
+  return translating(instance_, [&] {
+    py::object value = instance_.attr(interned("get_state"))();
+    mujoco_guard::reinstall();  // see call()
+    return state_codec(true)(value).cast<std::string>();
+  });
+}
+
+void PythonPluginAdapter::set_state(const std::string& value) {
+  py::gil_scoped_acquire gil;  // as get_state()
+  translating(instance_, [&] {
+    py::object decoded = state_codec(false)(py::bytes(value));
+    instance_.attr(interned("set_state"))(decoded);
+    mujoco_guard::reinstall();
+    return 0;
+  });
 }
 
 void PythonPluginAdapter::unload() {

@@ -34,9 +34,11 @@ class PythonPluginAdapter final : public IPluginAdapter {
   enum class Style { kMujoco, kControl };
 
   // `control_data` is the MjData passed to update_read/update_write (the control bridge's
-  // scratch data); `callbacks` are the names of the overridden callbacks.
+  // scratch data); `callbacks` are the names of the overridden callbacks; `stateful`: the class
+  // defines get_state/set_state (SPEC §20).
   PythonPluginAdapter(py::object instance, Style style, py::object model, py::object data,
-                      py::object control_data, py::object node, const py::iterable& callbacks);
+                      py::object control_data, py::object node, const py::iterable& callbacks,
+                      bool stateful = false);
   ~PythonPluginAdapter() override;
 
   bool load(const mjModel* m, mjData* d) override;
@@ -56,6 +58,11 @@ class PythonPluginAdapter final : public IPluginAdapter {
   void unload() override;
   const char* name_of(Callback callback) const override;
 
+  // The instance's get_state()/set_state(value), the value through mjfast.state's encoding.
+  bool has_state() const override { return stateful_; }
+  std::string get_state() override;
+  void set_state(const std::string& value) override;
+
   const py::object& instance() const { return instance_; }
 
  private:
@@ -67,6 +74,7 @@ class PythonPluginAdapter final : public IPluginAdapter {
   py::object data_;
   py::object node_;
   CallbackMask callbacks_ = 0;
+  bool stateful_ = false;
   std::array<py::object, kCallbackCount> methods_;
   std::array<py::object, kCallbackCount> arguments_;
 };

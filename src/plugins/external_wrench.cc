@@ -14,6 +14,8 @@
 // last word over staged commands) while start <= time < start + duration, and explicitly zeroes
 // that row once it expires (and at a reset). The momentum it imparts is force × (duration −
 // ramp_down / 2).
+// State (env.get_state/set_state, SPEC §20): whether it is applying (one byte), which decides
+// whether it lets go of the row at expiry.
 #include <algorithm>
 #include <array>
 #include <mjfast/plugin.hpp>
@@ -69,6 +71,15 @@ class ExternalWrench final : public mjfast::Plugin {
       row[3 + k] = scale * (torque_[k] + moment[k]);
     }
     applying_ = true;
+  }
+
+  std::string get_state() override { return std::string(1, applying_ ? '\1' : '\0'); }
+
+  void set_state(const std::string& state) override {
+    if (state.size() != 1 || (state[0] != '\0' && state[0] != '\1')) {
+      throw std::runtime_error("set_state: an ExternalWrench state is one byte, 0 or 1");
+    }
+    applying_ = state[0] == '\1';
   }
 
   void on_reset(const mjModel*, mjData* d) override {

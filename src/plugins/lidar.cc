@@ -45,6 +45,11 @@
 // scan (misses included, so the sequence does not depend on the scene); reset by env.reset().
 // The values differ from the Python plugin's numpy Generator; reproducibility and spread do not.
 //
+// State (env.get_state/set_state, SPEC §20): the schedule's window, the noise generator and
+// distribution (their standard text form), and in async mode the scan in flight (waited for, then
+// kept: its result is what the next due step publishes), plus the visualised scan; bytes in the
+// plugin's own format (native byte order), checked whole before anything is set.
+//
 // `visualize: true` draws the latest published scan's returns as line geoms from the site in
 // render, as many as the scene has room for; the rest are counted (`visual_geoms_dropped`).
 // Statistics (acquire_plugin(...).statistics() or call("statistics")): rays, scans,
@@ -61,14 +66,17 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <locale>
 #include <memory>
 #include <mjfast/plugin.hpp>
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace mjfast_plugins {
@@ -344,6 +352,86 @@ struct Window {
   double high;
 };
 
+// The plugin's state bytes: values appended in order, read back in the same order, every length
+// checked against what is left.
+class StateWriter {
+ public:
+  template <class T>
+  void pod(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    data.append(reinterpret_cast<const char*>(&value), sizeof(T));
+  }
+  template <class T>
+  void values(const T* items, std::size_t count) {
+    pod(static_cast<std::uint64_t>(count));
+    data.append(reinterpret_cast<const char*>(items), count * sizeof(T));
+  }
+  void text(const std::string& value) { values(value.data(), value.size()); }
+  std::string data;
+};
+
+class StateReader {
+ public:
+  explicit StateReader(const std::string& data) : data_(data) {}
+  template <class T>
+  T pod() {
+    T value;
+    std::memcpy(&value, take(sizeof(T)), sizeof(T));
+    return value;
+  }
+  template <class T>
+  std::vector<T> values() {
+    const auto count = pod<std::uint64_t>();
+    if (count > (data_.size() - pos_) / sizeof(T)) fail("a list longer than the bytes left");
+    std::vector<T> items(static_cast<std::size_t>(count));
+    if (count > 0)
+      std::memcpy(items.data(), take(items.size() * sizeof(T)), items.size() * sizeof(T));
+    return items;
+  }
+  std::string text() {
+    const std::vector<char> chars = values<char>();
+    return std::string(chars.begin(), chars.end());
+  }
+  void end() const {
+    if (pos_ != data_.size()) fail("bytes left over after the end");
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    throw std::runtime_error("set_state: not a state of this Lidar: " + what + " (at byte " +
+                             std::to_string(pos_) + " of " + std::to_string(data_.size()) + ")");
+  }
+
+ private:
+  const char* take(std::size_t size) {
+    if (size > data_.size() - pos_) fail("it ends early");
+    const char* at = data_.data() + pos_;
+    pos_ += size;
+    return at;
+  }
+  const std::string& data_;
+  std::size_t pos_ = 0;
+};
+
+// A standard random engine's or distribution's state as its standard text form, and back.
+template <class T>
+std::string stream_text(const T& value) {
+  std::ostringstream out;
+  out.imbue(std::locale::classic());
+  out << value;
+  return out.str();
+}
+
+template <class T>
+T from_stream_text(const std::string& text, const StateReader& reader) {
+  std::istringstream in(text);
+  in.imbue(std::locale::classic());
+  T value;
+  in >> value;
+  if (in.fail()) reader.fail("a generator's state does not read back");
+  return value;
+}
+
+constexpr char kStateMagic[] = "mjfast/Lidar state 1";
+
 // One cast's buffers; the message arrays are rebuilt in place each scan.
 struct Scan {
   explicit Scan(std::size_t rays)
@@ -497,6 +585,87 @@ class Lidar final : public mjfast::Plugin {
   }
 
   void unload() override { stop_worker(); }
+
+  std::string get_state() override {
+    if (async_ && pending_) wait_for_cast();  // its result and its noise draws are state
+    StateWriter out;
+    out.text(kStateMagic);
+    out.pod(static_cast<std::int64_t>(rays_));
+    out.pod(static_cast<std::uint8_t>(async_));
+    out.pod(window_.low);
+    out.pod(window_.high);
+    out.text(stream_text(generator_));
+    out.text(stream_text(normal_));
+    out.pod(static_cast<std::uint8_t>(async_ && pending_));
+    if (async_ && pending_) {
+      const Scan& scan = *worker_scan_;
+      out.pod(static_cast<std::uint8_t>(job_ok_));
+      out.pod(scan.time);
+      out.values(scan.origin, 3);
+      out.values(scan.out.data(), scan.out.size());
+      out.values(scan.hits.data(), scan.hits.size());
+    }
+    out.pod(static_cast<std::uint8_t>(has_visual_));
+    out.values(visual_origin_, 3);
+    out.values(visual_hits_.data(), visual_hits_.size());
+    return out.data;
+  }
+
+  void set_state(const std::string& state) override {
+    StateReader in(state);
+    if (in.text() != kStateMagic)
+      in.fail("it does not start with '" + std::string(kStateMagic) + "'");
+    const auto rays = in.pod<std::int64_t>();
+    const bool async = in.pod<std::uint8_t>() != 0;
+    if (rays != rays_ || async != async_) {
+      in.fail("it is of a lidar with " + std::to_string(rays) + " rays, async " +
+              (async ? "true" : "false") + "; this one has " + std::to_string(rays_) +
+              " rays, async " + (async_ ? "true" : "false"));
+    }
+    const Window window{in.pod<double>(), in.pod<double>()};
+    const auto generator = from_stream_text<std::mt19937_64>(in.text(), in);
+    const auto normal = from_stream_text<std::normal_distribution<double>>(in.text(), in);
+    const bool pending = in.pod<std::uint8_t>() != 0;
+    bool job_ok = false;
+    double time = 0.0;
+    std::vector<mjtNum> origin, hits;
+    std::vector<float> out;
+    if (pending) {
+      job_ok = in.pod<std::uint8_t>() != 0;
+      time = in.pod<double>();
+      origin = in.values<mjtNum>();
+      out = in.values<float>();
+      hits = in.values<mjtNum>();
+      if (!async_ || origin.size() != 3 || out.size() != worker_scan_->out.size() ||
+          hits.size() % 3 != 0) {
+        in.fail("its scan in flight does not fit this lidar");
+      }
+    }
+    const bool has_visual = in.pod<std::uint8_t>() != 0;
+    const std::vector<mjtNum> visual_origin = in.values<mjtNum>();
+    std::vector<mjtNum> visual_hits = in.values<mjtNum>();
+    if (visual_origin.size() != 3 || visual_hits.size() % 3 != 0) in.fail("a bad visualised scan");
+    in.end();
+    drain();  // a cast in flight finishes before its buffers are replaced
+    window_ = window;
+    generator_ = generator;
+    normal_ = normal;
+    if (pending) {
+      Scan& scan = *worker_scan_;
+      scan.time = time;
+      std::copy(origin.begin(), origin.end(), scan.origin);
+      scan.out = std::move(out);
+      scan.hits = std::move(hits);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        job_ok_ = job_ok;
+      }
+    }
+    pending_ = pending;
+    has_visual_ = has_visual;
+    std::copy(visual_origin.begin(), visual_origin.end(), visual_origin_);
+    visual_hits_ = std::move(visual_hits);
+  }
 
   std::string call(const std::string& command, const std::string& argument) override {
     if (command == "statistics") {
@@ -731,8 +900,14 @@ class Lidar final : public mjfast::Plugin {
     if (wake) wake_.notify_one();
   }
 
-  // Waits for the cast in flight (if it is not done yet).
+  // Waits for the cast in flight (if it is not done yet) and takes it.
   void collect() {
+    wait_for_cast();
+    pending_ = false;
+  }
+
+  // Waits for the cast in flight, if it is not done yet.
+  void wait_for_cast() {
     if (job_.load(std::memory_order_acquire)) {
       const auto start = std::chrono::steady_clock::now();
       std::unique_lock<std::mutex> lock(mutex_);
@@ -742,7 +917,6 @@ class Lidar final : public mjfast::Plugin {
       wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ++waits_;
     }
-    pending_ = false;
   }
 
   void work() {

@@ -13,8 +13,11 @@
 // Written targets: `with env.acquire_plugin(name) as pd: pd.call("set_targets", "[0.1, 0.2]")`
 // (a JSON list in joint order, or a JSON mapping {"joint": value} for some joints);
 // `pd.call("targets")` returns the current targets as a JSON list.
+// State (env.get_state/set_state, SPEC §20): the targets, which set_targets moves (8 bytes per
+// joint, native byte order).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mjfast/plugin.hpp>
 #include <sstream>
@@ -110,6 +113,26 @@ class PDController final : public mjfast::Plugin {
       const double u = kp_[i] * (targets_[i] - d->qpos[qpos_[i]]) - kd_[i] * d->qvel[qvel_[i]];
       d->ctrl[actuators_[i]] = std::clamp(u, lower_bounds_[i], upper_bounds_[i]);
     }
+  }
+
+  std::string get_state() override {
+    return std::string(reinterpret_cast<const char*>(targets_.data()),
+                       targets_.size() * sizeof(double));
+  }
+
+  void set_state(const std::string& state) override {
+    if (state.size() != joint_names_.size() * sizeof(double)) {
+      throw std::runtime_error("set_state: a PDController state of " +
+                               std::to_string(joint_names_.size()) + " joints has " +
+                               std::to_string(joint_names_.size() * sizeof(double)) +
+                               " bytes, got " + std::to_string(state.size()));
+    }
+    std::vector<double> next(joint_names_.size());
+    std::memcpy(next.data(), state.data(), state.size());
+    for (double target : next) {
+      if (!std::isfinite(target)) throw std::runtime_error("set_state: targets must be finite");
+    }
+    targets_ = std::move(next);
   }
 
   std::string call(const std::string& command, const std::string& argument) override {

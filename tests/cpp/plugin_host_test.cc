@@ -18,6 +18,7 @@ struct Script {
   bool load_throws = false;
   bool control_throws = false;
   bool control_interrupts = false;
+  bool stateful = false;  // has get_state/set_state; set_state refuses "refuse"
 };
 
 class FakeAdapter : public IPluginAdapter {
@@ -38,6 +39,15 @@ class FakeAdapter : public IPluginAdapter {
   }
   void unload() override { journal_.push_back(name_ + ".unload"); }
   const char* name_of(Callback callback) const override { return callback_name(callback); }
+  bool has_state() const override { return script_.stateful; }
+  std::string get_state() override { return value; }
+  void set_state(const std::string& state) override {
+    journal_.push_back(name_ + ".set_state(" + state + ")");
+    if (state == "refuse") throw std::invalid_argument("not that one");
+    value = state;
+  }
+
+  std::string value = "initial";
 
  private:
   std::string name_;
@@ -134,6 +144,66 @@ TEST_F(PluginHostTest, ANewGenerationUnloadsTheOldOneFirst) {
   host.load_generation(ModelGeneration(2), PluginGeneration(2));
   EXPECT_EQ(journal, (std::vector<std::string>{"a.unload", "a.load"}));
   EXPECT_EQ(host.plugin_generation(), PluginGeneration(2));
+}
+
+// ---- State (SPEC §20) ------------------------------------------------------------------------
+
+TEST_F(PluginHostTest, StatesAreTheStatefulActivePluginsInLoadOrder) {
+  Script stateful;
+  stateful.stateful = true;
+  Script fails;
+  fails.stateful = true;
+  fails.load_returns = false;
+  configure({{"a", stateful}, {"plain", {}}, {"failed", fails}, {"b", stateful}});
+  EXPECT_FALSE(host.has_stateful_plugins());
+  host.load_generation(model_generation, PluginGeneration(1));
+  EXPECT_TRUE(host.has_stateful_plugins());
+  const std::vector<PluginStateEntry> states = host.get_states();
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(states[0].name, "a");
+  EXPECT_EQ(states[1].name, "b");
+  EXPECT_EQ(states[1].type, "test/Fake");
+  EXPECT_EQ(states[1].value, "initial");
+  host.quiesce_and_destroy();
+  EXPECT_FALSE(host.has_stateful_plugins());
+}
+
+TEST_F(PluginHostTest, ASetStateThatThrowsPutsTheEarlierPluginsBack) {
+  Script stateful;
+  stateful.stateful = true;
+  configure({{"a", stateful}, {"b", stateful}, {"c", stateful}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  journal.clear();
+  try {
+    host.set_states(
+        {{"a", "test/Fake", "A"}, {"b", "test/Fake", "B"}, {"c", "test/Fake", "refuse"}});
+    FAIL() << "set_states should throw";
+  } catch (const PluginDispatchError& error) {
+    EXPECT_EQ(error.plugin_name, "c");
+    EXPECT_EQ(error.callback, "set_state");
+  }
+  EXPECT_EQ(journal,
+            (std::vector<std::string>{"a.set_state(A)", "b.set_state(B)", "c.set_state(refuse)",
+                                      "a.set_state(initial)", "b.set_state(initial)"}));
+  for (const PluginStateEntry& state : host.get_states()) EXPECT_EQ(state.value, "initial");
+  EXPECT_EQ(state_of("c"), PluginState::kActive);  // refusing a state is no failure
+}
+
+TEST_F(PluginHostTest, SetStatesNeedsExactlyTheStatefulPlugins) {
+  Script stateful;
+  stateful.stateful = true;
+  configure({{"a", stateful}, {"plain", {}}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  journal.clear();
+  EXPECT_THROW(host.set_states({}), std::invalid_argument);  // nothing for "a"
+  EXPECT_THROW(host.set_states({{"a", "test/Fake", "x"}, {"plain", "test/Fake", "y"}}),
+               std::invalid_argument);
+  EXPECT_THROW(host.set_states({{"a", "test/Other", "x"}}), std::invalid_argument);
+  EXPECT_THROW(host.set_states({{"a", "test/Fake", "x"}, {"a", "test/Fake", "y"}}),
+               std::invalid_argument);
+  EXPECT_TRUE(journal.empty());  // checked before anything was set
+  host.set_states({{"a", "test/Fake", "x"}});
+  EXPECT_EQ(host.get_states()[0].value, "x");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@ __all__ = [
     "RatePublisher",
     "RateSchedule",
     "check_keys",
+    "checked_state",
     "id_of",
     "listed_ids",
     "number",
@@ -44,6 +45,24 @@ def check_keys(plugin: str, config: Mapping[str, Any], allowed: Iterable[str],
         prefix = f"{where}." if where else ""
         raise ValueError(f"{plugin}: unknown configuration key {prefix}{unknown[0]!r}; "
                          f"expected one of {sorted(allowed)}")
+
+
+def checked_state(plugin: str, value: Any, kinds: Mapping[str, Any]) -> dict[str, Any]:
+    """A plugin's state value (SPEC §20) checked before anything is set from it: a dict with
+    exactly the keys of `kinds`, each value an instance of its kind (a type or a tuple of them;
+    `float` takes an int too). ValueError naming the key and what was expected otherwise."""
+    if not isinstance(value, dict) or set(value) != set(kinds):
+        got = sorted(map(str, value)) if isinstance(value, dict) else type(value).__name__
+        raise ValueError(f"{plugin}: a state is a dict with keys {sorted(kinds)}, got {got}")
+    for key, kind in kinds.items():
+        item = value[key]
+        kinds_ = kind if isinstance(kind, tuple) else (kind,)
+        if float in kinds_ and isinstance(item, int) and not isinstance(item, bool):
+            continue
+        if not isinstance(item, kinds_) or (isinstance(item, bool) and bool not in kinds_):
+            names = " or ".join("None" if k is type(None) else k.__name__ for k in kinds_)
+            raise ValueError(f"{plugin}: state[{key!r}] must be {names}, got {item!r}")
+    return value
 
 
 def number(plugin: str, key: str, value: Any, *, minimum: float | None = None,
@@ -180,3 +199,11 @@ class RatePublisher(MujocoPlugin):
 
     def reset(self) -> None:
         self._low, self._high = self._schedule.restart(float(self.env.data.time))
+
+    # State (SPEC §20): the schedule's window, so that a restored run publishes at the same steps.
+    def get_state(self) -> dict[str, Any]:
+        return {"low": self._low, "high": self._high}
+
+    def set_state(self, value: Any) -> None:
+        state = checked_state(self.name, value, {"low": float, "high": float})
+        self._low, self._high = float(state["low"]), float(state["high"])

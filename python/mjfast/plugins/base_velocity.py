@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from mjfast.plugin import ControlPlugin
+from mjfast.plugins._sensing import checked_state
 from mjfast.sim_control import labelled_id
 
 __all__ = ["BaseVelocity"]
@@ -104,6 +105,20 @@ class BaseVelocity(ControlPlugin):
     def on_reset(self, data: mujoco.MjData) -> None:
         self._pending = None
         self._command = None
+
+    # State (SPEC §20): the command in force, since when, and one not yet taken.
+    def get_state(self) -> dict[str, Any]:
+        return {"pending": self._pending, "command": self._command,
+                "commanded_at": self._commanded_at}
+
+    def set_state(self, value: Any) -> None:
+        state = checked_state(self.name, value, {"pending": (tuple, type(None)),
+                                                 "command": (tuple, type(None)),
+                                                 "commanded_at": float})
+        pending, command = (None if state[key] is None else _command(state[key])
+                            for key in ("pending", "command"))
+        self._pending, self._command = pending, command
+        self._commanded_at = float(state["commanded_at"])
 
     def cleanup(self) -> None:
         self.subscription.unsubscribe()

@@ -8,10 +8,12 @@ reset.
 
 from __future__ import annotations
 
+from typing import Any
+
 import mujoco
 
 from mjfast.plugin import MujocoPlugin
-from mjfast.plugins._sensing import check_keys, positive_int
+from mjfast.plugins._sensing import check_keys, checked_state, positive_int
 
 __all__ = ["ClockPublisher", "topic_name"]
 
@@ -42,3 +44,14 @@ class ClockPublisher(MujocoPlugin):
 
     def reset(self) -> None:
         self._countdown = self._every
+
+    # State (SPEC §20): the steps left until the next message.
+    def get_state(self) -> dict[str, Any]:
+        return {"countdown": self._countdown}
+
+    def set_state(self, value: Any) -> None:
+        countdown = checked_state(self.name, value, {"countdown": int})["countdown"]
+        if not 1 <= countdown <= self._every:
+            raise ValueError(f"{self.name}: state['countdown'] must be in 1..{self._every} "
+                             f"(every_steps), got {countdown}")
+        self._countdown = countdown

@@ -16,7 +16,7 @@ import mujoco
 import numpy as np
 
 from mjfast.plugin import MujocoPlugin
-from mjfast.plugins._sensing import topic_of
+from mjfast.plugins._sensing import checked_state, topic_of
 from mjfast.sim_control import labelled_id
 
 __all__ = ["FreeJointStatePublisher"]
@@ -82,3 +82,10 @@ class FreeJointStatePublisher(MujocoPlugin):
 
     def reset(self) -> None:
         self._schedule_after(float(self.env.data.time))
+
+    # State (SPEC §20): the next due time.
+    def get_state(self) -> dict[str, Any]:
+        return {"next": float(self._next)}
+
+    def set_state(self, value: Any) -> None:
+        self._next = float(checked_state(self.name, value, {"next": float})["next"])

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import mujoco
 
 from mjfast.plugin import ControlPlugin
-from mjfast.plugins._sensing import topic_of
+from mjfast.plugins._sensing import checked_state, topic_of
 
 __all__ = ["HeartbeatPublisher"]
 
@@ -43,6 +43,14 @@ class HeartbeatPublisher(ControlPlugin):
 
     def on_reset(self, data: mujoco.MjData) -> None:
         self._schedule_after(float(data.time))
+
+    # State (SPEC §20): the sequence number and the next due time.
+    def get_state(self) -> dict[str, Any]:
+        return {"count": self.count, "next": float(self._next)}
+
+    def set_state(self, value: Any) -> None:
+        state = checked_state(self.name, value, {"count": int, "next": float})
+        self.count, self._next = state["count"], float(state["next"])
 
     def cleanup(self) -> None:
         pass

@@ -31,7 +31,7 @@ import numpy as np
 
 from mjfast.errors import ConfigError
 from mjfast.plugin import MujocoPlugin
-from mjfast.plugins._sensing import topic_of
+from mjfast.plugins._sensing import checked_state, topic_of
 from mjfast.sim_control import named_entries
 
 __all__ = ["PoseHoldPD"]
@@ -191,6 +191,17 @@ class PoseHoldPD(MujocoPlugin):
         return {"held_joints": float(len(errors)),
                 "max_error_rad": float(errors.max()),
                 "rms_error_rad": float(np.sqrt(np.mean(errors * errors)))}
+
+    # State (SPEC §20): the held pose, which `~target` messages move.
+    def get_state(self) -> dict[str, Any]:
+        return {"target": self.target.copy()}
+
+    def set_state(self, value: Any) -> None:
+        target = checked_state(self.name, value, {"target": np.ndarray})["target"]
+        if target.shape != self.target.shape or not np.all(np.isfinite(target)):
+            raise ValueError(f"{self.name}: state['target'] must be {len(self.target)} finite "
+                             f"positions, got {target!r}")
+        self.target = target.astype(np.float64)
 
     def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         torque = self.kp * (self.target - data.qpos[self._qpos]) - self.kd * data.qvel[self._dof]

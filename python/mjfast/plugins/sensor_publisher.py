@@ -27,6 +27,7 @@ import numpy as np
 from mjfast.plugins._sensing import (
     RatePublisher,
     check_keys,
+    checked_state,
     id_of,
     listed_ids,
     number,
@@ -156,3 +157,19 @@ class SensorPublisher(RatePublisher):
     def reset(self) -> None:
         super().reset()
         self._rng = np.random.default_rng(self._seed)
+
+    # State (SPEC §20): the schedule and the noise generator's position in its stream.
+    def get_state(self) -> dict[str, Any]:
+        return {**super().get_state(), "rng": self._rng.bit_generator.state}
+
+    def set_state(self, value: Any) -> None:
+        state = checked_state(self.name, value, {"low": float, "high": float, "rng": dict})
+        rng = np.random.default_rng()
+        try:
+            rng.bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError) as error:
+            kind = type(rng.bit_generator).__name__
+            raise ValueError(f"{self.name}: state['rng'] is not a {kind} state: {error}"
+                             ) from None
+        super().set_state({"low": state["low"], "high": state["high"]})
+        self._rng = rng

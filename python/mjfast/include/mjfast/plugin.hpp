@@ -794,6 +794,15 @@ class Plugin {
   const mjfast_host_api* host_api() const { return host_; }
   void* host_context() const { return host_context_; }
 
+  // Optional state (SPEC section 20): a plugin whose run depends on internal state (a noise
+  // generator, a schedule, an integrator) overrides both (one without the other does not
+  // compile). get_state() returns it as bytes of the plugin's own format; set_state() restores
+  // such bytes, possibly from another instance with the same configuration: check them first and
+  // throw, leaving the plugin as it was, when they are not a state of this plugin. Called at a
+  // step boundary with no callback in flight; env.get_state() shows the bytes as Python `bytes`.
+  virtual std::string get_state() { return {}; }
+  virtual void set_state(const std::string& /*state*/) {}
+
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.
   virtual std::string call(const std::string& command, const std::string& /*argument*/) {
@@ -961,6 +970,20 @@ struct Shim {
     });
   }
 
+  static int get_state(void* i, mjfast_string_sink sink, void* context, mjfast_error* e) noexcept {
+    return guarded(e, logic(i), [&] {
+      const std::string state = self(i).get_state();
+      sink(context, state.data(), state.size());
+      return MJFAST_OK;
+    });
+  }
+  static int set_state(void* i, const char* data, size_t size, mjfast_error* e) noexcept {
+    return guarded(e, logic(i), [&] {
+      self(i).set_state(std::string(data, size));
+      return MJFAST_OK;
+    });
+  }
+
   static void set_host(void* i, const mjfast_host_api* host, void* context) noexcept {
     // Older host tables lack later fields: the camera services are the least this header uses;
     // the simulation requests check for themselves.
@@ -968,6 +991,13 @@ struct Shim {
     self(i).host_ = host;
     self(i).host_context_ = context;
   }
+
+  static constexpr bool kGetsState =
+      !std::is_same_v<decltype(&T::get_state), decltype(&::mjfast::Plugin::get_state)>;
+  static constexpr bool kSetsState =
+      !std::is_same_v<decltype(&T::set_state), decltype(&::mjfast::Plugin::set_state)>;
+  static_assert(kGetsState == kSetsState,
+                "a mjfast::Plugin with state overrides both get_state() and set_state()");
 
   static const mjfast_plugin_api* api(const char* class_name) {
     static const mjfast_plugin_api table = {MJFAST_PLUGIN_ABI_VERSION,
@@ -989,7 +1019,9 @@ struct Shim {
                                             &update_read,
                                             &update_write,
                                             &call,
-                                            &set_host};
+                                            &set_host,
+                                            kGetsState ? &get_state : nullptr,
+                                            kSetsState ? &set_state : nullptr};
     return &table;
   }
 };

@@ -33,6 +33,11 @@
  * World index (last, at the end of the host table): world_index returns the index of the world
  * the instance belongs to in a VectorEnv (SPEC section 21), 0 in a MujocoEnv;
  * MJFAST_HOST_API_HAS_WORLD_INDEX(host) says whether the host table has it.
+ *
+ * State (SPEC section 20), added at the end of the plugin table after set_host: get_state and
+ * set_state let env.get_state()/set_state() take and restore the instance's own state (a noise
+ * generator, a schedule, an integrator) as bytes of the plugin's own format. Optional: mjfast
+ * reads them only when struct_size covers them (MJFAST_PLUGIN_API_HAS_STATE) and both are set.
  */
 #ifndef MJFAST_PLUGIN_ABI_H_
 #define MJFAST_PLUGIN_ABI_H_
@@ -222,10 +227,26 @@ typedef struct mjfast_plugin_api {
   /* Optional (may be NULL; absent from tables built before it): receives the host services for
    * this instance, valid until destroy. Called once, after create and before load. */
   void (*set_host)(void* instance, const mjfast_host_api* host, void* host_context);
+
+  /* Optional state (may be NULL, both or neither; absent from tables built before them: see
+   * MJFAST_PLUGIN_API_HAS_STATE). Called at a step boundary with no callback of the env in
+   * flight, by one thread at a time.
+   * get_state writes the instance's state through `sink` (one or more calls, appended; no call:
+   * empty bytes); mjfast keeps the bytes in the SimState, where Python sees them as `bytes`.
+   * set_state restores a state get_state wrote (maybe in another process, or another instance
+   * of the same type and configuration): `size` bytes at `data`, valid during the call. It must
+   * check them first and, returning MJFAST_ERROR, leave the instance as it was. */
+  int (*get_state)(void* instance, mjfast_string_sink sink, void* sink_context,
+                   mjfast_error* error);
+  int (*set_state)(void* instance, const char* data, size_t size, mjfast_error* error);
 } mjfast_plugin_api;
 
 /* The original version 1 table, without set_host: the smallest struct_size mjfast accepts. */
 #define MJFAST_PLUGIN_API_V1_SIZE offsetof(mjfast_plugin_api, set_host)
+/* Whether a plugin table has the state functions' fields (they may still be NULL). */
+#define MJFAST_PLUGIN_API_HAS_STATE(api) \
+  ((api)->struct_size >=                 \
+   offsetof(mjfast_plugin_api, set_state) + sizeof(((mjfast_plugin_api*)0)->set_state))
 
 typedef const mjfast_plugin_api* (*mjfast_plugin_entry)(void);
 
