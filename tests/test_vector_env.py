@@ -478,3 +478,77 @@ def test_an_unclosed_vector_env_does_not_hang_the_interpreter_exit() -> None:
     """, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "stepped\n"
+
+
+# -- state (SPEC §20) -----------------------------------------------------------------------------
+
+class Counter(mjfast.MujocoPlugin):
+    """Counts its control calls; the count is its state."""
+
+    def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+        self.count = 0
+        return True
+
+    def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+        self.count += 1
+
+    def get_state(self) -> int:
+        return self.count
+
+    def set_state(self, value: int) -> None:
+        self.count = value
+
+
+def counts(vector: mjfast.VectorEnv) -> list[int]:
+    found = []
+    for index in range(vector.num_envs):
+        with vector.world(index).acquire_plugin("c") as plugin:
+            found.append(plugin.count)
+    return found
+
+
+@pytest.mark.parametrize("own_models", [False, True])
+def test_state_of_one_world_restores_into_any_world_bit_for_bit(register: Any,
+                                                                 own_models: bool) -> None:
+    name = register(Counter)
+    ctrls = commands(4, 3)
+    with mjfast.VectorEnv(MODEL, 3, plugins_param({"type": name, "name": "c"}), threads=2,
+                          own_models=own_models) as vector:
+        vector.step(20, ctrls[0])
+        saved = vector.get_state(1)
+        assert isinstance(saved, mjfast.SimState)
+        assert saved.step_count == 20 and saved.plugins == {"c": 20}
+        vector.step(30, ctrls[1])
+        expected = state_of(vector.world(1).data)
+        assert counts(vector) == [50, 50, 50]
+        # Back in world 1, and into world 2 (the same model): both step on exactly as world 1 did.
+        vector.set_state(1, saved)
+        vector.world(2).set_state(saved)
+        assert counts(vector) == [50, 20, 20]
+        assert [vector.world(i).step_count for i in range(3)] == [50, 20, 20]
+        rows = ctrls[1].copy()
+        rows[2] = rows[1]
+        vector.step(30, rows)
+        assert state_of(vector.world(1).data) == expected
+        assert state_of(vector.world(2).data) == expected
+        assert counts(vector) == [80, 50, 50]
+        with pytest.raises(IndexError, match="world index 3 out of range"):
+            vector.get_state(3)
+        with pytest.raises(TypeError):
+            vector.set_state(0, "not a state")  # type: ignore[arg-type]
+        assert [vector.world(i).step_count for i in range(3)] == [80, 50, 50]
+
+
+def test_a_world_state_restores_into_a_separate_env_and_back() -> None:
+    with mjfast.VectorEnv(MODEL, 2, threads=2) as vector, mjfast.MujocoEnv(MODEL) as env:
+        vector.step(25, commands(1, 2)[0])
+        env.set_state(vector.get_state(0))
+        assert state_of(env.data)[:4] == state_of(vector.world(0).data)[:4]
+        env.step(10)
+        vector.set_state(1, env.get_state())
+        assert state_of(vector.world(1).data)[:2] == state_of(env.data)[:2]
+        assert vector.world(1).step_count == 35
+        other = mjfast.MujocoEnv("<mujoco><worldbody><body><freejoint/><geom size='1'/></body>"
+                                 "</worldbody></mujoco>")
+        with other, pytest.raises(ValueError, match="model"):
+            vector.set_state(0, other.get_state())

@@ -28,6 +28,7 @@ from mjfast.node import Bus
 from mjfast.params import ParameterServer
 from mjfast.plugin import PluginInfo
 from mjfast.sim_control import BodyState, JointState
+from mjfast.state import SimState
 
 __all__ = ["VectorEnv", "World"]
 
@@ -298,6 +299,21 @@ class VectorEnv:
         if first is not None:
             raise first
 
+    def get_state(self, index: int) -> SimState:
+        """World `index`'s state (SPEC §20): physics, step count and its plugins' states."""
+        self._check_open()
+        world = self._worlds[self._index(index)]
+        with self._core.hold("VectorEnv.get_state()"):
+            return world.get_state()
+
+    def set_state(self, index: int, state: SimState) -> None:
+        """Restores `state` (of any world of this model, or of a MujocoEnv of it) into world
+        `index` as `MujocoEnv.set_state` does; the other worlds are untouched."""
+        self._check_open()
+        world = self._worlds[self._index(index)]
+        with self._core.hold("VectorEnv.set_state()"):
+            world.set_state(state)
+
     def world(self, index: int) -> World:
         """World `index`: its simulation-control calls (SPEC §13), plugins and statistics."""
         self._check_open()
@@ -421,6 +437,14 @@ class World:
         with self._held("world reset()") as env:
             env.reset(keyframe, joint_positions=joint_positions,
                       joint_velocities=joint_velocities, keep_time=keep_time)
+
+    def get_state(self) -> SimState:
+        with self._held("world get_state()") as env:
+            return env.get_state()
+
+    def set_state(self, state: SimState) -> None:
+        with self._held("world set_state()") as env:
+            env.set_state(state)
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         with self._held("world get_joint_state()") as env:
