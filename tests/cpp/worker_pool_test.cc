@@ -75,6 +75,7 @@ TEST(WorkerPool, ATaskErrorIsRethrownAfterTheWholeBatch) {
     pool.run(10, [&](std::size_t i) {
       if (i == 7 || i == 3) throw std::runtime_error(std::to_string(i));
     });
+    ADD_FAILURE() << "run() did not rethrow";
   } catch (const std::runtime_error& error) {
     EXPECT_STREQ(error.what(), "3");  // the lowest index's
   }
