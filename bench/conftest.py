@@ -102,6 +102,9 @@ TARGETS = {
     "ros2_service": Target(1.5),  # std_srvs call from zenoh-ros2-sdk / bare Zenoh query
     # the same request as a plain query with rmw_zenoh's attachment (no SDK client): reported
     "ros2_service_raw": Target(1.5, gated=False),
+    # test_bench_record.py: recording and replay (SPEC §20)
+    "record_rate": Target(0.9),  # steps/s under start(None): recording JointState+states / not
+    "replay_check": Target(1.2),  # replay --check of a 10 s recording / the same 10 s live
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -255,6 +258,8 @@ GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
 GROUP_ROS2_PUBLISH = "JointState publish through the bridge"
 GROUP_ROS2_SERVICE = "std_srvs round trip"
+GROUP_RECORD_RATE = "recording JointState at 100 Hz"
+GROUP_REPLAY = "replay --check of 10 s"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -323,6 +328,8 @@ RATIOS = [
     # test_bench_ray.py
     Ratio(GROUP_RAY_THROUGHPUT, "jobs/s: run_many 2 workers / 1 worker (>= 0.5 s jobs)",
           "two_workers", "one_worker", "ray_parallel", throughput=True, models=HUMANOID),
+    Ratio(GROUP_RAY_THROUGHPUT, "steps/s: mujoco.rollout 2 threads / 1 (reference)",
+          "rollout_two", "rollout_one", None, throughput=True, models=HUMANOID),
     Ratio(GROUP_RAY_OVERHEAD, "empty job: run_many, one at a time / in-process",
           "ray", "in_process", None, models=ARM7),
     # test_bench_remote.py
@@ -348,6 +355,11 @@ RATIOS = [
           "sdk_call", "bare_query", "ros2_service", models=ARM7),
     Ratio(GROUP_ROS2_SERVICE, "std_srvs request as a plain query / bare query (reported)",
           "raw_call", "bare_query", "ros2_service_raw", models=ARM7),
+    # test_bench_record.py
+    Ratio(GROUP_RECORD_RATE, "steps/s under start(None): recording / not",
+          "recording", "without", "record_rate", throughput=True, models=HUMANOID),
+    Ratio(GROUP_REPLAY, "replay --check of 10 s / the same 10 s live",
+          "replay", "live", "replay_check", models=HUMANOID),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

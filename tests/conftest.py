@@ -17,7 +17,7 @@ import mujoco
 import pytest
 
 import mjfast
-from support import BOX_XML, JOURNAL, Journal, arm_xml
+from support import BOX_XML, JOURNAL, TWO_LINK_ARM_XML, Journal, arm_xml
 
 
 @pytest.fixture(autouse=True)
@@ -46,6 +46,14 @@ def arm_path(tmp_path: Path) -> Path:
     """The 7-dof arm as an MJCF file (tests may rewrite it before a reload)."""
     path = tmp_path / "arm.xml"
     path.write_text(arm_xml())
+    return path
+
+
+@pytest.fixture
+def arm_file(tmp_path: Path) -> Path:
+    """The two-link arm (support.TWO_LINK_ARM_XML) as an MJCF file, for the command line."""
+    path = tmp_path / "arm.xml"
+    path.write_text(TWO_LINK_ARM_XML)
     return path
 
 

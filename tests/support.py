@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import mujoco
+import numpy as np
 
 import mjfast
 
@@ -59,6 +60,57 @@ def arm_xml(extra_body: str = "") -> str:
   <keyframe><key name="home" qpos="{home}"/></keyframe>
 </mujoco>
 """
+
+
+# A two-link planar arm (joints "shoulder" and "elbow", a motor each) on a floor it never touches:
+# the model of the CLI and first-hour tests, which configure plugins by those joint names.
+TWO_LINK_ARM_XML = f"""
+<mujoco model="two_link_arm">
+  <compiler angle="radian"/>
+  <option timestep="{TIMESTEP}"/>
+  <default>
+    <joint type="hinge" damping="0.5" armature="0.1"/>
+    <geom type="capsule" size="0.03" contype="0" conaffinity="0"/>
+    <motor ctrlrange="-20 20"/>
+  </default>
+  <worldbody>
+    <geom type="plane" size="1 1 0.1"/>
+    <body name="upper" pos="0 0 0.1">
+      <joint name="shoulder" axis="0 1 0"/>
+      <geom fromto="0 0 0 0 0 0.3"/>
+      <body name="lower" pos="0 0 0.3">
+        <joint name="elbow" axis="0 1 0"/>
+        <geom fromto="0 0 0 0 0 0.3"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="shoulder"/>
+    <motor joint="elbow"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def attached_arms_model() -> mujoco.MjModel:
+    """Two copies of one arm attached under the prefixes `left/` and `right/` (MjSpec.attach),
+    as composed models name things: `left/pan_pos`, `left/link`, `left/pan_sensor`."""
+    parent = mujoco.MjSpec.from_string("""
+    <mujoco><option gravity="0 0 0"/><worldbody>
+      <body name="free/box" pos="0 0 2"><freejoint name="free/joint"/>
+        <geom type="box" size=".1 .1 .1" pos=".2 0 0" mass="1"/></body>
+    </worldbody></mujoco>""")
+    for prefix, y in (("left/", 0.3), ("right/", -0.3)):
+        arm = mujoco.MjSpec.from_string("""
+        <mujoco><worldbody><body name="base"><body name="link" pos="0 0 .1">
+          <joint name="pan_pos" axis="0 0 1"/>
+          <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".5"/>
+          <site name="tip" pos=".2 0 0"/>
+        </body></body></worldbody>
+        <actuator><motor name="pan_motor" joint="pan_pos"/></actuator>
+        <sensor><jointpos name="pan_sensor" joint="pan_pos"/></sensor></mujoco>""")
+        parent.worldbody.add_frame(pos=[0, y, 0]).attach_body(arm.body("base"), prefix, "")
+    return parent.compile()
 
 
 BOX_XML = f"""
@@ -256,3 +308,46 @@ def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+# -- remote bus payloads (mjfast.remote.codec) ---------------------------------------------------
+
+DTYPES = ["?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16",
+          ">i4", ">f8", "<u2"]
+
+
+def sample_arrays() -> list[np.ndarray]:
+    rng = np.random.default_rng(7)
+    arrays = []
+    for dtype in DTYPES:
+        raw = rng.integers(0, 256, size=5 * 3 * np.dtype(dtype).itemsize, dtype=np.uint8)
+        # Any bit pattern, NaNs and infinities included: bit-exact means the bytes.
+        arrays.append(raw.view(np.dtype(dtype)).reshape(5, 3))
+    arrays += [
+        np.array(3.5),  # 0-d
+        np.array(True),
+        np.zeros((0, 4), dtype=np.float32),  # empty
+        np.zeros(0, dtype=np.int16),
+        np.asfortranarray(np.arange(24, dtype=np.float64).reshape(2, 3, 4)),  # Fortran order
+        np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2],  # a non-contiguous view
+        np.array([np.nan, -np.inf, -0.0]),
+    ]
+    return arrays
+
+
+def assert_same_array(got: Any, expected: np.ndarray) -> None:
+    assert isinstance(got, np.ndarray)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
+    if expected.ndim > 1 and expected.flags.f_contiguous and not expected.flags.c_contiguous:
+        assert got.flags.f_contiguous
+
+
+def ndarray_ext(header: Any, data: bytes = b"") -> bytes:
+    """A message that is one ndarray extension of mjfast.remote.codec, with this header and
+    element bytes (needs msgpack)."""
+    import msgpack
+
+    from mjfast.remote.codec import NDARRAY_EXT
+
+    return msgpack.packb(msgpack.ExtType(NDARRAY_EXT, msgpack.packb(header) + data))

@@ -8,7 +8,6 @@ import os
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco's renderer
 
 import threading
-import time
 from typing import Any, ClassVar
 
 import mujoco
@@ -16,7 +15,10 @@ import numpy as np
 import pytest
 
 import mjfast
-from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML
+from mjfast._core_loader import _core
+from mjfast.camera import CAMERA_KEYS, PLANES, camera_config
+from mjfast.params import ParameterServer
+from support import CAMERA_HEIGHT, CAMERA_UNAVAILABLE, CAMERA_WIDTH, CAMERA_XML, wait_for
 
 UNAVAILABLE = CAMERA_UNAVAILABLE
 WIDTH, HEIGHT = CAMERA_WIDTH, CAMERA_HEIGHT
@@ -571,16 +573,11 @@ def test_frames_arrive_while_the_physics_thread_runs():
         camera = env.open_offscreen_camera("front")
         camera.enable_frames()
         env.start(realtime_factor=None)
-        deadline = time.monotonic() + 10
-        captures = set()
-        while len(captures) < 3 and time.monotonic() < deadline:
-            lease = camera.take_latest()
-            if lease is not None:
-                captures.add(lease.capture_id)
-                lease.release()
-            time.sleep(0.005)
+        arrived = wait_for(lambda: camera.statistics()["frames_rendered"] >= 3, timeout=30)
+        lease = camera.take_latest()
         env.stop()
-        assert len(captures) >= 3
+        assert arrived, camera.statistics()
+        assert lease is not None and lease.capture_id >= 3  # the newest of those frames
 
 
 def test_frames_continue_after_a_reset(env):
@@ -601,7 +598,8 @@ def test_close_while_a_turn_is_in_flight():
         camera.enable_frames()
         if running:
             env.start(realtime_factor=None)
-            time.sleep(0.05)
+            # Rendering under way: the render thread has finished a turn and takes the next.
+            assert wait_for(lambda env=env: env.statistics()["render"]["turns"] >= 1, timeout=20)
         else:
             env.step(20)
         closer = threading.Thread(target=env.close)
@@ -789,3 +787,23 @@ def test_a_mujoco_error_on_the_render_thread_stops_rendering_and_is_raised(
         "recovered True 1",
         "plugin ACTIVE",
     ]
+
+
+def test_the_planes_and_camera_keys_are_the_cores_tables():
+    # kPlaneNames (frame_store.h) and kCameraKeys (bind_render.cc): the Python side checks and
+    # fills in exactly what the core reads.
+    assert PLANES == _core.PLANES == ("rgb", "depth", "segmentation")
+    assert CAMERA_KEYS == _core.CAMERA_KEYS
+    model = mujoco.MjModel.from_xml_string(XML)
+    assert set(camera_config(ParameterServer(), "/mujoco_server", model, "front")) == set(
+        CAMERA_KEYS)
+
+
+def test_an_unknown_camera_parameter_is_refused_with_its_close_match():
+    model = mujoco.MjModel.from_xml_string(XML)
+    params = ParameterServer(camera_params(front={"widht": 8}))
+    with pytest.raises(mjfast.ConfigError) as raised:
+        camera_config(params, "/mujoco_server", model, "front")
+    assert str(raised.value) == (
+        "/mujoco_server/cameras/front: unknown parameter 'widht' (did you mean 'width'?); its "
+        "parameters are: width, height, planes, rate_hz, max_geom")

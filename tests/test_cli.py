@@ -12,42 +12,6 @@ import mjfast
 from mjfast import cli
 from support import run_cli, write
 
-ARM_XML = """
-<mujoco model="cli_arm">
-  <compiler angle="radian"/>
-  <option timestep="0.002"/>
-  <default>
-    <joint type="hinge" damping="0.5" armature="0.1"/>
-    <geom type="capsule" size="0.03" contype="0" conaffinity="0"/>
-    <motor ctrlrange="-20 20"/>
-  </default>
-  <worldbody>
-    <geom type="plane" size="1 1 0.1"/>
-    <body name="upper" pos="0 0 0.1">
-      <joint name="shoulder" axis="0 1 0"/>
-      <geom fromto="0 0 0 0 0 0.3"/>
-      <body name="lower" pos="0 0 0.3">
-        <joint name="elbow" axis="0 1 0"/>
-        <geom fromto="0 0 0 0 0 0.3"/>
-      </body>
-    </body>
-  </worldbody>
-  <actuator>
-    <motor joint="shoulder"/>
-    <motor joint="elbow"/>
-  </actuator>
-</mujoco>
-"""
-
-
-@pytest.fixture
-def arm_file(tmp_path: Path) -> Path:
-    path = tmp_path / "arm.xml"
-    path.write_text(ARM_XML)
-    return path
-
-
-
 
 def assert_one_error_line(err: str, *fragments: str) -> None:
     lines = err.splitlines()

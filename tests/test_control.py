@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from mjfast._core_loader import _core
 from support import HOME_QPOS, JOURNAL, N_ARM_JOINTS, TIMESTEP, arm_xml, plugins_param, wait_for
 
 JOIN_TIMEOUT_S = 60.0
@@ -671,3 +672,14 @@ def test_a_mujoco_error_in_a_native_control_plugin_is_its_failure_not_the_proces
     assert lines[1].startswith("cause ") and lines[1].endswith(" True")
     assert lines[2] == f"state FAILED {callback}"
     assert lines[3] == "after 0.02 0.01"
+
+
+def test_the_control_fields_are_the_cores_table(env: mjfast.MujocoEnv) -> None:
+    # _core.CONTROL_STATE_FIELDS / CONTROL_COMMAND_FIELDS name kStateFields / kCommandFields
+    # (control_bridge.h): what read() returns and write() takes, for whoever restates them.
+    state = env.control.read()
+    assert _core.CONTROL_STATE_FIELDS[0] == "time"
+    assert all(hasattr(state, field) for field in _core.CONTROL_STATE_FIELDS)
+    assert {name for name in dir(state) if not name.startswith("_")} == set(
+        _core.CONTROL_STATE_FIELDS)
+    env.control.write(**{field: None for field in _core.CONTROL_COMMAND_FIELDS})

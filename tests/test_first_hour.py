@@ -19,34 +19,8 @@ import numpy as np
 import pytest
 
 import mjfast
-from mjfast.config_schema import check_config
 from mjfast.stats_table import WIDTH
-from support import run_cli, write
-
-ARM_XML = """
-<mujoco model="hour_arm">
-  <option timestep="0.002"/>
-  <default><joint type="hinge" damping="0.5" armature="0.1"/>
-    <geom type="capsule" size="0.03" contype="0" conaffinity="0"/>
-    <motor ctrlrange="-20 20"/></default>
-  <worldbody>
-    <body name="upper" pos="0 0 0.1"><joint name="shoulder" axis="0 1 0"/>
-      <geom fromto="0 0 0 0 0 0.3"/>
-      <body name="lower" pos="0 0 0.3"><joint name="elbow" axis="0 1 0"/>
-        <geom fromto="0 0 0 0 0 0.3"/></body></body>
-  </worldbody>
-  <actuator><motor joint="shoulder"/><motor joint="elbow"/></actuator>
-</mujoco>
-"""
-
-
-@pytest.fixture
-def arm_file(tmp_path: Path) -> Path:
-    path = tmp_path / "arm.xml"
-    path.write_text(ARM_XML)
-    return path
-
-
+from support import TWO_LINK_ARM_XML, run_cli, write
 
 
 def failure_of(env: mjfast.MujocoEnv, name: str) -> mjfast.PluginLoadFailure:
@@ -66,7 +40,7 @@ def failure_of(env: mjfast.MujocoEnv, name: str) -> mjfast.PluginLoadFailure:
 def test_a_shipped_plugins_bad_key_is_a_load_failure_naming_it(entry: dict[str, Any],
                                                                 fragments: list[str]) -> None:
     params = {"MujocoPlugins": [{"type": "mjfast/PoseHoldPD", "name": "hold", **entry}]}
-    with mjfast.MujocoEnv(ARM_XML, params=params) as env:
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params=params) as env:
         failure = failure_of(env, "hold")
         assert failure.phase == "factory"
         for fragment in fragments:
@@ -76,7 +50,7 @@ def test_a_shipped_plugins_bad_key_is_a_load_failure_naming_it(entry: dict[str, 
 def test_a_native_shipped_plugins_unknown_key_is_a_load_failure() -> None:
     entry = {"type": "mjfast/PDController", "name": "pd", "joints": ["elbow"],
              "gains": {"kp": 1.0, "kd": 0.1}, "target": [0.3]}
-    with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": [entry]}) as env:
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params={"MujocoPlugins": [entry]}) as env:
         assert "unknown configuration key 'target' (did you mean 'targets'?)" in \
             failure_of(env, "pd").message
 
@@ -95,20 +69,13 @@ def test_a_user_plugin_declares_its_keys() -> None:
                    {"type": "hour/Gain", "name": "typo", "gian": 2.0},
                    {"type": "hour/Gain", "name": "list", "joints": ["a", 3]},
                    {"type": "hour/Gain", "name": "mode", "mode": "medium"}]
-        with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": entries}) as env:
+        with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params={"MujocoPlugins": entries}) as env:
             assert env.plugins[0].state is mjfast.PluginState.ACTIVE
             assert "'gian' (did you mean 'gain'?)" in failure_of(env, "typo").message
             assert "'joints[1]' must be a string, got 3 (int)" in failure_of(env, "list").message
             assert "'mode' must be one of 'fast', 'slow'" in failure_of(env, "mode").message
     finally:
         mjfast.unregister_plugin("hour/Gain")
-
-
-def test_undeclared_keys_check_nothing() -> None:
-    check_config("", {"anything": object()}, None)
-    with pytest.raises(mjfast.ConfigError, match=r"^plugin 'p': configuration key 'b' must be "
-                                                 r"true or false, got 1 \(int\)$"):
-        check_config("plugin 'p'", {"b": 1}, {"b": bool})
 
 
 # -- misnamed callbacks -------------------------------------------------------------------------
@@ -132,7 +99,8 @@ def test_a_misnamed_callback_is_a_warning_with_the_close_match(
     mjfast.register_plugin("hour/Typo", Typo)
     try:
         with caplog.at_level(logging.WARNING, logger="mjfast"), \
-                mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": [{"type": "hour/Typo"}]}):
+                mjfast.MujocoEnv(TWO_LINK_ARM_XML,
+                                 params={"MujocoPlugins": [{"type": "hour/Typo"}]}):
             pass
     finally:
         mjfast.unregister_plugin("hour/Typo")
@@ -149,7 +117,7 @@ def test_a_misnamed_callback_is_a_warning_with_the_close_match(
 def test_statistics_are_json_able_with_states_as_strings() -> None:
     entries = [{"type": "mjfast/PoseHoldPD", "name": "hold"},
                {"type": "nowhere/Missing", "name": "missing"}]
-    with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": entries}) as env:
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params={"MujocoPlugins": entries}) as env:
         env.step(5)
         stats = env.statistics()
     round_trip = json.loads(json.dumps(stats))
@@ -164,7 +132,7 @@ def test_statistics_are_json_able_with_states_as_strings() -> None:
 def test_the_table_stays_narrow_and_shows_warnings_and_figures() -> None:
     long_type = "hour/" + "N" * 40
     entries = [{"type": "mjfast/PoseHoldPD", "name": "hold"}, {"type": long_type, "name": "x"}]
-    with mjfast.MujocoEnv(ARM_XML, params={"MujocoPlugins": entries}) as env:
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params={"MujocoPlugins": entries}) as env:
         env.step(5)
         env.data.warning[mujoco.mjtWarning.mjWARN_BADQACC].number = 3
         table = mjfast.format_statistics(env.statistics(), 1.5)
@@ -179,7 +147,7 @@ def test_the_table_stays_narrow_and_shows_warnings_and_figures() -> None:
 def test_pose_hold_figures_follow_a_moved_target() -> None:
     params = {"MujocoPlugins": [{"type": "mjfast/PoseHoldPD", "name": "hold", "kp": 200.0,
                                  "kd": 10.0, "target": {"elbow": 1.0}}]}
-    with mjfast.MujocoEnv(ARM_XML.replace('<option timestep="0.002"/>',
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML.replace('<option timestep="0.002"/>',
                                           '<option timestep="0.002" gravity="0 0 0"/>'),
                           params=params) as env:
         env.bus.publish("/mujoco_server/hold/target", {"elbow": -0.5})
@@ -274,7 +242,7 @@ def test_no_plugins_found_says_where_it_looked(capsys: pytest.CaptureFixture[str
     assert code == 0 and "plugins: none configured" in out
     assert err.splitlines() == [
         f"mjfast: warning: no MujocoPlugins in {params} (looked for "
-        f"/mujoco_server/MujocoPlugins, /MujocoPlugins): no plugins are loaded; {suggestion}"]
+        f"/mujoco_server/MujocoPlugins, /MujocoPlugins): no plugins are loaded ({suggestion})"]
 
 
 def test_verbose_shows_plugin_loggers_by_name_and_quiet_hides_warnings(

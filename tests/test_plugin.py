@@ -274,6 +274,33 @@ def test_callback_table_lists_every_callback_method_of_both_bases():
     assert len(set(names)) == len(names)
 
 
+def test_the_lifecycle_table_names_methods_both_bases_have_and_misspellings_are_caught():
+    # _core.LIFECYCLE is what the adapter calls besides the callbacks: (MujocoPlugin method,
+    # ControlPlugin method) rows, from which mjfast.plugin knows the names to check against.
+    from mjfast.plugin import misnamed_callbacks
+
+    for mujoco_method, control_method in _core.LIFECYCLE:
+        assert callable(getattr(mjfast.MujocoPlugin, mujoco_method))
+        assert callable(getattr(mjfast.ControlPlugin, control_method))
+    assert [row[0] for row in _core.LIFECYCLE] == ["load", "unload", "statistics", "activate",
+                                                 "get_state", "set_state"]
+
+    class Loading(mjfast.MujocoPlugin):
+        def lod(self, model: Any, data: Any) -> bool:
+            return True
+
+        def statistcs(self) -> dict[str, float]:
+            return {}
+
+    class Cleaning(mjfast.ControlPlugin):
+        def clenup(self) -> None:
+            pass
+
+    assert misnamed_callbacks(Loading) == [("lod", "did you mean load()?"),
+                                           ("statistcs", "did you mean statistics()?")]
+    assert misnamed_callbacks(Cleaning) == [("clenup", "did you mean cleanup()?")]
+
+
 def only_overriding(base: type, method: str, calls: list[str]) -> type:
     """A plugin class of `base` overriding `method` alone, noting each call in `calls`."""
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import mjfast
-from support import N_ARM_JOINTS
+from support import N_ARM_JOINTS, attached_arms_model
 
 
 def hold_params(**config) -> dict:
@@ -117,7 +117,7 @@ def test_a_position_servo_is_preferred_on_a_joint_with_two_actuators(make_env) -
 
 @pytest.mark.parametrize(("model", "config", "fragment"), [
     ("<mujoco><worldbody/></mujoco>", {}, "no actuator driving a hinge or slide joint"),
-    (None, {"joints": ["nope"]}, "joints: the model has no joint named 'nope'"),
+    (None, {"joints": ["nope"]}, "joints: no joint named 'nope'; the model's joints: hinge"),
     (None, {"target": {"hinge": float("inf")}}, "the target of joint 'hinge' must be a finite"),
     (None, {"target": {"nope": 1.0}}, "no held joint 'nope'"),
     (None, {"kp": float("inf")}, "kp must be a finite number"),
@@ -130,8 +130,6 @@ def test_a_load_failure_carries_its_reason(make_env, model, config, fragment) ->
 
 
 def test_targets_name_joints_with_a_slash(make_env, tmp_path) -> None:
-    from test_sim_control import attached_arms_model
-
     params = tmp_path / "hold.yaml"
     params.write_text("MujocoPlugins:\n  - type: mjfast/PoseHoldPD\n    name: hold\n"
                       "    kp: 5.0\n    kd: 1.0\n"

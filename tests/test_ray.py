@@ -318,8 +318,8 @@ def test_run_many_refuses_a_non_boolean_allow_plugin_failures() -> None:
 
 
 @pytest.mark.parametrize(("job", "error", "message"), [
-    ({"model": BOX_XML, "stpes": 10}, ValueError, "jobs[1]: unknown key 'stpes'; did you mean "
-                                                   "'steps'?"),
+    ({"model": BOX_XML, "stpes": 10}, ValueError, "jobs[1]: unknown key 'stpes'.*did you mean "
+                                                   "'steps'?.*its keys are: model, params"),
     ({"model": BOX_XML}, ValueError, "jobs[1]: the job needs exactly one of 'steps' and"),
     ({"model": BOX_XML, "steps": 1, "duration": 1.0}, ValueError, "exactly one of"),
     ({"model": BOX_XML, "steps": -1}, ValueError, "steps must be an integer >= 0, got -1"),

@@ -1,6 +1,7 @@
-"""Tests of the remote bus (mjfast.remote, SPEC §15): the codec and key mapping, `mjfast serve`
+"""Tests of the remote bus (mjfast.remote, SPEC §15): `mjfast serve`
 in a subprocess on a free loopback port with `mjfast.connect()` clients, and the `topic` /
-`service` commands against it."""
+`service` commands against it. The codec and the key mapping have their own files
+(test_remote_codec.py, test_remote_keys.py)."""
 
 from __future__ import annotations
 
@@ -26,74 +27,17 @@ pytest.importorskip("msgpack", reason="the remote bus needs the extra mjfast[ser
 
 import mjfast
 from mjfast import cli
-from mjfast.remote import codec, keys
-from support import arm_xml, finish_python, run_python, start_python, wait_for
-
-# -- the codec and the key mapping ---------------------------------------------------------------
-
-DTYPES = ["?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16",
-          ">i4", ">f8", "<u2"]
-
-
-def sample_arrays() -> list[np.ndarray]:
-    rng = np.random.default_rng(7)
-    arrays = []
-    for dtype in DTYPES:
-        raw = rng.integers(0, 256, size=5 * 3 * np.dtype(dtype).itemsize, dtype=np.uint8)
-        # Any bit pattern, NaNs and infinities included: bit-exact means the bytes.
-        arrays.append(raw.view(np.dtype(dtype)).reshape(5, 3))
-    arrays += [
-        np.array(3.5),  # 0-d
-        np.array(True),
-        np.zeros((0, 4), dtype=np.float32),  # empty
-        np.zeros(0, dtype=np.int16),
-        np.asfortranarray(np.arange(24, dtype=np.float64).reshape(2, 3, 4)),  # Fortran order
-        np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2],  # a non-contiguous view
-        np.array([np.nan, -np.inf, -0.0]),
-    ]
-    return arrays
-
-
-def assert_same_array(got: Any, expected: np.ndarray) -> None:
-    assert isinstance(got, np.ndarray)
-    assert got.dtype == expected.dtype and got.shape == expected.shape
-    assert got.tobytes() == expected.tobytes()
-    if expected.ndim > 1 and expected.flags.f_contiguous and not expected.flags.c_contiguous:
-        assert got.flags.f_contiguous
-
-
-@pytest.mark.parametrize("index", range(len(sample_arrays())))
-def test_arrays_round_trip_bit_exact(index: int) -> None:
-    array = sample_arrays()[index]
-    assert_same_array(codec.decode(codec.encode({"a": array}))["a"], array)
-
-
-def test_messages_keep_their_structure_and_numpy_scalars_their_dtype() -> None:
-    message = {"time": 1.25, "name": ["j0", "j1"], "ok": True, "none": None, 3: "int key",
-               "nested": {"list": [1, [2.5, "x"]], "f32": np.float32(0.1), "i8": np.int8(-3),
-                          "flag": np.bool_(True)}}
-    decoded = codec.decode(codec.encode(message))
-    assert decoded["nested"]["f32"].dtype == np.float32 and decoded["nested"]["f32"] == \
-        np.float32(0.1)
-    assert type(decoded["nested"]["i8"]) is np.int8 and decoded["nested"]["i8"] == -3
-    assert type(decoded["nested"]["flag"]) is np.bool_
-    assert decoded == message
-
-
-@pytest.mark.parametrize("value", [{1, 2}, object(), np.array(["a"]), np.array([None]),
-                                   np.zeros(2, dtype=[("x", "f4")])])
-def test_what_cannot_travel_is_a_type_error_naming_it(value: Any) -> None:
-    with pytest.raises(TypeError, match="cannot encode"):
-        codec.encode({"v": value})
-
-
-@pytest.mark.parametrize("name", ["/mujoco_server/pause", "/a b/c*d/e%f/@g/h$i?j#k", "/ü"])
-def test_bus_names_map_to_keys_and_back(name: str) -> None:
-    key = keys.key(keys.TOPIC, name)
-    assert key.startswith("mjfast/topic/")
-    assert not any(c in key[len("mjfast/topic/"):] for c in "*$?#@")
-    assert keys.bus_name(keys.TOPIC, key) == name
-    assert keys.key(keys.SERVICE, name.lstrip("/")) == keys.key(keys.SERVICE, name)
+from mjfast.remote import codec
+from support import (
+    arm_xml,
+    assert_same_array,
+    finish_python,
+    ndarray_ext,
+    run_python,
+    sample_arrays,
+    start_python,
+    wait_for,
+)
 
 
 def test_import_mjfast_does_not_import_zenoh() -> None:
@@ -555,12 +499,6 @@ def test_every_handler_outcome_is_a_reply_and_the_workers_live(
     assert client.call("/mujoco_server/get_joint_state", {"names": ["j0"]}, timeout=5)
 
 
-def test_a_150_mib_array_decodes() -> None:
-    array = np.arange(150 * 2**20 // 8, dtype=np.float64)
-    decoded = codec.decode(codec.encode({"a": array}))["a"]
-    assert decoded.shape == array.shape and np.array_equal(decoded, array)
-
-
 BIG = 110 * 2**20  # past msgpack's 100 MiB default buffer
 
 
@@ -665,44 +603,6 @@ def test_echo_on_a_silent_topic_says_so_once(served: Served) -> None:
 # -- malformed input and races (found attacking the bus) -----------------------------------------
 
 
-def ext(header: Any, data: bytes = b"") -> bytes:
-    import msgpack
-
-    return msgpack.packb(msgpack.ExtType(codec.NDARRAY_EXT, msgpack.packb(header) + data))
-
-
-@pytest.mark.parametrize(("payload", "expected"), [
-    (b"\xc1", "undecodable message: FormatError"),
-    (b"\x92\x01", "undecodable message: Unpack failed: incomplete input"),
-    (b"\x01\x02", "undecodable message: unpack(b) received extra data"),
-    (b"\x91" * 100_000 + b"\xc0", "undecodable message: StackError"),
-    (b"\x81\x91\x01\x02", "undecodable message: unhashable type: 'list'"),
-    (b"\xdd\xff\xff\xff\xff", "undecodable message: 4294967295 exceeds max_array_len"),
-    (ext(5), "ndarray extension header 5: expected [dtype, shape, order]"),
-    (ext(["<f8", [-1], "C"], bytes(8)), "a list of sizes >= 0"),
-    (ext(["<f8", [1], "X"], bytes(8)), "one of ['C', 'F', 'S']"),
-    (ext(["|O", [1], "C"], bytes(8)), "with dtype '|O': expected bool, integer, float"),
-    (ext(["(2,)f8", [1], "C"], bytes(16)), "with dtype '(2,)f8'"),
-    (ext(["nonsense", [1], "C"], bytes(8)), "with dtype 'nonsense'"),
-    (ext(["<f8", [2**62, 2**62], "C"]), f"expected {2**127} bytes"),
-    (ext(["<f8", [2], "C"], bytes(8)), "expected 16 bytes of elements, got 8"),
-    (ext(["<f8", [1], "S"], bytes(8)), "of a scalar with shape [1]: expected []"),
-    (ext(["<f8", [], "C"])[:-1], "undecodable message"),
-    (__import__("msgpack").packb(__import__("msgpack").ExtType(7, b"abc")),
-     "extension type 7: only type 1 (a numpy array) travels"),
-])
-def test_undecodable_payloads_are_value_errors_naming_what(payload: bytes, expected: str) -> None:
-    with pytest.raises(ValueError) as failed:
-        codec.decode(payload)
-    assert type(failed.value) is ValueError
-    assert expected in str(failed.value)
-
-
-def test_a_key_that_encodes_a_slash_in_a_segment_is_refused() -> None:
-    with pytest.raises(ValueError, match="encodes '/' inside a segment"):
-        keys.bus_name(keys.SERVICE, "mjfast/service/mujoco_server%2Freload")
-
-
 def test_malformed_remote_requests_and_publishes_leave_the_server_serving(client: Any,
                                                                            served: Served) -> None:
     import zenoh
@@ -721,7 +621,7 @@ def test_malformed_remote_requests_and_publishes_leave_the_server_serving(client
         kind, detail = query("mjfast/service/probe/echo", b"\xc1\xc1")
         assert kind == "err" and detail["type"] == "ValueError"
         assert detail["message"].startswith("undecodable message: FormatError")
-        kind, detail = query("mjfast/service/probe/echo", ext(["|O", [1], "C"], bytes(8)))
+        kind, detail = query("mjfast/service/probe/echo", ndarray_ext(["|O", [1], "C"], bytes(8)))
         assert (kind, detail["type"]) == ("err", "ValueError") and "'|O'" in detail["message"]
         kind, detail = query("mjfast/service/probe%2Fecho", codec.encode(1))
         assert (kind, detail["type"]) == ("err", "ValueError")
@@ -729,7 +629,7 @@ def test_malformed_remote_requests_and_publishes_leave_the_server_serving(client
         for attachment in (b"\xc1", codec.encode([1]), codec.encode({"timeout": float("nan")}),
                            codec.encode({"timeout": "soon"})):
             assert query("mjfast/service/probe/echo", codec.encode(7), attachment) == ("ok", 7)
-        for payload in (b"\xc1", ext(5), b"\x81\x91\x01\x02"):
+        for payload in (b"\xc1", ndarray_ext(5), b"\x81\x91\x01\x02"):
             raw.put("mjfast/publish/probe/junk", payload)
         raw.put("mjfast/publish/probe%2Fjunk", codec.encode(1))
         raw.put("mjfast/publish/probe/~junk", codec.encode(1))

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from support import attached_arms_model
 
 NS = "/mujoco_server"
 TIMESTEP = 0.002
@@ -191,11 +192,11 @@ def test_reset_replays_the_noise(envs: list[Any]) -> None:
 
 @pytest.mark.parametrize(("config", "named"), [
     ({"sensors": ["tip_pos", "tip_posx"]}, "'tip_posx'"),
-    ({"rate": 10}, "'rate'"),
     ({"rate_hz": 0}, "rate_hz"),
     ({"noise": {"nope": {"std": 1}}}, "'nope'"),
     ({"sensors": ["swing_pos"], "noise": {"tip_pos": {"std": 1}}}, "'tip_pos'"),
-    ({"noise": {"tip_pos": {"std": 1, "mean": 0}}}, "noise.tip_pos.'mean'"),
+    ({"noise": {"tip_pos": {"std": 1, "mean": 0}}}, "'noise.tip_pos.mean'; its keys are: "
+                                                    "noise.tip_pos.bias, noise.tip_pos.std"),
     ({"noise": {"tip_pos": {"std": [1, 2]}}}, "noise.tip_pos.std"),
     ({"noise": {"tip_pos": {"std": -1}}}, "noise.tip_pos.std"),
     ({"seed": -1}, "seed"),
@@ -247,13 +248,39 @@ def test_joint_states_in_the_configured_order(envs: list[Any]) -> None:
     ({"joints": ["swing", "swng"]}, "'swng'"),
     ({"joints": ["knob_ball"]}, "'knob_ball'"),
     ({"joints": "swing"}, "joints"),
-    ({"topics": "x"}, "'topics'"),  # unknown (`topic` is a key since SPEC §19)
 ])
 def test_joint_state_misconfiguration_is_a_load_failure(config: dict[str, Any], named: str,
                                                          envs: list[Any]) -> None:
     env = make_env({"type": "mjfast/JointStatePublisher", **config})
     envs.append(env)
     assert named in failure_of(env)
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"type": "mjfast/SensorPublisher", "rate": 10},
+     "unknown configuration key 'rate' (did you mean 'rate_hz'?); its keys are: ground_truth, imu, "
+     "noise, rate_hz, seed, sensors"),
+    ({"type": "mjfast/JointStatePublisher", "topics": "x"},  # `topic` is a key since SPEC §19
+     "unknown configuration key 'topics' (did you mean 'topic'?); its keys are: joints, rate_hz, "
+     "topic"),
+    ({"type": "mjfast/ClockPublisher", "rate_hz": 3},
+     "unknown configuration key 'rate_hz'; its keys are: every_steps, topic"),
+    ({"type": "mjfast/RangefinderLidar", "prefix": "rf", "site": "x"},
+     "unknown configuration key 'site'; its keys are: max_angle, min_angle, prefix, range, "
+     "rate_hz, topic"),
+    ({"type": "mjfast/TfPublisher", "rate_hz": 10, "frame": "x"},
+     "unknown configuration key 'frame'; its keys are: bodies, rate_hz, static_topic, topic"),
+])
+def test_an_unknown_key_is_refused_before_the_plugin_is_made(entry: dict[str, Any],
+                                                              message: str,
+                                                              envs: list[Any]) -> None:
+    # Each shipped plugin declares its keys (config_keys): mjfast refuses the others in the
+    # factory phase, with the wording of every unknown key (mjfast.names).
+    env = make_env(entry)
+    envs.append(env)
+    (info,) = env.plugins
+    assert info.state is mjfast.PluginState.FAILED and info.failure is not None
+    assert (info.failure.phase, info.failure.message) == ("factory", "ConfigError: " + message)
 
 
 # -- ClockPublisher ------------------------------------------------------------------------------
@@ -281,7 +308,7 @@ def test_clock_every_n_steps_restarts_at_reset(envs: list[Any]) -> None:
 
 @pytest.mark.parametrize(("config", "named"), [
     ({"every_steps": 0}, "every_steps"), ({"every_steps": 1.5}, "every_steps"),
-    ({"topic": ""}, "topic"), ({"rate_hz": 3}, "'rate_hz'")])
+    ({"topic": ""}, "topic")])
 def test_clock_misconfiguration_is_a_load_failure(config: dict[str, Any], named: str,
                                                   envs: list[Any]) -> None:
     env = make_env({"type": "mjfast/ClockPublisher", **config})
@@ -324,8 +351,7 @@ def test_rangefinder_range_limits(envs: list[Any]) -> None:
 
 
 @pytest.mark.parametrize(("config", "named"), [
-    ({}, "prefix"), ({"prefix": "lidar"}, "'lidar-<i>'"), ({"prefix": "rf", "site": "x"},
-                                                           "'site'"),
+    ({}, "prefix"), ({"prefix": "lidar"}, "'lidar-<i>'"),
     ({"prefix": "rf", "range": {"min": 2, "max": 1}}, "range.max"),
 ])
 def test_rangefinder_misconfiguration_is_a_load_failure(config: dict[str, Any], named: str,
@@ -392,8 +418,6 @@ def test_a_synthesised_name_of_no_unnamed_sensor_is_a_load_failure(name: str,
 
 
 def test_noise_takes_sensor_names_with_a_slash(envs: list[Any], tmp_path: Any) -> None:
-    from test_sim_control import attached_arms_model
-
     params = tmp_path / "sensors.yaml"
     params.write_text("mujoco_server:\n  MujocoPlugins:\n    - type: mjfast/SensorPublisher\n"
                       "      sensors: [left/pan_sensor, right/pan_sensor]\n"

@@ -5,6 +5,7 @@ all-or-nothing validation; refusal from inside plugin callbacks; the calls under
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,8 +19,9 @@ import numpy as np
 import pytest
 
 import mjfast
-from mjfast.sim_control import BodyState, JointState, option_fields
-from support import wait_for
+from mjfast._core_loader import _core
+from mjfast.sim_control import BodyState, JointState, is_mjcf_string, option_fields
+from support import attached_arms_model, wait_for
 
 DT = 0.002
 # qpos: ball (free, 7), held (free, 7), hinge (1), tip (ball joint, 4) = 19; qvel 6+6+1+3 = 16.
@@ -488,6 +490,20 @@ def test_invalid_realtime_factors_are_value_errors(sim: mjfast.MujocoEnv, factor
         sim.set_realtime_factor(factor)
 
 
+@pytest.mark.parametrize("factor", [0, -1.0, math.nan, math.inf, True, "2"])
+def test_start_refuses_the_factors_set_realtime_factor_refuses(sim: mjfast.MujocoEnv,
+                                                               factor: Any) -> None:
+    # One rule (EnvCore::checked_realtime_factor) for start, set_realtime_factor and the CLI.
+    message = f"realtime_factor must be a positive finite number or None, got {factor!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        sim.start(factor)
+    assert not sim.running
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        _core.checked_realtime_factor(factor)
+    assert _core.checked_realtime_factor(np.float32(0.5)) == 0.5
+    assert _core.checked_realtime_factor(None) is None
+
+
 def test_set_realtime_factor_changes_a_running_pace_at_once(sim: mjfast.MujocoEnv) -> None:
     sim.start(0.01)  # 5 steps per wall second
     assert sim.realtime_factor == 0.01
@@ -790,27 +806,6 @@ def test_messages_say_velocity(sim: mjfast.MujocoEnv) -> None:
     assert "velocitie " not in str(error.value)
 
 
-def attached_arms_model() -> mujoco.MjModel:
-    """Two copies of one arm attached under the prefixes `left/` and `right/` (MjSpec.attach),
-    as composed models name things: `left/pan_pos`, `left/link`, `left/pan_sensor`."""
-    parent = mujoco.MjSpec.from_string("""
-    <mujoco><option gravity="0 0 0"/><worldbody>
-      <body name="free/box" pos="0 0 2"><freejoint name="free/joint"/>
-        <geom type="box" size=".1 .1 .1" pos=".2 0 0" mass="1"/></body>
-    </worldbody></mujoco>""")
-    for prefix, y in (("left/", 0.3), ("right/", -0.3)):
-        arm = mujoco.MjSpec.from_string("""
-        <mujoco><worldbody><body name="base"><body name="link" pos="0 0 .1">
-          <joint name="pan_pos" axis="0 0 1"/>
-          <geom type="capsule" fromto="0 0 0 .2 0 0" size=".02" mass=".5"/>
-          <site name="tip" pos=".2 0 0"/>
-        </body></body></worldbody>
-        <actuator><motor name="pan_motor" joint="pan_pos"/></actuator>
-        <sensor><jointpos name="pan_sensor" joint="pan_pos"/></sensor></mujoco>""")
-        parent.worldbody.add_frame(pos=[0, y, 0]).attach_body(arm.body("base"), prefix, "")
-    return parent.compile()
-
-
 @pytest.mark.parametrize("form", ["flat", "nested"])
 def test_initial_joint_positions_take_names_with_a_slash_from_a_dict(
         make_env: Callable[..., mjfast.MujocoEnv], form: str) -> None:
@@ -838,7 +833,7 @@ def test_initial_joint_positions_take_names_with_a_slash_from_yaml(
 
 def test_a_misspelt_name_with_a_slash_is_named_in_full(
         make_env: Callable[..., mjfast.MujocoEnv]) -> None:
-    with pytest.raises(mjfast.ConfigError, match=r"no joint named 'left/pan_po'; did you mean "
+    with pytest.raises(mjfast.ConfigError, match=r"no joint named 'left/pan_po' \(did you mean "
                                                  r"'left/pan_pos'"):
         make_env(attached_arms_model(),
                  params={"mujoco_server": {"initial_joint_positions": {"left": {"pan_po": 0.3}}}})
@@ -938,3 +933,14 @@ def test_an_empty_mapping_names_nothing(sim: mjfast.MujocoEnv) -> None:
     with pytest.raises(ValueError, match="joint 'hinge' position: expected 1 number"):
         sim.set_joint_state({"hinge": {}})
     assert_unchanged(sim, before)
+
+
+# -- where a model comes from ---------------------------------------------------------------------
+
+
+def test_one_function_tells_mjcf_text_from_a_path(tmp_path: Path) -> None:
+    assert is_mjcf_string("<mujoco/>") and is_mjcf_string("\n  <mujoco/>")
+    assert not is_mjcf_string("model.xml") and not is_mjcf_string(tmp_path / "<odd>.xml")
+    env = mjfast.MujocoEnv("  \n" + XML)
+    assert env.info()["model_source"] == "<string>"
+    env.close()

@@ -1,9 +1,12 @@
 """The house style, checked with the tools the pre-commit hooks run (.pre-commit-config.yaml):
 ruff on the Python, clang-format (.clang-format) on the C++. Both are pinned in the test extra,
-so a formatting difference here is a difference in the code, not in the tool."""
+so a formatting difference here is a difference in the code, not in the tool. And the one lock
+order: every lock of the core and of the package is placed in it."""
 
 from __future__ import annotations
 
+import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -38,3 +41,53 @@ def test_cxx_is_clang_formatted() -> None:
     assert result.returncode == 0, (
         "not clang-formatted (run `clang-format -i` on these, or `pre-commit run -a`):\n"
         + result.stderr[-4000:])
+
+
+def _lock_order() -> str:
+    header = (ROOT / "src/_core/env_core.h").read_text()
+    start = header.index("THE LOCK ORDER")
+    return header[start:header.index("#pragma once", start)]
+
+
+def _cxx_locks() -> list[tuple[str, str]]:
+    """(owner, name) of every mutex the core declares: the class of a member (the nearest class
+    or struct above it in a header), the file of a .cc's namespace-scope one."""
+    found = []
+    for path in sorted((ROOT / "src/_core").glob("*.[hc]*")):
+        text = path.read_text()
+        for match in re.finditer(r"std::(?:recursive_|shared_|timed_)?mutex\s+(\w+)\s*;", text):
+            owner = path.name
+            if path.suffix == ".h":
+                classes = re.findall(r"^(?:class|struct) (\w+)", text[:match.start()], re.M)
+                owner = classes[-1] if classes else path.name
+            found.append((owner, match.group(1)))
+    return found
+
+
+def _python_locks() -> list[tuple[str, str]]:
+    """(owner, name) of every threading Lock, RLock and Condition the package makes: the class of
+    an attribute, the module of a module-level or local one."""
+    found = []
+    for path in sorted((ROOT / "python/mjfast").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        owners = {id(node): cls.name for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                  for node in ast.walk(cls)}
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Attribute)
+                    and node.value.func.attr in ("Lock", "RLock", "Condition")):
+                continue
+            target = node.targets[0]
+            name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+            found.append((owners.get(id(node), path.stem), name))
+    return found
+
+
+def test_the_lock_order_places_every_lock() -> None:
+    order = _lock_order()
+    locks = _cxx_locks() + _python_locks()
+    assert len(locks) > 25, locks  # the grep found the core's mutexes and the package's locks
+    missing = [f"{owner}: {name}" for owner, name in locks
+               if owner.rsplit(".", 1)[0] not in order or name not in order]
+    assert not missing, ("locks not placed in the lock order at the top of src/_core/env_core.h "
+                         f"(name each with its owner): {missing}")

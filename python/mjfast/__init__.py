@@ -6,6 +6,7 @@ The public names live here; the compiled core is `mjfast._core` (imported throug
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from mjfast.camera import FrameLease, OffscreenCamera
@@ -40,6 +41,7 @@ from mjfast.stats_table import format_statistics
 from mjfast.vector_env import VectorEnv
 
 if TYPE_CHECKING:
+    from mjfast.recording import RecordingFile
     from mjfast.remote.client import Client
 
 __version__ = "0.1.0"
@@ -56,6 +58,17 @@ def connect(endpoint: str | None = None, *, timeout: float = 5.0) -> Client:
         raise ImportError(f"mjfast.connect needs Zenoh and msgpack: pip install 'mjfast[server]' "
                           f"({error})") from error
     return remote_connect(endpoint, timeout=timeout)
+
+def open_recording(path: str | os.PathLike[str]) -> RecordingFile:
+    """The recording that `env.record()` (or `mjfast run|serve --record`) wrote at `path`
+    (SPEC §20): `topics()`, `messages(topic)`, `states()`, `env_at(time)`.
+
+    Needs the extra `mjfast[ros2]` (rosbags); `import mjfast` itself does not.
+    """
+    from mjfast.recording import open_recording as open_bag
+
+    return open_bag(path)
+
 
 __all__ = [
     "Bus",
@@ -90,6 +103,7 @@ __all__ = [
     "get_include",
     "hooks_owned",
     "install_hooks",
+    "open_recording",
     "register_plugin",
     "unregister_plugin",
 ]

@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -109,7 +109,7 @@ class EnvCore:
         ...
     def set_factory(self, factory: typing.Any) -> None:
         ...
-    def set_realtime_factor(self, realtime_factor: typing.SupportsFloat | typing.SupportsIndex | None) -> None:
+    def set_realtime_factor(self, realtime_factor: typing.Any) -> None:
         ...
     def set_reset_request_handler(self, handler: typing.Any) -> None:
         """
@@ -117,7 +117,7 @@ class EnvCore:
         """
     def set_state(self, physics: typing.Annotated[numpy.typing.ArrayLike, numpy.float64], step_count: typing.SupportsInt | typing.SupportsIndex, signature: str, description: str, plugins: collections.abc.Iterable) -> None:
         ...
-    def start(self, realtime_factor: typing.SupportsFloat | typing.SupportsIndex | None) -> None:
+    def start(self, realtime_factor: typing.Any) -> None:
         ...
     def statistics(self) -> dict:
         ...
@@ -315,6 +315,24 @@ class RenderCore:
     @property
     def render_sync(self) -> bool:
         ...
+class StepRecorder:
+    @staticmethod
+    def detach(env_core: EnvCore) -> None:
+        ...
+    def __init__(self, capacity: typing.SupportsInt | typing.SupportsIndex, state_every: typing.SupportsInt | typing.SupportsIndex, state_period: typing.SupportsFloat | typing.SupportsIndex, replaying: bool = False) -> None:
+        ...
+    def attach(self, env_core: EnvCore) -> None:
+        ...
+    def drain(self) -> list:
+        """
+        [(kind 'state'|'commands', step, step_count, model_generation, time, fields, values)] waiting since the last drain, oldest first: a state's values as float64 bytes, commands' as {field: float64 bytes}
+        """
+    @property
+    def dropped(self) -> int:
+        ...
+    @property
+    def steps(self) -> int:
+        ...
 class VectorHold:
     def __enter__(self) -> None:
         ...
@@ -352,6 +370,10 @@ class VectorCore:
     @property
     def threads(self) -> int:
         ...
+def checked_realtime_factor(realtime_factor: typing.Any) -> float | None:
+    """
+    realtime_factor as a float, or None; ValueError unless it is None or a positive finite number (the rule of EnvCore.start and EnvCore.set_realtime_factor).
+    """
 def control_hook_owned() -> bool:
     """
     Whether MuJoCo's mjcb_control holds mjfast's trampoline.
@@ -383,6 +405,11 @@ def passive_trampoline_address() -> int:
 def python_adapter(name: str, type: str, instance: typing.Any, style: str, model: typing.Any, data: typing.Any, control_data: typing.Any, node: typing.Any, callbacks: collections.abc.Iterable, stateful: bool = False) -> AdapterEntry:
     ...
 CALLBACKS: tuple = (('control_callback', 'control_callback', None), ('passive_callback', 'passive_callback', None), ('render_callback', 'render_callback', None), ('last_stage_callback', 'last_stage_callback', None), ('on_geom_changed', 'on_geom_changed', None), ('reset', 'reset', 'on_reset'), ('pre_step', None, 'pre_step'), ('update_read', None, 'update_read'), ('update_write', None, 'update_write'))
+CAMERA_KEYS: tuple = ('width', 'height', 'planes', 'rate_hz', 'max_geom')
+CONTROL_COMMAND_FIELDS: tuple = ('ctrl', 'qfrc_applied', 'xfrc_applied')
+CONTROL_STATE_FIELDS: tuple = ('time', 'qpos', 'qvel', 'act', 'qfrc_actuator', 'sensordata', 'ctrl')
+LIFECYCLE: tuple = (('load', 'init'), ('unload', 'cleanup'), ('statistics', 'statistics'), ('activate', 'activate'), ('get_state', 'get_state'), ('set_state', 'set_state'))
 MUJOCO_VERSION_BUILT: str = '4.0.0'
+PLANES: tuple = ('rgb', 'depth', 'segmentation')
 PLUGIN_ABI_VERSION: int = 1
 TIMING_SAMPLE_INTERVAL: int = 64

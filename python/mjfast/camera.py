@@ -16,14 +16,17 @@ import mujoco
 
 from mjfast._core_loader import _core
 from mjfast.errors import ConfigError
+from mjfast.names import listing, unknown
 from mjfast.params import ParameterServer, resolve_name
-from mjfast.sim_control import names_listing, object_id, object_labels
+from mjfast.sim_control import object_id, object_labels
 
 __all__ = ["PLANES", "CameraRig", "FrameLease", "OffscreenCamera", "camera_config"]
 
 OffscreenCamera = _core.OffscreenCamera
 FrameLease = _core.FrameLease
-PLANES = ("rgb", "depth", "segmentation")
+# The frame planes and the camera parameters, as the compiled core names and reads them.
+PLANES: tuple[str, ...] = _core.PLANES
+CAMERA_KEYS: tuple[str, ...] = _core.CAMERA_KEYS
 DEFAULT_RATE_HZ = 30.0
 # As mujoco.Renderer's default, so that the same models fit.
 DEFAULT_MAX_GEOM = 10000
@@ -49,10 +52,10 @@ def camera_config(params: ParameterServer, namespace: str, model: mujoco.MjModel
     if not isinstance(values, Mapping):
         raise ConfigError(f"{where}: expected a mapping of camera parameters, "
                           f"got {type(values).__name__}")
-    unknown = set(values) - {"width", "height", "planes", "rate_hz", "max_geom"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown parameter(s) {', '.join(sorted(unknown))} "
-                          f"(known: width, height, planes, rate_hz, max_geom)")
+    for key in values:
+        if key not in CAMERA_KEYS:
+            raise ConfigError(unknown(f"{where}: unknown parameter", key, CAMERA_KEYS,
+                                      exists="its parameters are"))
     config = {
         "width": _positive_int(values.get("width", model.vis.global_.offwidth), where, "width"),
         "height": _positive_int(values.get("height", model.vis.global_.offheight), where,
@@ -148,4 +151,4 @@ class CameraRig:
     def missing_error(model: mujoco.MjModel, missing: list[str]) -> KeyError:
         names = ", ".join(repr(name) for name in missing)
         return KeyError(f"after reload, the model has no camera named {names}: those handles "
-                        f"are unavailable {names_listing('camera', camera_names(model))}")
+                        f"are unavailable; the model's cameras: {listing(camera_names(model))}")

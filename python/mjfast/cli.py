@@ -9,7 +9,6 @@ exit status (2: usage, 1: runtime), never a traceback.
 from __future__ import annotations
 
 import argparse
-import difflib
 import json
 import logging
 import math
@@ -84,6 +83,20 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _realtime_factor(text: str) -> float:
+    """--realtime: a number, by the env's real-time factor rule (positive and finite)."""
+    from mjfast._core_loader import _core
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    try:
+        return float(_core.checked_realtime_factor(value))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -102,7 +115,7 @@ def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
     length.add_argument("--duration", type=_duration, metavar="S",
                         help=f"simulated seconds to run (default {DEFAULT_DURATION_S:g}); "
                              f"'inf' runs until Ctrl-C")
-    parser.add_argument("--realtime", type=_positive_float, metavar="F",
+    parser.add_argument("--realtime", type=_realtime_factor, metavar="F",
                         help="pace the run to F x wall clock, ending at exactly the steps asked "
                              "for (default: step as fast as possible)")
     parser.add_argument("--no-progress", action="store_true",
@@ -119,7 +132,7 @@ def _add_model(parser: argparse.ArgumentParser, params_help: str) -> None:
 def _add_live_run_options(parser: argparse.ArgumentParser) -> None:
     """The model of `view` and `serve`, which run it on the physics thread until told to stop."""
     _add_model(parser, "YAML parameter file")
-    parser.add_argument("--realtime", type=_positive_float, metavar="F", default=1.0,
+    parser.add_argument("--realtime", type=_realtime_factor, metavar="F", default=1.0,
                         help="pace the physics thread to F x wall clock (default 1)")
 
 
@@ -155,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
                                           "statistics.")
     _add_model(run, "YAML parameter file (MujocoPlugins, initial_joint_positions, ...)")
     _add_run_options(run, steps=True)
+    _add_record_option(run)
     _add_verbosity(run, argparse.SUPPRESS)
 
     plugins = commands.add_parser(
@@ -182,7 +196,83 @@ def _parser() -> argparse.ArgumentParser:
                      help="the plugin class (default: NAME in CamelCase)")
     _add_verbosity(new, argparse.SUPPRESS)
     _add_remote_commands(commands)
+
+    replay = commands.add_parser(
+        "replay", help="re-simulate a recording (--record, env.record)",
+        description="Re-simulate the recording in DIR from its first state with its recorded "
+                    "commands. --check compares every recorded state bit for bit: exit 0 and "
+                    "'replay matches N states', or exit 1 naming the first time that differs.")
+    replay.add_argument("bag", metavar="DIR", help="the recording's directory (a rosbag2 bag)")
+    replay.add_argument("--check", action="store_true",
+                        help="compare every recorded state bit for bit")
+    replay.add_argument("--view", action="store_true",
+                        help="show it in MuJoCo's viewer while it runs (paced at 1x unless "
+                             "--realtime says otherwise)")
+    replay.add_argument("--realtime", type=_positive_float, metavar="F",
+                        help="pace it to F x wall clock (default: as fast as possible, or 1 "
+                             "with --view)")
+    _add_verbosity(replay, argparse.SUPPRESS)
     return parser
+
+
+def _add_record_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--record", metavar="DIR",
+                        help="record the run into DIR, a new rosbag2 bag (MCAP): the bridged "
+                             "topics, /clock, the commands and a state every simulated second "
+                             "(needs mjfast[ros2]; see `mjfast replay`)")
+
+
+def _start_recording(env: Any, args: argparse.Namespace, err: TextIO) -> Any:
+    """`--record DIR`: the env's recording, or None without the option."""
+    directory = getattr(args, "record", None)
+    if directory is None:
+        return None
+    try:
+        import mjfast.recording  # noqa: F401
+        from mjfast.ros2 import types  # noqa: F401
+    except ImportError as error:
+        raise CliError(_one_line(str(error))) from error
+    with _bad_input_is_one_line():
+        recording = env.record(directory)
+    err.write(f"mjfast: recording to {directory}\n")
+    return recording
+
+
+def _check_record_target(args: argparse.Namespace) -> None:
+    """--record DIR must not exist: refused before the model loads, so nothing is written."""
+    directory = getattr(args, "record", None)
+    if directory is not None and Path(directory).exists():
+        raise CliError(f"record: {directory} exists already; a recording goes into a new "
+                       f"directory, nothing there was changed")
+
+
+def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    _import_mjfast()
+    try:
+        from mjfast.recording import replay
+    except ImportError as error:
+        raise CliError(_one_line(str(error))) from error
+    if args.view:
+        from mjfast import viewer
+
+        try:
+            viewer.check_display()
+        except viewer.NoDisplayError as error:
+            raise CliError(str(error)) from error
+    if not Path(args.bag).exists():
+        raise CliError(f"recording not found: {args.bag}")
+    with _bad_input_is_one_line():
+        realtime = 1.0 if args.view and args.realtime is None else args.realtime
+        result = replay(args.bag, check=args.check, view=args.view, realtime=realtime)
+    if not args.check:
+        out.write(f"replayed {args.bag}\n")
+        return EXIT_OK
+    if result.first_difference is None:
+        out.write(f"replay matches {result.states} states\n")
+        return EXIT_OK
+    out.write(f"replay differs at time {result.first_difference!r}: {result.detail} "
+              f"({result.states} states matched before it)\n")
+    return EXIT_RUNTIME
 
 
 def _json_argument(text: str) -> Any:
@@ -235,6 +325,7 @@ def _add_remote_commands(commands: Any) -> None:
                             f"bodies)")
     _add_web_option(serve, "also serve")
     _add_ros2_options(serve)
+    _add_record_option(serve)
 
     def connect_option(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--connect", metavar="ENDPOINT", default=_DEFAULT_ENDPOINT,
@@ -540,6 +631,8 @@ def _all_names(tree: Any, prefix: str = "") -> Iterator[str]:
 def _missing_plugins_hint(env: Any, params: Path) -> str | None:
     """When `params` configures no plugins: where MujocoPlugins was looked for, and the keys of
     the file that are close to those names (`MujocoPlugin:`, `mujoco_sever:`)."""
+    from mjfast.names import close_matches, suggestion
+
     if env.params.search(env.namespace, "MujocoPlugins") is not None:
         return None
     looked, namespace = [], env.namespace.rstrip("/")
@@ -551,16 +644,12 @@ def _missing_plugins_hint(env: Any, params: Path) -> str | None:
     names = list(_all_names(env.params.to_dict("/")))
     close: list[str] = []
     for expected in looked:
-        close += difflib.get_close_matches(expected, names, n=3, cutoff=0.8)
+        close += close_matches(expected, names, cutoff=0.8)
     close += [name for name in names
-              if difflib.SequenceMatcher(None, name.rpartition("/")[2], "MujocoPlugins").ratio()
-              >= 0.8 and name not in close]
-    message = (f"no MujocoPlugins in {params} (looked for {', '.join(looked)}): "
-               f"no plugins are loaded")
-    if close:
-        quoted = ", ".join(f"'{name.lstrip('/')}'" for name in close[:3])
-        message += f"; did you mean {quoted}?"
-    return message
+              if close_matches(name.rpartition("/")[2], ["MujocoPlugins"], cutoff=0.8)]
+    close = list(dict.fromkeys(name.lstrip("/") for name in close))
+    return (f"no MujocoPlugins in {params} (looked for {', '.join(looked)}): "
+            f"no plugins are loaded{suggestion(close[:3])}")
 
 
 # -- the statistics table -----------------------------------------------------------------------
@@ -596,6 +685,7 @@ def _print_statistics(env: Any, wall_s: float, out: TextIO, *,
 
 def _run(model: Path, params: Path | None, args: argparse.Namespace,
          out: TextIO, err: TextIO) -> int:
+    _check_record_target(args)
     env = _make_env(model, params)
     strict = getattr(args, "strict", False)
     # -v: each failure's traceback; at -vv the host's debug log has printed it already.
@@ -608,6 +698,7 @@ def _run(model: Path, params: Path | None, args: argparse.Namespace,
             if hint:
                 err.write(f"mjfast: warning: {hint}\n")
         steps = _steps_for(env, getattr(args, "steps", None), args.duration)
+        _start_recording(env, args, err)
         show_progress = not args.no_progress and not args.quiet
         started = time.perf_counter()
         try:
@@ -785,6 +876,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     remote = _import_remote()
     if args.web is not None:
         _import_web()
+    _check_record_target(args)
     env = _make_env(*_model_files(args))
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set())
@@ -809,6 +901,7 @@ def _serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         started = time.perf_counter()
         page = None
         try:
+            _start_recording(env, args, err)
             with _bad_input_is_one_line():
                 env.start(args.realtime)
             page = _launch_web(env, args.web, err) if args.web is not None else None
@@ -1057,6 +1150,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _view(args, out, err)
             if args.command == "serve":
                 return _serve(args, out, err)
+            if args.command == "replay":
+                return _replay(args, out, err)
             if args.command == "topic":
                 return _topic(args, out, err)
             if args.command == "service":

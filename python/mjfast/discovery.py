@@ -6,7 +6,6 @@ does not instantiate, configure or load plugins; that is the env's plugin host.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import threading
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from importlib import metadata
 from typing import Any
 
 from mjfast.errors import PluginNotFoundError
+from mjfast.names import unknown
 from mjfast.plugin import ControlPlugin, MujocoPlugin, misnamed_callbacks
 from mjfast.plugin_config import check_plugin_type
 
@@ -37,7 +37,7 @@ _MAX_LISTED = 10
 _log = logging.getLogger("mjfast.discovery")
 
 # Guards the in-process registry: the env may resolve plugins from a reload on another thread
-# while user code registers.
+# while user code registers. A leaf of the lock order (src/_core/env_core.h).
 _lock = threading.Lock()
 _registry: dict[str, Any] = {}
 # Which duplicate entry points were already reported, so a warning is logged once per pair
@@ -179,17 +179,10 @@ def _load_entry_point(type_name: str) -> Any:
 
 def _not_found_message(type_name: str) -> str:
     available = available_plugins()
-    message = f"no plugin type '{type_name}' is registered"
-    matches = difflib.get_close_matches(type_name, available, n=3, cutoff=0.6)
-    if matches:
-        quoted = [f"'{m}'" for m in matches]
-        suggestion = quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " or " + quoted[-1]
-        return f"{message} (did you mean {suggestion}?)"
     if not available:
-        return f"{message}; no plugin types are installed"
-    listed = ", ".join(available[:_MAX_LISTED])
-    more = len(available) - _MAX_LISTED
-    return f"{message}; available: {listed}" + (f" (and {more} more)" if more > 0 else "")
+        return f"no plugin type '{type_name}' is registered; no plugin types are installed"
+    return unknown("no plugin type", type_name, available, after=" is registered",
+                   exists="available", limit=_MAX_LISTED)
 
 
 @dataclass(frozen=True)

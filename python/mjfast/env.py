@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
-import difflib
 import logging
 import os
 import signal
@@ -37,6 +36,7 @@ from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, PluginError
 from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.host import EnvHost, plugin_info, scoped_plugin
+from mjfast.names import close_matches
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
 from mjfast.params import ParameterServer, resolve_name
@@ -77,12 +77,11 @@ class _ModelSource:
     def of(cls, model: ModelLike) -> _ModelSource:
         if isinstance(model, mujoco.MjModel):
             return cls(model=copy.copy(model))
+        if sim_control.is_mjcf_string(model):
+            return cls(xml=model)  # type: ignore[arg-type]
         if isinstance(model, (str, os.PathLike)):
-            text = os.fspath(model)
-            if text.lstrip().startswith("<"):
-                return cls(xml=text)
             # Resolved now: reload() re-reads the same file whatever the working directory then.
-            return cls(path=Path(text).resolve())
+            return cls(path=Path(os.fspath(model)).resolve())
         raise TypeError(
             f"model must be a path to an MJCF/URDF file, an MJCF string or a mujoco.MjModel, "
             f"got {type(model).__name__}"
@@ -207,6 +206,7 @@ class MujocoEnv:
         every reload, as the CLI's --strict. Otherwise a failed plugin is reported in
         `env.plugins` and `statistics()` and the others run."""
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
+        self._recording: Any = None  # the Recording in progress (SPEC §20), if any
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         self._strict = strict
@@ -222,7 +222,9 @@ class MujocoEnv:
         self._source_label = sim_control.source_label(model)
 
         self.bus = Bus()
-        self._lifecycle_lock = threading.Lock()  # serialises reset / reload / close / geom edits
+        # Serialises reset / reload / close / geom edits; the first lock of the lock order
+        # (src/_core/env_core.h).
+        self._lifecycle_lock = threading.Lock()
         self._lifecycle_owner: int | None = None  # the thread inside a lifecycle operation
         self._lifecycle_operation = ""
         self._model = new_model
@@ -289,7 +291,7 @@ class MujocoEnv:
     def _make_adapter(self, spec: PluginSpec) -> Any:
         target = resolve_plugin(spec.type)
         # A factory failure of this plugin, which the report already names.
-        check_config("", spec.config, getattr(target, "config_keys", None))
+        check_config("", spec.config, getattr(target, "config_keys", None), self._model)
         if getattr(target, "__mjfast_native__", False):
             return _core.native_adapter(
                 name=spec.name, type=spec.type, library_path=target.library_path(),
@@ -452,6 +454,8 @@ class MujocoEnv:
         sim_control.check_outside_callbacks("reset()")
         with self._paused("reset"):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
+            self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
+                              joint_velocities=joint_velocities, keep_time=keep_time)
 
     def _reset_world(self, keyframe: int | str | None, joint_positions: object,
                      joint_velocities: object, keep_time: object) -> None:
@@ -543,6 +547,9 @@ class MujocoEnv:
             self._load_plugins()
             missing = self._cameras.finish_load(new_model, self._params, self._namespace,
                                                 camera_configs)
+            # A model given as a mujoco.MjModel has no text to record: replay reloads the source.
+            self._record_call("reload", model=os.fspath(model) if isinstance(
+                model, (str, os.PathLike)) else None)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
         self._check_strict("reload")
@@ -569,6 +576,8 @@ class MujocoEnv:
                 self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
                 conaffinity=conaffinity)
             self._core.notify_geometry_changed(geom_id)
+            self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
+                              friction=friction, contype=contype, conaffinity=conaffinity)
 
     # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
 
@@ -606,7 +615,16 @@ class MujocoEnv:
         another model (naming both) or plugins this env does not have; TypeError for anything
         but a SimState; PluginError when a plugin refuses its value. On any error nothing
         changed. Stepping on with the same commands reproduces the original run bit for bit."""
-        restore(self._core, state)
+        recording = self._recording
+        if recording is None or self._core.host._in_callback():
+            restore(self._core, state)  # (refused inside a callback, as it says)
+            return
+        self._core.pause()  # one boundary for the restore and its record (re-entrant)
+        try:
+            restore(self._core, state)
+            recording.call("set_state", {"state": state})
+        finally:
+            self._core.resume()
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
@@ -625,6 +643,7 @@ class MujocoEnv:
             checked_velocities = sim_control.checked_joint_values(model, velocities, "velocities")
             sim_control.write_joint_values(data, checked_positions, checked_velocities)
             sim_control.forward(model, data)
+            self._record_call("set_joint_state", positions=positions, velocities=velocities)
 
     def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
         """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
@@ -640,6 +659,7 @@ class MujocoEnv:
         sim_control.check_outside_callbacks("set_body_state()")
         with self._paused("set_body_state", defer_interrupts=False):
             sim_control.set_body_states(self._model, self._data, states, frame)
+            self._record_call("set_body_state", states=states, frame=frame)
 
     def apply_options(self, patch: Mapping[str, Any]) -> None:
         """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
@@ -647,18 +667,20 @@ class MujocoEnv:
         with self._paused("apply_options", defer_interrupts=False):
             sim_control.apply_options(self._model, patch)
             sim_control.forward(self._model, self._data)
+            self._record_call("apply_options", patch=patch)
 
     def set_equality_active(self, name: str | int, active: bool) -> None:
         """Turns one equality constraint on or off."""
         sim_control.check_outside_callbacks("set_equality_active()")
         with self._paused("set_equality_active", defer_interrupts=False):
             sim_control.set_equality_active(self._model, self._data, name, active)
+            self._record_call("set_equality_active", name=name, active=active)
 
     def set_realtime_factor(self, factor: float | None) -> None:
         """The physics thread's pace (None: unbounded), changed at once if it runs."""
         sim_control.check_outside_callbacks("set_realtime_factor()")
         self._check_open()
-        self._core.set_realtime_factor(sim_control.checked_realtime_factor(factor))
+        self._core.set_realtime_factor(factor)  # ValueError unless None or positive, finite
 
     @property
     def realtime_factor(self) -> float | None:
@@ -749,6 +771,26 @@ class MujocoEnv:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
+    # -- recording (SPEC §20; mjfast.recording) -------------------------------------------------
+
+    def record(self, path: str | os.PathLike[str], *, topics: Sequence[str] | None = None,
+               state_every: int | None = None) -> Any:
+        """Records this env into a new rosbag2 bag (MCAP) at `path` until the returned
+        Recording's stop() or close(): the bridged topics (all, or `topics`) through the ROS 2
+        conversion table, /clock, the commands that reach the simulation on /mjfast/commands and
+        a SimState every `state_every` steps (default: every simulated second) on /mjfast/state.
+        Needs the extra mjfast[ros2] (rosbags)."""
+        self._check_open()
+        from mjfast.recording import Recording  # rosbags is loaded only by those who record
+
+        return Recording._start(self, path, topics, state_every)
+
+    def _record_call(self, call: str, /, **args: Any) -> None:
+        """A call that changed the simulation, recorded at this step boundary (held)."""
+        recording = self._recording
+        if recording is not None:
+            recording.call(call, args)
+
     def _check_open(self) -> None:
         if self._closed:
             raise LogicError("the env is closed")
@@ -760,6 +802,11 @@ class MujocoEnv:
         with self._lifecycle("close"):
             if self._closed:
                 return
+            if self._recording is not None:
+                try:
+                    self._recording.stop()  # its last state, then the bag closed
+                except OSError as error:  # the bag's own failure: the env closes all the same
+                    _log.error("%s", error)
             self._core.close()  # refuses (LogicError) inside an acquire_plugin block
             self._closed = True
             self._cameras.close()  # the physics thread has stopped: retire, stop rendering
@@ -801,7 +848,7 @@ def _warn_unread_parameters(params: ParameterServer, namespace: str, specs: Sequ
             continue
         if namespace == "/" and isinstance(value, dict):
             continue  # at the root, a mapping is most likely another env's or tool's namespace
-        if no_plugins and difflib.get_close_matches(key, ["MujocoPlugins"], cutoff=0.8):
+        if no_plugins and close_matches(key, ["MujocoPlugins"], cutoff=0.8):
             # A misspelt MujocoPlugins: the CLI says where it looked for the plugin list.
             continue
         _log.warning("parameter %s is not read by mjfast%s", name,
@@ -822,7 +869,7 @@ def _closest_key_hint(key: str, specs: Sequence[PluginSpec]) -> str:
     for known, where in candidates:
         if known == key:
             return f"; did you mean {where}?"
-    close = difflib.get_close_matches(key, [known for known, _ in candidates], n=1, cutoff=0.75)
+    close = close_matches(key, [known for known, _ in candidates], n=1, cutoff=0.75)
     if close:
         where = next(where for known, where in candidates if known == close[0])
         return f"; did you mean {where}?"

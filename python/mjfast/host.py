@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 
 from mjfast.errors import LogicError, StaleGenerationError
+from mjfast.names import unknown
 from mjfast.plugin import PluginInfo, PluginLoadFailure, PluginState
 
 if TYPE_CHECKING:
@@ -89,8 +90,8 @@ def scoped_plugin(core: Any, name: str, model_generation: int | None,
         backend = host._scoped_backend(name)
         if backend is None:
             # report() would wait on the mutex this scope holds: name the configuration.
-            raise KeyError(f"no active plugin named {name!r} "
-                           f"(configured: {', '.join(configured) or 'none'})")
+            raise KeyError(unknown("no active plugin named", name, configured,
+                                   exists="the configured plugins"))
         scoped = ScopedPlugin(name, backend)
         try:
             yield scoped

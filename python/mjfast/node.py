@@ -69,10 +69,13 @@ class Bus:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env_core.h)
         self._subscribers: dict[str, list[Subscription]] = {}
         self._latest: dict[str, Any] = {}
         self._services: dict[str, ServiceRegistration] = {}
+        # Set by a recording (SPEC §20): `tap(topic, message, publish)` delivers a message from
+        # outside the env at a step boundary and records it as a command.
+        self.inbound_tap: Callable[[str, Any, Callable[[str, Any], None]], None] | None = None
 
     # -- topics -------------------------------------------------------------------------------
 
@@ -106,6 +109,18 @@ class Bus:
                     subscription.callback,
                     topic,
                 )
+
+    def publish_inbound(self, topic: str, message: Any,
+                        publish: Callable[[str, Any], None] | None = None) -> None:
+        """A message from outside the env (a remote client, a ROS 2 node) onto `topic`, through
+        `publish` (default: this bus's publish). While the env records, it is delivered at a step
+        boundary and recorded as a command, so that replay takes it at the same step."""
+        publish = publish or self.publish
+        tap = self.inbound_tap
+        if tap is None:
+            publish(topic, message)
+        else:
+            tap(topic, message, publish)
 
     def latest(self, topic: str, default: Any = None) -> Any:
         """The last message published on `topic`, or `default`."""
@@ -180,7 +195,7 @@ class Node:
         self.bus = bus
         self.name = name
         self.namespace = resolve_name(namespace)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env_core.h)
         self._subscriptions: list[Subscription] = []
         self._services: list[ServiceRegistration] = []
 

@@ -219,12 +219,11 @@ def overridden_callbacks(cls: type) -> frozenset[str]:
     return frozenset(found)
 
 
-# Every method name the host calls on a plugin of each base, for spotting misspelt overrides.
-_MUJOCO_METHODS = frozenset(
-    (*_MUJOCO_CALLBACKS, "load", "unload", "statistics", "activate", "get_state", "set_state"))
-_CONTROL_METHODS = frozenset(
-    (*_CONTROL_CALLBACKS, "init", "cleanup", "update", "statistics", "activate", "get_state",
-     "set_state"))
+# Every method name the host calls on a plugin of each base, for spotting misspelt overrides:
+# the callbacks and the lifecycle methods (`_core.LIFECYCLE` rows: (MujocoPlugin method,
+# ControlPlugin method)), and ControlPlugin's deprecated `update`, which update_write calls.
+_MUJOCO_METHODS = frozenset((*_MUJOCO_CALLBACKS, *(row[0] for row in _core.LIFECYCLE)))
+_CONTROL_METHODS = frozenset((*_CONTROL_CALLBACKS, *(row[1] for row in _core.LIFECYCLE), "update"))
 
 
 def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
@@ -232,7 +231,7 @@ def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
     whose name is close to one it does (`control_callbak`), or that the other base class has
     (`pre_step` on a MujocoPlugin). Private names and the bases' own names are not considered.
     """
-    import difflib
+    from mjfast.names import close_matches
 
     # The other base's per-event callbacks (not its generic names: `update`, `reset`, `init`).
     if issubclass(cls, MujocoPlugin):
@@ -254,7 +253,7 @@ def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
                 found.append((name, f"a {other_base} callback, which a {base.__name__} never "
                                     f"receives"))
                 continue
-            close = difflib.get_close_matches(name, sorted(own), n=1, cutoff=0.85)
+            close = close_matches(name, sorted(own), n=1, cutoff=0.85)
             if close:
                 found.append((name, f"did you mean {close[0]}()?"))
     return sorted(set(found))

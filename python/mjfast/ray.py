@@ -29,6 +29,8 @@ import numpy as np
 import yaml
 from ray import cloudpickle as _pickle
 
+from mjfast._core_loader import _core
+
 __all__ = ["DEFAULT_NAMESPACE", "JOB_KEYS", "EnvActor", "run_many"]
 
 DEFAULT_NAMESPACE = "/mujoco_server"
@@ -38,7 +40,7 @@ JOB_KEYS = ("model", "params", "steps", "duration", "record", "namespace",
 # The phases of PluginLoadFailure that are failures to load (the others are while stepping).
 _LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
 # The fields of env.control.read(), in the order ControlState has them.
-_CONTROL_FIELDS = ("time", "qpos", "qvel", "act", "qfrc_actuator", "sensordata", "ctrl")
+_CONTROL_FIELDS: tuple[str, ...] = _core.CONTROL_STATE_FIELDS
 
 
 # -- on the worker -----------------------------------------------------------------------------
@@ -360,7 +362,8 @@ def _job_task(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def _checked_job(index: int, job: Any) -> dict[str, Any]:
     """`job` validated and normalised on the driver, before anything runs (ValueError/TypeError)."""
-    from mjfast.sim_control import close_matches_hint
+    from mjfast.names import unknown
+    from mjfast.sim_control import is_mjcf_string
 
     where = f"jobs[{index}]"
     if not isinstance(job, Mapping):
@@ -368,14 +371,13 @@ def _checked_job(index: int, job: Any) -> dict[str, Any]:
                         f"got {type(job).__name__}")
     for key in job:
         if key not in JOB_KEYS:
-            raise ValueError(f"{where}: unknown key {key!r}{close_matches_hint(key, JOB_KEYS)} "
-                             f"(keys: {', '.join(JOB_KEYS)})")
+            raise ValueError(unknown(f"{where}: unknown key", key, JOB_KEYS,
+                                     exists="its keys are"))
     if "model" not in job:
         raise ValueError(f"{where}: the job needs 'model' (a path, an MJCF string or bytes)")
     checked = dict(job)
     model = job["model"]
-    if isinstance(model, os.PathLike) or (isinstance(model, str)
-                                         and not model.lstrip().startswith("<")):
+    if isinstance(model, (str, os.PathLike)) and not is_mjcf_string(model):
         checked["model"] = _local_path_resolved(model)
     elif not isinstance(model, (str, bytes, bytearray)):
         raise TypeError(f"{where}: model must be a path, an MJCF string or bytes, "

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mjfast.errors import LogicError
-from mjfast.sim_control import check_outside_callbacks, close_matches_hint
+from mjfast.names import unknown
+from mjfast.sim_control import check_outside_callbacks
 
 if TYPE_CHECKING:
     from mjfast.env import MujocoEnv
@@ -83,9 +84,8 @@ def _request(request: Any, service: str, allowed: tuple[str, ...],
         raise ValueError(f"{service}: the request must be a dict (or None), got {request!r}")
     for key in request:
         if key not in allowed:
-            raise ValueError(f"{service}: unknown request field {key!r}"
-                             f"{close_matches_hint(key, allowed)} (fields: "
-                             f"{', '.join(allowed) or 'none'})")
+            raise ValueError(unknown(f"{service}: unknown request field", key, allowed,
+                                     exists="its fields are"))
     for key in required:
         if key not in request:
             raise ValueError(f"{service}: the request needs {key!r}")

@@ -8,12 +8,11 @@ scratch data for kinematics. Pausing, stepping and the plugins are the env's bus
 
 from __future__ import annotations
 
-import difflib
 import enum
 import math
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import mujoco
@@ -21,6 +20,7 @@ import numpy as np
 
 from mjfast._core_loader import _core
 from mjfast.errors import ConfigError, LogicError
+from mjfast.names import close_matches, suggestion, unknown, unknown_name
 
 __all__ = [
     "BodyState",
@@ -57,19 +57,6 @@ def check_outside_callbacks(what: str) -> None:
 
 
 # -- names --------------------------------------------------------------------------------------
-
-def close_matches_hint(name: object, known: Sequence[str]) -> str:
-    """`; did you mean 'a', 'b'?` for the names in `known` close to `name`, or nothing."""
-    close = difflib.get_close_matches(str(name), list(known), n=3, cutoff=0.6)
-    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-
-
-def names_listing(noun: str, known: Sequence[str]) -> str:
-    """"(the model's <noun>s: a, b, ...)", the tail of every "no <noun> named" error."""
-    shown = ", ".join(known[:20]) or "none"
-    more = f" and {len(known) - 20} more" if len(known) > 20 else ""
-    return f"(the model's {noun}s: {shown}{more})"
-
 
 def object_names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[str]:
     """The names of the model's objects of `obj_type`, in id order, unnamed ones left out."""
@@ -122,8 +109,7 @@ def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: 
                      if object_id_ < 0 else [])
         if object_id_ >= 0:
             return int(object_id_)
-        raise KeyError(f"no {noun} named {key!r}{close_matches_hint(key, known)} "
-                       f"{names_listing(noun, known)}")
+        raise unknown_name(noun, key, known)
     if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
         if 0 <= key < count:
             return int(key)
@@ -405,9 +391,8 @@ def set_body_states(model: mujoco.MjModel, data: mujoco.MjData, states: object,
         fields = {}
         for field, value in _mapping(entry, f"the state of body {body!r}").items():
             if field not in _BODY_FIELDS:
-                raise ValueError(f"body {body!r}: unknown field {field!r}"
-                                 f"{close_matches_hint(field, list(_BODY_FIELDS))} (fields: "
-                                 f"{', '.join(_BODY_FIELDS)})")
+                raise ValueError(unknown(f"body {body!r}: unknown field", field,
+                                         list(_BODY_FIELDS), exists="its fields are"))
             fields[field] = _finite_vector(value, _BODY_FIELDS[field], f"body {body!r} {field}")
         if "quat" in fields:
             fields["quat"] = _unit_quaternion(fields["quat"], f"body {body!r} quat")
@@ -514,8 +499,8 @@ def _option_value(key: str, field: _Field, value: object) -> Any:
                 and int(value) in members.values()):
             return int(value)
         raise ConfigError(f"{problem} of {field.enum_type.__name__} "
-                          f"({', '.join(members)}){close_matches_hint(value, list(members))}, "
-                          f"got {value!r}")
+                          f"({', '.join(members)})"
+                          f"{suggestion(close_matches(value, members))}, got {value!r}")
     if field.kind is _Kind.INT:
         if (isinstance(value, (int, np.integer)) and not isinstance(value, bool)
                 and 0 <= value <= np.iinfo(np.int32).max):
@@ -548,9 +533,8 @@ def _flag_changes(kind: str, value: object) -> tuple[int, int]:
     for flag, on in value.items():
         bit = flags.get(flag.lower()) if isinstance(flag, str) else None
         if bit is None:
-            raise ConfigError(f"options/{kind}: unknown flag {flag!r}"
-                              f"{close_matches_hint(flag, list(flags))} (flags: "
-                              f"{', '.join(flags)})")
+            raise ConfigError(unknown(f"options/{kind}: unknown flag", flag, list(flags),
+                                      exists="its flags are"))
         if not isinstance(on, (bool, np.bool_)):
             raise ConfigError(f"options/{kind}/{flag}: expected a bool, got {on!r}")
         if on:
@@ -577,8 +561,9 @@ def checked_options(patch: object) -> tuple[dict[str, Any], dict[str, tuple[int,
             values[key] = _option_value(key, fields[key], value)
         else:
             keys = [*sorted(fields), "disable", "enable"]
-            raise ConfigError(f"options: unknown key {key!r}{close_matches_hint(key, keys)} "
-                              f"(mujoco.MjOption's fields, and disable/enable)")
+            raise ConfigError(unknown("options: unknown key", key, keys,
+                                      exists="its keys (mujoco.MjOption's fields, disable and "
+                                             "enable) are"))
     return values, flags
 
 
@@ -600,19 +585,14 @@ def model_name(model: mujoco.MjModel) -> str:
     return bytes(model.names).split(b"\0", 1)[0].decode()
 
 
+def is_mjcf_string(model: object) -> bool:
+    """Whether `model`, a str or path given where a model is taken, is MJCF text rather than a
+    file's path: the one place that decides (the env, env.info() and mjfast.ray ask here)."""
+    return isinstance(model, str) and model.lstrip().startswith("<")
+
+
 def source_label(model: object) -> str:
     """How env.info() names where a model came from: the path as given, or what it was."""
     if isinstance(model, mujoco.MjModel):
         return "<MjModel>"
-    text = os.fspath(model)  # type: ignore[arg-type]
-    return "<string>" if text.lstrip().startswith("<") else text
-
-
-def checked_realtime_factor(factor: object) -> float | None:
-    """A positive finite number or None; ValueError for anything else."""
-    if factor is None:
-        return None
-    if (isinstance(factor, (int, float, np.integer, np.floating)) and not isinstance(factor, bool)
-            and math.isfinite(factor) and factor > 0):
-        return float(factor)
-    raise ValueError(f"realtime_factor must be a positive finite number or None, got {factor!r}")
+    return "<string>" if is_mjcf_string(model) else os.fspath(model)  # type: ignore[arg-type]

@@ -132,6 +132,15 @@ void control_write(EnvCore& env, const py::object& ctrl, const py::object& qfrc_
 }  // namespace
 
 void bind_control(py::module_& module) {
+  // The control tables' names for Python: ControlState's fields (time first) and write()'s.
+  py::list state_fields;
+  state_fields.append("time");
+  for (const DataField& field : kStateFields) state_fields.append(field.name);
+  module.attr("CONTROL_STATE_FIELDS") = py::tuple(state_fields);
+  py::list command_fields;
+  for (const DataField& field : kCommandFields) command_fields.append(field.name);
+  module.attr("CONTROL_COMMAND_FIELDS") = py::tuple(command_fields);
+
   py::class_<ControlState> state(module, "ControlState",
                                  "One completed physics step's control state; the arrays are the "
                                  "caller's own copies.");

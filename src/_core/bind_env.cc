@@ -2,6 +2,7 @@
 // the physics thread, pausing, statistics, state.
 #include <pybind11/numpy.h>
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,19 +16,22 @@
 namespace mjfast {
 namespace {
 
-// A Python callable kept by C++ objects whose last reference may drop on a thread without the
-// GIL (a trampoline's registry lookup can hold the env alive briefly): release it under the GIL.
-struct GilSafeCallable {
-  py::object callable;
-  ~GilSafeCallable() {
-    if (!Py_IsInitialized()) {
-      callable.release();  // the interpreter is gone, and its objects with it
-      return;
+// A real-time factor from Python, by EnvCore's one rule: None, or a real number (not a bool)
+// that is positive and finite; anything else is refused with the rule's message, naming it as
+// Python shows it.
+std::optional<double> realtime_factor_of(const py::handle& factor) {
+  if (factor.is_none()) return std::nullopt;
+  double value = std::nan("");
+  if (!PyBool_Check(factor.ptr()) &&
+      py::isinstance(factor, py::module_::import("numbers").attr("Real"))) {
+    value = PyFloat_AsDouble(factor.ptr());
+    if (value == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();  // an int too large for a float: refused below as NaN
+      value = std::nan("");
     }
-    py::gil_scoped_acquire gil;  // holds no lock of the env's but step_mutex_ (see the order)
-    callable = py::object();
   }
-};
+  return EnvCore::checked_realtime_factor(value, py::repr(factor).cast<std::string>());
+}
 
 // Keeps the physics thread attached to Python for its whole life, so that each Python callback
 // only swaps the GIL instead of creating and destroying a thread state every call.
@@ -75,6 +79,12 @@ std::int64_t step_count_of(const py::handle& n) {
 void bind_env(py::module_& module) {
   main_thread_ident =
       py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  module.def(
+      "checked_realtime_factor",
+      [](const py::object& realtime_factor) { return realtime_factor_of(realtime_factor); },
+      py::arg("realtime_factor"),
+      "realtime_factor as a float, or None; ValueError unless it is None or a positive finite "
+      "number (the rule of EnvCore.start and EnvCore.set_realtime_factor).");
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
       .def(py::init([] {
         std::shared_ptr<EnvCore> env(new EnvCore(), [](EnvCore* core) {
@@ -117,11 +127,10 @@ void bind_env(py::module_& module) {
             const auto scratch_address = address(control_scratch);
             // The core keeps the three Python objects (their memory) alive for as long as it may
             // point into them; the last reference may go on a thread without the GIL.
-            auto owner = std::make_shared<GilSafeCallable>();
-            owner->callable = py::make_tuple(model, data, control_scratch);
+            const GilSafeObject owner(py::make_tuple(model, data, control_scratch));
             py::gil_scoped_release release;  // takes the host and control mutexes
             env.bind(model_at(model_address), data_at(data_address), data_at(scratch_address),
-                     std::move(owner));
+                     owner.share());
           },
           py::arg("model"), py::arg("data"), py::arg("control_scratch"),
           "Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData; the core "
@@ -129,13 +138,12 @@ void bind_env(py::module_& module) {
       .def(
           "set_factory",
           [](EnvCore& env, py::object factory) {
-            auto callable = std::make_shared<GilSafeCallable>();
-            callable->callable = std::move(factory);
+            const GilSafeObject callable(std::move(factory));
             auto wrapped = [callable](ModelGeneration model_generation,
                                       PluginGeneration plugin_generation) {
               py::gil_scoped_acquire gil;  // called by the host under its mutex, GIL released
               py::object entries =
-                  callable->callable(model_generation.value(), plugin_generation.value());
+                  callable.get()(model_generation.value(), plugin_generation.value());
               return take_factory_entries(entries);
             };
             py::gil_scoped_release release;  // takes the host mutex
@@ -159,8 +167,9 @@ void bind_env(py::module_& module) {
       .def("check_open", &EnvCore::check_open, py::arg("what"))
       .def(
           "start",
-          [](EnvCore& env, std::optional<double> realtime_factor) {
-            without_gil([&] { env.start(realtime_factor); });
+          [](EnvCore& env, const py::object& realtime_factor) {
+            const std::optional<double> factor = realtime_factor_of(realtime_factor);
+            without_gil([&] { env.start(factor); });
           },
           py::arg("realtime_factor"))
       .def("stop",
@@ -206,21 +215,26 @@ void bind_env(py::module_& module) {
       .def_property_readonly("stepping_paused", &EnvCore::stepping_paused)
       .def_property_readonly("step_count", &EnvCore::step_count)
       .def("reset_step_count", &EnvCore::reset_step_count)
-      .def("set_realtime_factor", &EnvCore::set_realtime_factor, py::arg("realtime_factor"),
-           py::call_guard<py::gil_scoped_release>())
+      .def(
+          "set_realtime_factor",
+          [](EnvCore& env, const py::object& realtime_factor) {
+            const std::optional<double> factor = realtime_factor_of(realtime_factor);
+            py::gil_scoped_release release;  // takes thread_mutex_ (see the lock order)
+            env.set_realtime_factor(factor);
+          },
+          py::arg("realtime_factor"))
       .def_property_readonly("realtime_factor", &EnvCore::realtime_factor)
       .def("measured_realtime_factor", &EnvCore::measured_realtime_factor,
            py::call_guard<py::gil_scoped_release>())  // takes the statistics mutex
       .def(
           "set_reset_request_handler",
           [](EnvCore& env, py::object handler) {
-            auto callable = std::make_shared<GilSafeCallable>();
-            callable->callable = std::move(handler);
+            const GilSafeObject callable(std::move(handler));
             env.set_reset_request_handler([callable](const std::optional<std::string>& keyframe) {
               // On the stepping thread at a step boundary, holding step_mutex_ (before the GIL
               // in the lock order) and no other lock.
               py::gil_scoped_acquire gil;
-              callable->callable(keyframe ? py::object(py::str(*keyframe)) : py::none());
+              callable.get()(keyframe ? py::object(py::str(*keyframe)) : py::none());
             });
           },
           py::arg("handler"),

@@ -99,17 +99,14 @@ class NativePluginHandle {
 // mjfast.LogicError -> std::logic_error, anything else -> std::runtime_error with its message.
 CameraOpener python_camera_opener(py::object opener) {
   if (opener.is_none()) return {};
-  // The adapter may be destroyed on a thread without the GIL; the reference needs it to go.
-  auto held = std::shared_ptr<py::object>(new py::object(std::move(opener)), [](py::object* p) {
-    py::gil_scoped_acquire gil;
-    delete p;
-  });
+  // The adapter may be destroyed on a thread without the GIL.
+  const GilSafeObject held(std::move(opener));
   return [held](const std::string& name) -> std::shared_ptr<CameraHandle> {
     // Called from the instance's load(), which the host runs under its mutex on a thread that
     // released the GIL, exactly like a Python plugin's load() taking it to open a camera.
     py::gil_scoped_acquire gil;
     try {
-      return (*held)(name).cast<std::shared_ptr<CameraHandle>>();
+      return held.get()(name).cast<std::shared_ptr<CameraHandle>>();
     } catch (py::error_already_set& error) {
       const py::object value = error.value();
       // str(KeyError) quotes its message; the message itself reads better in a load failure.
@@ -133,10 +130,7 @@ CameraOpener python_camera_opener(py::object opener) {
 // publication only. The fields were checked already; arrays are copied into new numpy arrays.
 Publisher python_publisher(py::object publisher) {
   if (publisher.is_none()) return {};
-  auto held = std::shared_ptr<py::object>(new py::object(std::move(publisher)), [](py::object* p) {
-    py::gil_scoped_acquire gil;
-    delete p;
-  });
+  const GilSafeObject held(std::move(publisher));
   return [held](const std::string& topic, const mjfast_message_field* fields, std::size_t count) {
     py::gil_scoped_acquire gil;
     try {
@@ -175,7 +169,7 @@ Publisher python_publisher(py::object publisher) {
         }
         message[py::str(field.key)] = std::move(value);
       }
-      (*held)(topic, message);
+      held.get()(topic, message);
     } catch (py::error_already_set& error) {
       const py::object value = error.value();
       std::string text = py::str(value);

@@ -97,10 +97,20 @@ py::tuple callbacks_table() {
   return table;
 }
 
+// kLifecycle for Python, in its order: (MujocoPlugin method, ControlPlugin method).
+py::tuple lifecycle_table() {
+  py::tuple table(std::size(kLifecycle));
+  for (std::size_t i = 0; i < std::size(kLifecycle); ++i) {
+    table[i] = py::make_tuple(kLifecycle[i].mujoco_method, kLifecycle[i].control_method);
+  }
+  return table;
+}
+
 }  // namespace
 
 void bind_plugin_host(py::module_& module) {
   module.attr("CALLBACKS") = callbacks_table();
+  module.attr("LIFECYCLE") = lifecycle_table();
   py::class_<FactoryEntry, std::shared_ptr<FactoryEntry>>(module, "AdapterEntry")
       .def_readonly("name", &FactoryEntry::name)
       .def_readonly("type", &FactoryEntry::type)

@@ -28,16 +28,12 @@ std::unordered_map<const mjvScene*, py::object>& scene_registry() {
 // Makes each snapshot scene as a mujoco.MjvScene, so Python plugins can be handed the object.
 class PythonSceneProvider final : public SceneProvider {
  public:
-  ~PythonSceneProvider() override {
-    py::gil_scoped_acquire gil;  // the model reference must be dropped with the GIL
-    model_ = py::object();
-  }
-  void set_model(py::object model) { model_ = std::move(model); }
+  void set_model(py::object model) { model_ = GilSafeObject(std::move(model)); }
 
   mjvScene* make(const mjModel*, int max_geom) override {
     py::gil_scoped_acquire gil;  // called with no RenderCore lock held (SceneProvider contract)
-    mjvScene* raw =
-        register_python_scene(py::module_::import("mujoco").attr("MjvScene")(model_, max_geom));
+    mjvScene* raw = register_python_scene(
+        py::module_::import("mujoco").attr("MjvScene")(model_.get(), max_geom));
     if (raw->maxgeom != max_geom) {
       unregister_python_scene(raw);
       throw std::runtime_error("mujoco.MjvScene layout is not the one mjfast was built against");
@@ -51,7 +47,7 @@ class PythonSceneProvider final : public SceneProvider {
   }
 
  private:
-  py::object model_;
+  GilSafeObject model_;  // dropped with the GIL, on whatever thread drops the provider
 };
 
 struct FrameLease {
@@ -71,7 +67,7 @@ struct FrameLease {
         height(frame->height),
         simulation_time_ns(frame->simulation_time_ns),
         capture_id(frame->capture_id),
-        frame_generation(frame->frame_generation) {}
+        frame_generation(frame->frame_generation.value()) {}
 
   py::object data() {
     if (!frame) throw std::logic_error("FrameLease.data used after release()");
@@ -116,14 +112,20 @@ int visual_flag_of(const py::handle& flag) {
   return py::int_(py::reinterpret_borrow<py::object>(flag));
 }
 
+// THE camera parameters (`<namespace>/cameras/<name>/<key>`), exported as _core.CAMERA_KEYS:
+// mjfast.camera checks a dict of exactly these and fills in their defaults, config_of reads it.
+enum CameraKey : std::size_t { kWidth, kHeight, kPlanes, kRateHz, kMaxGeom, kCameraKeyCount };
+constexpr const char* kCameraKeys[kCameraKeyCount] = {"width", "height", "planes", "rate_hz",
+                                                      "max_geom"};
+
 CameraConfig config_of(const py::dict& values) {
   CameraConfig config;
-  config.width = values["width"].cast<int>();
-  config.height = values["height"].cast<int>();
-  config.rate_hz = values["rate_hz"].cast<double>();
-  config.max_geom = values["max_geom"].cast<int>();
+  config.width = values[kCameraKeys[kWidth]].cast<int>();
+  config.height = values[kCameraKeys[kHeight]].cast<int>();
+  config.rate_hz = values[kCameraKeys[kRateHz]].cast<double>();
+  config.max_geom = values[kCameraKeys[kMaxGeom]].cast<int>();
   config.planes = {false, false, false};
-  for (py::handle plane : values["planes"]) {
+  for (py::handle plane : values[kCameraKeys[kPlanes]]) {
     config.planes[static_cast<std::size_t>(plane_of(plane.cast<std::string>()))] = true;
   }
   return config;
@@ -163,7 +165,17 @@ py::object python_scene_for(const mjvScene* scene) {
   return found == registry.end() ? py::none() : found->second;
 }
 
+// A C++ table of names as a Python tuple of str.
+template <std::size_t N>
+static py::tuple names_tuple(const char* const (&names)[N]) {
+  py::tuple result(N);
+  for (std::size_t i = 0; i < N; ++i) result[i] = py::str(names[i]);
+  return result;
+}
+
 void bind_render(py::module_& module) {
+  module.attr("PLANES") = names_tuple(kPlaneNames);
+  module.attr("CAMERA_KEYS") = names_tuple(kCameraKeys);
   py::class_<FrameLease>(module, "FrameLease",
                          "A leased frame: never overwritten or freed while leased.")
       .def_property_readonly("plane", [](const FrameLease& l) { return plane_name(l.plane); })

@@ -122,9 +122,16 @@ class ControlBridge {
   void publish(const mjData* live) {
     if (armed()) publish_snapshot(live);
   }
-  void apply_staged(mjData* live) {
-    if (commands_.has_fresh()) apply_commands(live);
+  // Whether there were staged commands to apply (applied_fields() then says which).
+  bool apply_staged(mjData* live) {
+    if (!commands_.has_fresh()) return false;
+    apply_commands(live);
+    return true;
   }
+  // Takes the staged commands without applying them (a replay applies recorded ones instead).
+  void drop_staged() { commands_.take(); }
+  // The kCommandFields bits the last apply_staged() wrote (physics side).
+  unsigned applied_fields() const { return commands_.front().written; }
 
   // Control side: call with the owner's control mutex held.
   const mjModel* model() const { return model_; }

@@ -1,6 +1,7 @@
 #include "env_core.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -102,16 +103,16 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
   identity_ = identity_of(model);
   state_size_.store(mj_stateSize(model, kStateSpec), std::memory_order_release);
   state_scratch_.assign(static_cast<std::size_t>(state_size_.load()), 0.0);
-  model_generation_.fetch_add(1, std::memory_order_acq_rel);
+  advance(model_generation_);
   hooks::register_pair(model, data, weak_from_this());
   clear_simulation_fault();  // new data: nothing of the old one's state carries over
 }
 
 void EnvCore::load_next_plugin_generation() {
-  const auto next = plugin_generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const PluginGeneration next = advance(plugin_generation_);
   const SimulationRequests::CreationScope creating(weak_from_this());  // native host services
   const mujoco_guard::Scope guard;  // a native load's MuJoCo error is its load failure
-  host_.load_generation(model_generation(), PluginGeneration(next));
+  host_.load_generation(model_generation(), next);
 }
 
 void EnvCore::check_open(const char* what) const {
@@ -139,7 +140,11 @@ void EnvCore::check_can_step(const char* what) const {
 
 void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_error) {
   const ModelGeneration generation = model_generation();
-  control_.apply_staged(data_);
+  if (step_recorder_ && step_recorder_->replaying()) {
+    control_.drop_staged();
+  } else if (control_.apply_staged(data_) && step_recorder_) {
+    step_recorder_->commands_applied(model_, data_, control_.applied_fields(), generation.value());
+  }
   // One host lock for the whole step instead of one per dispatch (the per-step cost of native
   // plugins is otherwise dominated by the four lock/unlock pairs); skipped with no plugins. It is
   // the physics side's mutex: a control thread's update_read/update_write never waits on it.
@@ -164,6 +169,19 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
     host_lock.reset();
     record_guarded([&] { return step_observer_->after_step(model_, data_, generation); });
   }
+  if (step_recorder_) step_recorder_->after_step(model_, data_, step_count(), generation.value());
+}
+
+void EnvCore::set_step_recorder(std::shared_ptr<StepRecorder> recorder) {
+  check_open("record()");
+  pause();
+  struct Resume {
+    EnvCore& env;
+    ~Resume() { env.resume(); }
+  } resume{*this};
+  check_open("record()");  // closed while this waited
+  if (recorder) recorder->begin(model_, data_);
+  step_recorder_ = std::move(recorder);
 }
 
 void EnvCore::record_error(DispatchError error) {
@@ -470,12 +488,20 @@ void EnvCore::control_write(const Blocking& blocking, const CommandSource& comma
   });
 }
 
+std::optional<double> EnvCore::checked_realtime_factor(std::optional<double> factor,
+                                                       const std::string& shown) {
+  if (factor && !(*factor > 0.0 && std::isfinite(*factor))) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", *factor);
+    throw std::invalid_argument("realtime_factor must be a positive finite number or None, got " +
+                                (shown.empty() ? std::string(text) : shown));
+  }
+  return factor;
+}
+
 void EnvCore::start(std::optional<double> realtime_factor) {
   check_can_step("start()");
-  if (realtime_factor && !(*realtime_factor > 0.0)) {
-    throw std::invalid_argument("realtime_factor must be a positive number or None, got " +
-                                std::to_string(*realtime_factor));
-  }
+  checked_realtime_factor(realtime_factor);
   join_ended_thread();
   raise_fault_if_any();
   hooks::check_owned();
@@ -803,10 +829,7 @@ void EnvCore::resume_stepping() {
 }
 
 void EnvCore::set_realtime_factor(std::optional<double> realtime_factor) {
-  if (realtime_factor && !(*realtime_factor > 0.0 && std::isfinite(*realtime_factor))) {
-    throw std::invalid_argument("realtime_factor must be a positive finite number or None, got " +
-                                std::to_string(*realtime_factor));
-  }
+  checked_realtime_factor(realtime_factor);
   {
     std::lock_guard<std::mutex> lock(thread_mutex_);
     realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);

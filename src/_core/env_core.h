@@ -4,8 +4,9 @@
 // memory is the Python objects'; bind() hands the core an owner that keeps them alive for as long
 // as any thread can reach them. It knows nothing of Python.
 //
-// THE LOCK ORDER of the whole core (every other file points here). A thread may take a lock only
-// while it holds none that comes later in this list:
+// THE LOCK ORDER of the whole process: every mutex of the core and every lock of the Python
+// package, placed once, here (README and every other file point here). A thread may take a lock
+// only while it holds none that comes later in this list:
 //
 //   0. VectorCore::mutex_          (vector_core.h) a whole VectorEnv.step(n) over all its worlds,
 //                                  a gather of its arrays, and the façade's operations on its
@@ -27,10 +28,32 @@
 //   7. leaves, held for a copy or a swap and never while taking another lock or calling out:
 //      RenderCore::queue_mutex_ (-> its stats_mutex_), CameraHandle::mutex_ (-> its
 //      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
-//      request_mutex_, the hooks' registry_writer_mutex, WorkerPool::mutex_ (a batch's hand-out
-//      and count), VectorCore::failed_mutex_.
-//   8. the GIL: no thread holding it waits for 1-7 (the bindings release it first, with
+//      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
+//      recording's ring: one state or command copy at the end of a step, or the writer's drain),
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), WorkerPool::mutex_ (a
+//      batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock
+//      and Node._lock (node.py: the subscribers and services are copied out, then called with no
+//      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
+//      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
+//      the collector may close a dropped env inside it, whose locks no other thread can hold).
+//      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
+//   8. the GIL: no thread holding it waits for 0-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).
+//   9. native_plugin_adapter.cc's library_mutex: taken with the GIL held (the factory creates a
+//      native adapter from Python) around dlopen, whose loader lock and library initialisers
+//      know nothing of Python or of 0-8.
+//
+// Python locks of the interop layers, outside the core's order: each guards its own state,
+// takes none of 1-7 and is never held across a call into an env. remote/: BusServer's _state (a
+// Condition) and _publishers_lock (held across declaring a Zenoh publisher), _Counters._lock,
+// Client's and RemoteSubscription's _lock; ros2/: Bridge._lock (held across Zenoh declares and
+// undeclares) and types.py's _lock (rosbags' type store); viewer.py's _window_lock; web/:
+// WebViewer._close_lock (held while the web server stops); cli.py's echo lock. Those on the
+// publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
+// publish. The one Python lock held across a call into an env: ForwardCommand._lock (the
+// shipped mjfast/ForwardCommand), around a command's env.control.read() and write(), so
+// between 1 and 2; it is taken in a bus subscriber, which must not run inside this env's
+// plugin callback (the control call is refused there, but would first wait for the lock).
 //
 // The one reverse edge: a plugin's load() runs under 4 and 6 and may open a camera (5). Loads run
 // with stepping paused (the loader holds 2), so no capture holds 5 meanwhile.
@@ -76,6 +99,7 @@
 #include "plugin_host.h"
 #include "sim_requests.h"
 #include "step_observer.h"
+#include "step_recorder.h"
 
 namespace mjfast {
 
@@ -121,8 +145,8 @@ class EnvCore : public hooks::HookTarget,
   const mjModel* model() const { return model_; }
   mjData* data() const { return data_; }
 
-  ModelGeneration model_generation() const { return ModelGeneration(model_generation_.load()); }
-  PluginGeneration plugin_generation() const { return PluginGeneration(plugin_generation_.load()); }
+  ModelGeneration model_generation() const { return model_generation_.load(); }
+  PluginGeneration plugin_generation() const { return plugin_generation_.load(); }
   // Loads the next plugin generation through the host (inside a pause, or before stepping).
   void load_next_plugin_generation();
 
@@ -137,6 +161,11 @@ class EnvCore : public hooks::HookTarget,
   // Interrupted with it.
   void step(std::int64_t n, const InterruptPoll* interrupted = nullptr);
 
+  // THE real-time factor rule (SPEC §13) of start(), set_realtime_factor() and, through
+  // _core.checked_realtime_factor, of mjfast's Python: a positive finite number, or nullopt
+  // (unbounded); else std::invalid_argument naming it as `shown` (default: the number's %g).
+  static std::optional<double> checked_realtime_factor(std::optional<double> factor,
+                                                       const std::string& shown = "");
   void start(std::optional<double> realtime_factor);
   void stop();
   bool running() const { return running_.load(std::memory_order_acquire); }
@@ -146,6 +175,10 @@ class EnvCore : public hooks::HookTarget,
   void set_step_observer(std::shared_ptr<StepObserver> observer) {
     step_observer_ = std::move(observer);
   }
+
+  // A recording's tap on the stepping thread (SPEC §20), or null: attached and detached with
+  // stepping paused; attaching captures the first state at once.
+  void set_step_recorder(std::shared_ptr<StepRecorder> recorder);
 
   // Stops stepping at the next step boundary and holds it there until resume(). Re-entrant on the
   // same thread.
@@ -211,6 +244,9 @@ class EnvCore : public hooks::HookTarget,
     std::string description;
   };
   static std::shared_ptr<const ModelIdentity> identity_of(const mjModel* model);
+  // The bound model's identity, for whoever holds the data still as for capture_physics() (bind()
+  // swaps it with stepping paused).
+  const std::shared_ptr<const ModelIdentity>& model_identity() const { return identity_; }
 
   struct StateHeader {
     std::uint64_t step_count = 0;
@@ -350,8 +386,8 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<bool> pending_flag_{false};
   const mjModel* model_ = nullptr;
   mjData* data_ = nullptr;
-  std::atomic<std::uint64_t> model_generation_{0};
-  std::atomic<std::uint64_t> plugin_generation_{0};
+  std::atomic<ModelGeneration> model_generation_{};
+  std::atomic<PluginGeneration> plugin_generation_{};
 
   std::mutex step_mutex_;
   // step() calls in progress (holding or waiting to re-take step_mutex_): start() refuses while
@@ -370,6 +406,7 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;
   std::shared_ptr<StepObserver> step_observer_;
+  std::shared_ptr<StepRecorder> step_recorder_;  // changed only with step_mutex_ held (paused)
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;

@@ -8,20 +8,17 @@
 namespace mjfast {
 
 const char* plane_name(Plane plane) {
-  switch (plane) {
-    case Plane::kRgb: return "rgb";
-    case Plane::kDepth: return "depth";
-    case Plane::kSegmentation: return "segmentation";
-  }
-  return "?";
+  const auto index = static_cast<std::size_t>(plane);
+  return index < kPlaneCount ? kPlaneNames[index] : "?";
 }
 
 Plane parse_plane(const char* name) {
-  for (Plane plane : {Plane::kRgb, Plane::kDepth, Plane::kSegmentation}) {
-    if (std::strcmp(name, plane_name(plane)) == 0) return plane;
+  std::string known;
+  for (std::size_t i = 0; i < kPlaneCount; ++i) {
+    if (std::strcmp(name, kPlaneNames[i]) == 0) return static_cast<Plane>(i);
+    known += (i ? ", " : "") + std::string(kPlaneNames[i]);
   }
-  throw std::invalid_argument(std::string("unknown plane '") + name +
-                              "' (planes: rgb, depth, segmentation)");
+  throw std::invalid_argument(std::string("unknown plane '") + name + "' (planes: " + known + ")");
 }
 
 void linearise_depth(float* depth, std::size_t count, float znear, float zfar, bool orthographic) {

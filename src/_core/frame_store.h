@@ -12,12 +12,16 @@
 #include <mutex>
 #include <vector>
 
+#include "generation.h"
+
 namespace mjfast {
 
 enum class Plane : std::uint8_t { kRgb, kDepth, kSegmentation };
 inline constexpr std::size_t kPlaneCount = 3;
+// THE plane names, in Plane's order (exported as _core.PLANES, which mjfast.camera checks).
+inline constexpr const char* kPlaneNames[kPlaneCount] = {"rgb", "depth", "segmentation"};
 const char* plane_name(Plane plane);
-// Parses "rgb" / "depth" / "segmentation"; throws std::invalid_argument otherwise.
+// Parses one of kPlaneNames; throws std::invalid_argument naming them otherwise.
 Plane parse_plane(const char* name);
 
 struct Frame {
@@ -28,7 +32,7 @@ struct Frame {
   std::vector<unsigned char> bytes;
   std::int64_t simulation_time_ns = 0;
   std::uint64_t capture_id = 0;
-  std::uint64_t frame_generation = 0;
+  ModelGeneration frame_generation;  // of the model it was rendered from
 
   std::size_t channels() const;
   std::size_t element_size() const;

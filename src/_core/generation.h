@@ -2,6 +2,7 @@
 // can never be compared with or passed as the other by mistake.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace mjfast {
@@ -26,5 +27,15 @@ struct ModelGenerationTag {};
 struct PluginGenerationTag {};
 using ModelGeneration = GenerationId<ModelGenerationTag>;
 using PluginGeneration = GenerationId<PluginGenerationTag>;
+
+// Advances a generation that other threads read, by one; returns the new one.
+template <class Tag>
+GenerationId<Tag> advance(std::atomic<GenerationId<Tag>>& generation) {
+  GenerationId<Tag> current = generation.load(std::memory_order_relaxed);
+  while (!generation.compare_exchange_weak(current, current.next(), std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+  }
+  return current.next();
+}
 
 }  // namespace mjfast

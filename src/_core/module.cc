@@ -31,5 +31,6 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_control(module);
   mjfast::bind_native(module);
   mjfast::bind_render(module);
+  mjfast::bind_recorder(module);
   mjfast::bind_vector_env(module);
 }

@@ -48,8 +48,9 @@ class Scope {
   std::uint64_t errors_at_start_;
 };
 
-// Runs mj_step(m, d) inside a Scope. Returns false with MuJoCo's message in `error` if it called
-// mju_error; `d` is then in an undefined state until it is reset.
+// Runs mj_step(m, d); call it inside a Scope (it installs none itself: without one, MuJoCo's error
+// goes to whatever handler the thread has). Returns false with MuJoCo's message in `error` if it
+// called mju_error; `d` is then in an undefined state until it is reset.
 bool step(const mjModel* m, mjData* d, std::string& error);
 
 // Re-installs this thread's handler if a Scope is active on it. Code that may replace the

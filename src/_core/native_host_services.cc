@@ -109,10 +109,14 @@ int camera_take_latest(mjfast_camera* camera, int plane, mjfast_frame_lease** ou
     *out_lease = nullptr;
     std::shared_ptr<const Frame> frame = handle_of(camera).take_latest(plane_of(plane));
     if (!frame) return;
-    *out_view = mjfast_frame_view{
-        frame->bytes.data(), frame->bytes.size(),    static_cast<int32_t>(frame->plane),
-        frame->width,        frame->height,          frame->simulation_time_ns,
-        frame->capture_id,   frame->frame_generation};
+    *out_view = mjfast_frame_view{frame->bytes.data(),
+                                  frame->bytes.size(),
+                                  static_cast<int32_t>(frame->plane),
+                                  frame->width,
+                                  frame->height,
+                                  frame->simulation_time_ns,
+                                  frame->capture_id,
+                                  frame->frame_generation.value()};
     *out_lease = new mjfast_frame_lease{std::move(frame)};
   });
 }

@@ -79,8 +79,9 @@ class NativeHostServices {
   Publisher publisher_;
   std::weak_ptr<SimulationRequests> requests_;
   std::int64_t world_index_;
-  bool loading_ = false;      // set and read on the thread running the instance's load()
-  std::mutex cameras_mutex_;  // close may come from any thread the host dispatches on
+  bool loading_ = false;  // set and read on the thread running the instance's load()
+  // Close may come from any thread the host dispatches on. A leaf of the lock order (env_core.h).
+  std::mutex cameras_mutex_;
   std::unordered_set<mjfast_camera*> cameras_;
 };
 

@@ -19,7 +19,7 @@ namespace {
 
 // Libraries stay open for the life of the process: unloading C++ code whose static objects or
 // thread-locals may still be referenced (or whose destructors run at exit) is not worth the risk,
-// and a reload re-creates instances, not libraries.
+// and a reload re-creates instances, not libraries. Its place in the lock order: env_core.h.
 std::mutex library_mutex;
 std::unordered_map<std::string, void*>& open_libraries() {
   static auto* libraries = new std::unordered_map<std::string, void*>();  // never destroyed

@@ -107,6 +107,33 @@ PluginFailure failure_of(std::string phase, const std::exception_ptr& error) {
   return PluginFailure{std::move(phase), describe_exception(error), traceback_of(error)};
 }
 
+// Runs one phase of one plugin's load (load, statistics, activate): `body` calls the adapter.
+// What it raises is the plugin's failure in `phase`, recorded in the report; the plugin's state
+// is the caller's to settle. The user's interrupt is not its failure: the plugin is left
+// UNLOADED (unloaded first if `unload_on_interrupt`: its load had completed), the others load,
+// and `first_interrupt` keeps the first one, to be raised once the generation is up. A forced
+// unwind (thread cancellation) passes through. Returns false when the phase was interrupted.
+template <class Body>
+bool run_load_phase(const char* phase, PluginReport& report,
+                    std::unique_ptr<IPluginAdapter>& adapter, bool unload_on_interrupt,
+                    std::exception_ptr& first_interrupt, Body&& body) {
+  try {
+    body();
+    return true;
+  } catch (const Interrupted&) {
+    if (!first_interrupt) first_interrupt = std::current_exception();
+    report.state = PluginState::kUnloaded;
+    if (unload_on_interrupt) unload_quietly(*adapter);
+    adapter.reset();
+    return false;
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (...) {
+    report.failure = failure_of(phase, std::current_exception());
+    return true;
+  }
+}
+
 }  // namespace
 
 PluginHost::~PluginHost() {
@@ -216,25 +243,16 @@ void PluginHost::load_generation(ModelGeneration model_generation,
     }
     report.state = PluginState::kInstantiated;
 
-    const auto load_start = Clock::now();
-    try {
+    const auto load = [&] {
       if (!current.adapter->load(model_, data_)) {
         report.failure = PluginFailure{"load", "load() returned false", ""};
       }
-    } catch (const Interrupted&) {
-      // The user interrupted this plugin's load: not its failure. It is left unloaded, the
-      // others load, and the interrupt is raised once the generation is up.
-      if (!interrupt) interrupt = std::current_exception();
-      report.load_time_s = elapsed_s(load_start);
-      report.state = PluginState::kUnloaded;
-      current.adapter.reset();
-      continue;
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-      report.failure = failure_of("load", std::current_exception());
-    }
+    };
+    const auto load_start = Clock::now();
+    const bool loaded = run_load_phase("load", report, current.adapter,
+                                       /*unload_on_interrupt=*/false, interrupt, load);
     report.load_time_s = elapsed_s(load_start);
+    if (!loaded) continue;
     if (report.failure) {
       report.state = PluginState::kFailed;
       current.adapter.reset();  // never loaded: nothing to unload
@@ -242,24 +260,18 @@ void PluginHost::load_generation(ModelGeneration model_generation,
     }
     report.state = PluginState::kLoaded;
 
-    try {
-      report.callbacks = current.adapter->callbacks();
+    // Its callbacks count only once its statistics() answered: a plugin failed or interrupted
+    // here dispatches nothing.
+    const auto collect_statistics = [&] {
+      const CallbackMask callbacks = current.adapter->callbacks();
       for (std::size_t i = 0; i < kCallbackCount; ++i) {
         report.callback_names[i] = current.adapter->name_of(static_cast<Callback>(i));
       }
       report.custom = current.adapter->statistics();
-    } catch (const Interrupted&) {
-      if (!interrupt) interrupt = std::current_exception();
-      report.callbacks = 0;
-      report.state = PluginState::kUnloaded;
-      unload_quietly(*current.adapter);
-      current.adapter.reset();
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-      report.callbacks = 0;
-      report.failure = failure_of("statistics", std::current_exception());
-    }
+      report.callbacks = callbacks;
+    };
+    run_load_phase("statistics", report, current.adapter, /*unload_on_interrupt=*/true, interrupt,
+                   collect_statistics);
   }
 
   // Activate only once every plugin has loaded, so a plugin's activate() may rely on its
@@ -267,22 +279,15 @@ void PluginHost::load_generation(ModelGeneration model_generation,
   for (auto& record : records_) {
     PluginReport& report = record->report;
     if (report.state == PluginState::kLoaded && !report.failure) {
-      try {
+      const auto activate = [&] {
         if (record->adapter->activate()) {
           report.state = PluginState::kActive;
         } else {
           report.failure = PluginFailure{"activate", "activate() returned false", ""};
         }
-      } catch (const Interrupted&) {
-        if (!interrupt) interrupt = std::current_exception();
-        report.state = PluginState::kUnloaded;
-        unload_quietly(*record->adapter);
-        record->adapter.reset();
-      }
-      MJFAST_RETHROW_FORCED_UNWIND
-      catch (...) {
-        report.failure = failure_of("activate", std::current_exception());
-      }
+      };
+      run_load_phase("activate", report, record->adapter, /*unload_on_interrupt=*/true, interrupt,
+                     activate);
     }
     if (report.failure && record->adapter) {
       report.state = PluginState::kFailed;
@@ -471,29 +476,30 @@ DispatchError PluginHost::dispatch_update_write(ModelGeneration tag, const mjMod
 }
 
 DispatchError PluginHost::dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
-                                         mjvScene* scene, int geom_id) {
+                                         mjvScene* scene) {
   // model_ and data_ are read inside the dispatch, under the lock that checks the generation.
-  return dispatch(callback, tag, [&](const DispatchEntry& entry) {
-    IPluginAdapter& a = *entry.adapter;
-    switch (callback) {
-      case Callback::kControl:
-        return call_model_data<&IPluginAdapter::control>(entry, model_, data_);
-      case Callback::kPassive:
-        return call_model_data<&IPluginAdapter::passive>(entry, model_, data_);
-      case Callback::kRender: return a.render(model_, data_, scene);
-      case Callback::kLastStage:
-        return call_model_data<&IPluginAdapter::last_stage>(entry, model_, data_);
-      case Callback::kGeomChanged: return a.geom_changed(model_, data_, geom_id);
-      case Callback::kReset:  // reset() also times it
-        return call_model_data<&IPluginAdapter::reset>(entry, model_, data_);
-      case Callback::kPreStep:
-        return call_model_data<&IPluginAdapter::pre_step>(entry, model_, data_);
-      case Callback::kUpdateRead:
-        return call_model_data<&IPluginAdapter::update_read>(entry, model_, data_);
-      case Callback::kUpdateWrite:
-        return call_model_data<&IPluginAdapter::update_write>(entry, model_, data_);
-    }
-  });
+  switch (callback) {
+    case Callback::kControl:
+      return dispatch(callback, tag, [&](const DispatchEntry& entry) {
+        call_model_data<&IPluginAdapter::control>(entry, model_, data_);
+      });
+    case Callback::kPassive:
+      return dispatch(callback, tag, [&](const DispatchEntry& entry) {
+        call_model_data<&IPluginAdapter::passive>(entry, model_, data_);
+      });
+    case Callback::kLastStage:
+      return dispatch(callback, tag, [&](const DispatchEntry& entry) {
+        call_model_data<&IPluginAdapter::last_stage>(entry, model_, data_);
+      });
+    case Callback::kRender:
+      return dispatch(callback, tag, [&](const DispatchEntry& entry) {
+        entry.adapter->render(model_, data_, scene);
+      });
+    default:
+      throw std::invalid_argument(std::string("dispatch_bound() dispatches control, passive, "
+                                              "last_stage or render, not ") +
+                                  callback_name(callback));
+  }
 }
 
 DispatchError PluginHost::notify_geometry_changed(std::optional<ModelGeneration> tag, int geom_id) {

@@ -162,11 +162,13 @@ class PluginHost {
   DispatchError dispatch_update_write(ModelGeneration tag, const mjModel* m, mjData* d);
   DispatchError notify_geometry_changed(std::optional<ModelGeneration> tag, int geom_id);
   DispatchError reset(std::optional<ModelGeneration> tag);
-  // A dispatch with the bound model and data, read under the same lock as the generation check
-  // (for direct calls, which a reload on another thread may race). Without a tag it is tagged
-  // with the active generation. `scene` is for kRender, `geom_id` for kGeomChanged.
+  // A dispatch of kControl, kPassive, kLastStage or kRender (with `scene`) with the bound model
+  // and data, read under the same lock as the generation check (for direct calls, which a reload
+  // on another thread may race); any other callback is std::invalid_argument (reset and
+  // notify_geometry_changed are the bound dispatches of theirs). Without a tag it is tagged with
+  // the active generation.
   DispatchError dispatch_bound(Callback callback, std::optional<ModelGeneration> tag,
-                               mjvScene* scene = nullptr, int geom_id = -1);
+                               mjvScene* scene = nullptr);
 
   // State (SPEC §20), called with stepping paused. Like a change of generation, each takes both
   // mutexes and refuses (std::logic_error) from inside a plugin callback or an acquire_plugin

@@ -8,6 +8,7 @@
 namespace py = pybind11;
 
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -71,5 +72,36 @@ auto without_gil(Work&& work) -> decltype(work()) {
     return result;
   }
 }
+
+// A Python object that C++ keeps and may drop on any thread (a trampoline's registry lookup can
+// hold an env alive briefly; the host drops adapters without the GIL): a shared reference whose
+// last owner takes the GIL to release it, or leaks it once the interpreter is gone (with its
+// objects). The one such holder: EnvCore's bound model and callables, a native plugin's publisher
+// and camera opener, RenderCore's scene model.
+class GilSafeObject {
+ public:
+  GilSafeObject() = default;
+  explicit GilSafeObject(py::object object)
+      : held_(new py::object(std::move(object)), &GilSafeObject::release) {}
+  const py::object& get() const { return *held_; }
+  explicit operator bool() const { return held_ && *held_; }
+  // The shared reference itself, for an owner typed std::shared_ptr<void>.
+  std::shared_ptr<void> share() const { return held_; }
+
+ private:
+  static void release(py::object* object) {
+    if (!Py_IsInitialized()) {
+      object->release();  // the interpreter is gone, and its objects with it
+      delete object;
+      return;
+    }
+    // Safe: the last owner goes with no lock that a thread holding the GIL may wait for (at most
+    // EnvCore's step_mutex_, which comes before the GIL in env_core.h's lock order).
+    py::gil_scoped_acquire gil;
+    delete object;
+  }
+
+  std::shared_ptr<py::object> held_;
+};
 
 }  // namespace mjfast

@@ -159,16 +159,16 @@ void PythonPluginAdapter::call(Callback callback) {
 bool PythonPluginAdapter::load(const mjModel*, mjData*) {
   py::gil_scoped_acquire gil;  // load runs under the host mutex on a thread that released the GIL
   py::object result = translating(instance_, [&] {
-    return style_ == Style::kMujoco ? instance_.attr(interned("load"))(model_, data_)
-                                    : instance_.attr(interned("init"))(node_, model_, data_);
+    const py::object method = instance_.attr(interned(method_for(Lifecycle::kLoad)));
+    return style_ == Style::kMujoco ? method(model_, data_) : method(node_, model_, data_);
   });
   return loaded_by(result, instance_);
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
   py::gil_scoped_acquire gil;  // load phases run under the host's mutexes, with the GIL released
-  py::object result =
-      translating(instance_, [&] { return instance_.attr(interned("statistics"))(); });
+  py::object result = translating(
+      instance_, [&] { return instance_.attr(interned(method_for(Lifecycle::kStatistics)))(); });
   const auto bad = [&](const std::string& what) {
     return std::invalid_argument("statistics() must return a dict of str to real numbers, got " +
                                  what);
@@ -199,8 +199,10 @@ std::map<std::string, double> PythonPluginAdapter::statistics() {
 
 bool PythonPluginAdapter::activate() {
   py::gil_scoped_acquire gil;  // as statistics()
-  return loaded_by(translating(instance_, [&] { return instance_.attr(interned("activate"))(); }),
-                   instance_);
+  return loaded_by(
+      translating(instance_,
+                  [&] { return instance_.attr(interned(method_for(Lifecycle::kActivate)))(); }),
+      instance_);
 }
 
 void PythonPluginAdapter::render(const mjModel*, mjData*, mjvScene* scene) {
@@ -221,6 +223,11 @@ void PythonPluginAdapter::geom_changed(const mjModel*, mjData*, int geom_id) {
   py::gil_scoped_acquire gil;  // see call()
   translating(instance_,
               [&] { return methods_[index_of(Callback::kGeomChanged)](model_, data_, geom_id); });
+}
+
+const char* PythonPluginAdapter::method_for(Lifecycle step) const {
+  const LifecycleInfo& info = kLifecycle[static_cast<std::size_t>(step)];
+  return style_ == Style::kMujoco ? info.mujoco_method : info.control_method;
 }
 
 const char* PythonPluginAdapter::name_of(Callback callback) const {
@@ -249,7 +256,7 @@ std::string PythonPluginAdapter::get_state() {
   // The host calls it with its mutexes held and the GIL released, stepping paused.
   py::gil_scoped_acquire gil;
   return translating(instance_, [&] {
-    py::object value = instance_.attr(interned("get_state"))();
+    py::object value = instance_.attr(interned(method_for(Lifecycle::kGetState)))();
     mujoco_guard::reinstall();  // see call()
     return state_codec(true)(value).cast<std::string>();
   });
@@ -259,7 +266,7 @@ void PythonPluginAdapter::set_state(const std::string& value) {
   py::gil_scoped_acquire gil;  // as get_state()
   translating(instance_, [&] {
     py::object decoded = state_codec(false)(py::bytes(value));
-    instance_.attr(interned("set_state"))(decoded);
+    instance_.attr(interned(method_for(Lifecycle::kSetState)))(decoded);
     mujoco_guard::reinstall();
     return 0;
   });
@@ -267,7 +274,7 @@ void PythonPluginAdapter::set_state(const std::string& value) {
 
 void PythonPluginAdapter::unload() {
   py::gil_scoped_acquire gil;  // quiesce runs under the host's mutexes, with the GIL released
-  const char* method = style_ == Style::kMujoco ? "unload" : "cleanup";
+  const char* method = method_for(Lifecycle::kUnload);
   try {
     instance_.attr(interned(method))();
   } catch (py::error_already_set& error) {

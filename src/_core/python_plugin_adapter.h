@@ -5,6 +5,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -28,6 +31,38 @@ class PythonPluginException : public std::runtime_error, public TracebackCarrier
  private:
   std::string traceback_;
 };
+
+// THE lifecycle methods the host calls on a Python plugin besides the per-event callbacks
+// (kCallbacks): per step, the MujocoPlugin method and the ControlPlugin method. Exported as
+// _core.LIFECYCLE, from which mjfast.plugin knows every method name the host calls.
+enum class Lifecycle : std::uint8_t {
+  kLoad,
+  kUnload,
+  kStatistics,
+  kActivate,
+  kGetState,
+  kSetState
+};
+struct LifecycleInfo {
+  Lifecycle step;
+  const char* mujoco_method;
+  const char* control_method;
+};
+inline constexpr LifecycleInfo kLifecycle[] = {
+    {Lifecycle::kLoad, "load", "init"},
+    {Lifecycle::kUnload, "unload", "cleanup"},
+    {Lifecycle::kStatistics, "statistics", "statistics"},
+    {Lifecycle::kActivate, "activate", "activate"},
+    {Lifecycle::kGetState, "get_state", "get_state"},
+    {Lifecycle::kSetState, "set_state", "set_state"},
+};
+constexpr bool lifecycle_in_enum_order() {
+  for (std::size_t i = 0; i < std::size(kLifecycle); ++i) {
+    if (static_cast<std::size_t>(kLifecycle[i].step) != i) return false;
+  }
+  return true;
+}
+static_assert(lifecycle_in_enum_order(), "kLifecycle must list each step once, in enum order");
 
 class PythonPluginAdapter final : public IPluginAdapter {
  public:
@@ -67,6 +102,8 @@ class PythonPluginAdapter final : public IPluginAdapter {
 
  private:
   void call(Callback callback);
+  // This plugin's method for lifecycle step `step` (its base class's name for it).
+  const char* method_for(Lifecycle step) const;
 
   py::object instance_;
   Style style_;

@@ -635,18 +635,18 @@ void RenderCore::recover_from_render_failure() {
 }
 
 void RenderCore::render_turn(Slot& slot) {
-  if (!context_made_ || context_generation_ != slot.model_generation.value()) {
+  if (!context_made_ || context_generation_ != slot.model_generation) {
     if (context_made_) mjr_freeContext(&context_);
     mjr_defaultContext(&context_);
     // Made from here on, even partly: if MuJoCo gives up inside mjr_makeContext, the render
     // thread ends (take_turn) and frees what it did make.
     context_made_ = true;
-    context_generation_ = 0;
+    context_generation_ = ModelGeneration();
     // As mujoco.Renderer: its font scale, the offscreen buffer, depth read as [0 far..1 near].
     mjr_makeContext(slot.model, &context_, mjFONTSCALE_150);
     mjr_setBuffer(mjFB_OFFSCREEN, &context_);
     context_.readDepthMap = mjDEPTH_ZEROFAR;
-    context_generation_ = slot.model_generation.value();
+    context_generation_ = slot.model_generation;
   }
   for (const Job& job : slot.jobs) render_job(slot, job);
 }
@@ -666,7 +666,7 @@ void RenderCore::render_job(const Slot& slot, const Job& job) {
     }
     write.frame->simulation_time_ns = job.simulation_time_ns;
     write.frame->capture_id = job.capture_id;
-    write.frame->frame_generation = slot.model_generation.value();
+    write.frame->frame_generation = slot.model_generation;
     write.store->commit(write.frame);
     ++rendered;
   };

@@ -21,9 +21,8 @@
 //     where the wait could never end: on a thread inside this core's capture (a render_callback),
 //     and on a thread holding this env's acquire_plugin scope (the host mutexes a capture may be
 //     waiting for). open() also refuses inside any plugin callback (hooks::in_dispatch(), §10).
-//   - The one reverse edge: a plugin's load() runs under both host mutexes and may call open()
-//     (host -> bound_mutex_). Loads run before stepping can start or with stepping paused (the
-//     loader holds step_mutex_), so no capture holds bound_mutex_ meanwhile.
+//   - open() from a plugin's load(), under both host mutexes, is the lock order's one reverse
+//     edge (env_core.h says why no capture holds bound_mutex_ then).
 // queue_mutex_  the snapshot slots, the queue and the render thread's state. after_step takes
 //   it inside bound_mutex_ to claim a slot, and alone to queue the turn (and, with render_sync, to
 //   wait for it); retire() alone, to wait for the turn in flight; the render thread, never while
@@ -248,7 +247,7 @@ class RenderCore final : public StepObserver {
   std::unique_ptr<GlContext> gl_;
   mjrContext context_;
   bool context_made_ = false;
-  std::uint64_t context_generation_ = 0;
+  ModelGeneration context_generation_;  // of the model context_ was made for; none: 0
   std::vector<unsigned char> scratch_rgb_;
   std::vector<float> scratch_depth_;
   std::vector<std::int32_t> segment_objects_;  // see decode_segments

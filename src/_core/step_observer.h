@@ -32,7 +32,6 @@ class StepObserver {
     return time >= next_due_time_.load(std::memory_order_relaxed) ||
            time < last_observed_time_.load(std::memory_order_relaxed);
   }
-  double next_due_time() const { return next_due_time_.load(std::memory_order_relaxed); }
 
  protected:
   std::atomic<double> next_due_time_{std::numeric_limits<double>::infinity()};

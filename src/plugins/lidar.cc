@@ -1,7 +1,8 @@
 // mjfast/Lidar: a 2-D or 3-D lidar cast with MuJoCo's mj_multiRay, sync or async (SPEC §14).
 //
-// Configuration keys (validated in load(); a failure names the key and what was expected, with
-// the messages of the Python plugin this replaces):
+// Configuration keys (their names, nested ones and the site or body name included, are declared
+// in mjfast/plugins/native.py and checked by mjfast before create, with mjfast.names' messages;
+// their values are validated in load(), a failure naming the key and what was expected):
 // - `site` or `body` (exactly one is required): the rays start at this site, in its frame (x
 //   forward, z up), or at body `body`'s frame moved by `pos` (metres, default 0 0 0) and turned by
 //   `quat` (w x y z, default 1 0 0 0), both in the body frame: for models whose sensor mount has
@@ -57,7 +58,6 @@
 #include <pthread.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -71,7 +71,6 @@
 #include <mjfast/plugin.hpp>
 #include <mutex>
 #include <random>
-#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -163,65 +162,11 @@ std::string repr(const Config& value) {
   return "?";
 }
 
-std::string list_repr(const std::vector<std::string>& names) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + string_repr(names[i]);
-  return out + "]";
-}
-
 // Python's `f"{x:g}"`.
 std::string g_format(double value) {
   char text[32];
   std::snprintf(text, sizeof(text), "%g", value);
   return text;
-}
-
-// difflib.SequenceMatcher(None, a, b).ratio() without junk (b is short: no autojunk).
-double similarity(const std::string& a, const std::string& b) {
-  if (a.empty() && b.empty()) return 1.0;
-  // Matching blocks: the longest common block (earliest in a, then in b), then both sides.
-  std::size_t matches = 0;
-  std::vector<std::array<std::size_t, 4>> queue{{0, a.size(), 0, b.size()}};
-  while (!queue.empty()) {
-    const auto [alo, ahi, blo, bhi] = queue.back();
-    queue.pop_back();
-    std::size_t best_i = alo, best_j = blo, best = 0;
-    // run[j + 1]: the length of the common run ending at (the previous i, b[j]).
-    std::vector<std::size_t> previous(bhi - blo + 1, 0), current(bhi - blo + 1, 0);
-    for (std::size_t i = alo; i < ahi; ++i) {
-      for (std::size_t j = blo; j < bhi; ++j) {
-        const std::size_t k = a[i] == b[j] ? previous[j - blo] + 1 : 0;
-        current[j - blo + 1] = k;
-        if (k > best) {  // strictly longer: ties keep the earliest in a, then in b
-          best = k;
-          best_i = i + 1 - k;
-          best_j = j + 1 - k;
-        }
-      }
-      std::swap(previous, current);
-    }
-    if (best == 0) continue;
-    matches += best;
-    if (alo < best_i && blo < best_j) queue.push_back({alo, best_i, blo, best_j});
-    if (best_i + best < ahi && best_j + best < bhi) {
-      queue.push_back({best_i + best, ahi, best_j + best, bhi});
-    }
-  }
-  return 2.0 * static_cast<double>(matches) / static_cast<double>(a.size() + b.size());
-}
-
-// difflib.get_close_matches(word, names, n=3, cutoff=0.6).
-std::vector<std::string> close_matches(const std::string& word,
-                                       const std::vector<std::string>& names) {
-  std::vector<std::pair<double, std::string>> scored;
-  for (const std::string& name : names) {
-    const double score = similarity(name, word);
-    if (score >= 0.6) scored.emplace_back(score, name);
-  }
-  std::sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x > y; });
-  std::vector<std::string> result;
-  for (std::size_t i = 0; i < scored.size() && i < 3; ++i) result.push_back(scored[i].second);
-  return result;
 }
 
 // -- configuration checks (mjfast/plugins/_sensing.py's, message for message) ---------------------
@@ -232,17 +177,6 @@ class Checker {
 
   [[noreturn]] void fail(const std::string& what) const {
     throw std::runtime_error(plugin_ + ": " + what);
-  }
-
-  void check_keys(const Config& config, const std::set<std::string>& allowed,
-                  const std::string& where = "") const {
-    for (const std::string& key : config.keys()) {  // sorted, as Python's sorted()
-      if (allowed.count(key) == 0) {
-        const std::string prefix = where.empty() ? "" : where + ".";
-        fail("unknown configuration key " + prefix + string_repr(key) + "; expected one of " +
-             list_repr(std::vector<std::string>(allowed.begin(), allowed.end())));
-      }
-    }
   }
 
   // `value` nullptr: the default. minimum: NaN for none.
@@ -296,7 +230,6 @@ const Config& axis_spec(const Checker& check, const std::string& key, const Conf
   if (!spec->is_mapping()) {
     check.fail(key + " must be a mapping {samples, min_angle, max_angle}, got " + repr(*spec));
   }
-  check.check_keys(*spec, {"samples", "min_angle", "max_angle"}, key);
   return *spec;
 }
 
@@ -455,9 +388,6 @@ class Lidar final : public mjfast::Plugin {
   bool load(const mjModel* m, mjData* d) override {
     const Checker check(name());
     const Config& config = this->config();
-    check.check_keys(config,
-                     {"site", "body", "pos", "quat", "horizontal", "vertical", "range", "rate_hz",
-                      "geom_groups", "noise_std", "seed", "async", "visualize", "topic"});
     mount(check, m, config);
     if (const Config* topic = get(config, "topic"); topic != nullptr && !topic->is_null()) {
       if (!topic->is_string() || topic->as_string().find_first_not_of("/~") == std::string::npos) {
@@ -483,7 +413,6 @@ class Lidar final : public mjfast::Plugin {
       check.fail("range is required: a mapping {min, max} in metres, got " +
                  (range == nullptr ? std::string("None") : repr(*range)));
     }
-    check.check_keys(*range, {"min", "max"}, "range");
     range_min_ = check.number("range.min", get(*range, "min"), 0.0, 0.0);
     range_max_ = check.number("range.max", get(*range, "max"), 0.0, range_min_, true);
     const double rate_hz = check.number("rate_hz", get(config, "rate_hz"), 10.0, 0.0, true);
@@ -725,24 +654,10 @@ class Lidar final : public mjfast::Plugin {
     }
     const mjtObj type = has_site ? mjOBJ_SITE : mjOBJ_BODY;
     const char* kind = has_site ? "site" : "body";
-    const int count = has_site ? m->nsite : m->nbody;
     const Config& wanted = config.at(kind);
     const int id = wanted.is_string() ? mj_name2id(m, type, wanted.as_string().c_str()) : -1;
-    if (id < 0) {
-      std::vector<std::string> names;
-      for (int i = 0; i < count; ++i) {
-        const char* name = mj_id2name(m, type, i);
-        if (name != nullptr && *name != '\0') names.emplace_back(name);
-      }
-      std::string word = wanted.is_string() ? wanted.as_string() : repr(wanted);
-      const std::vector<std::string> close = close_matches(word, names);
-      const std::string hint =
-          close.empty()
-              ? "; the model has " +
-                    list_repr(std::vector<std::string>(
-                        names.begin(), names.begin() + std::min<std::size_t>(10, names.size())))
-              : "; close matches: " + list_repr(close);
-      check.fail("the model has no " + std::string(kind) + " named " + repr(wanted) + hint);
+    if (id < 0) {  // mjfast checked the name before create (ModelName): another host's config
+      check.fail("the model has no " + std::string(kind) + " named " + repr(wanted));
     }
     frame_ = wanted.as_string();
     if (has_site) {

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <type_traits>
+#include <vector>
 
 namespace mjfast {
 namespace {
@@ -18,6 +21,20 @@ TEST(GenerationId, StartsAtZeroAndCountsUp) {
   EXPECT_EQ(first.next().value(), 1u);
   EXPECT_EQ(first.next().next(), ModelGeneration(2));
   EXPECT_NE(first, first.next());
+}
+
+// The env's generations are read by other threads while they advance: every advance counts.
+TEST(GenerationId, AdvanceCountsEveryConcurrentStep) {
+  std::atomic<PluginGeneration> generation{};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) advance(generation);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(generation.load(), PluginGeneration(4000));
+  EXPECT_EQ(advance(generation), PluginGeneration(4001));
 }
 
 }  // namespace

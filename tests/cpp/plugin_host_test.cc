@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -16,6 +18,11 @@ namespace {
 struct Script {
   bool load_returns = true;
   bool load_throws = false;
+  bool load_interrupts = false;
+  bool statistics_throws = false;
+  bool statistics_interrupts = false;
+  bool activate_returns = true;
+  bool activate_interrupts = false;
   bool control_throws = false;
   bool control_interrupts = false;
   bool stateful = false;  // has get_state/set_state; set_state refuses "refuse"
@@ -28,14 +35,31 @@ class FakeAdapter : public IPluginAdapter {
 
   bool load(const mjModel*, mjData*) override {
     journal_.push_back(name_ + ".load");
+    if (script_.load_interrupts) throw Interrupted(nullptr);
     if (script_.load_throws) throw std::runtime_error("load exploded");
     return script_.load_returns;
   }
-  CallbackMask callbacks() override { return mask_of(Callback::kControl); }
+  CallbackMask callbacks() override {
+    return mask_of(Callback::kControl) | mask_of(Callback::kRender);
+  }
+  std::map<std::string, double> statistics() override {
+    journal_.push_back(name_ + ".statistics");
+    if (script_.statistics_interrupts) throw Interrupted(nullptr);
+    if (script_.statistics_throws) throw std::runtime_error("statistics exploded");
+    return {{"loaded", 1.0}};
+  }
+  bool activate() override {
+    journal_.push_back(name_ + ".activate");
+    if (script_.activate_interrupts) throw Interrupted(nullptr);
+    return script_.activate_returns;
+  }
   void control(const mjModel*, mjData*) override {
     journal_.push_back(name_ + ".control");
     if (script_.control_interrupts) throw Interrupted(nullptr);
     if (script_.control_throws) throw std::runtime_error("control exploded");
+  }
+  void render(const mjModel*, mjData*, mjvScene*) override {
+    journal_.push_back(name_ + ".render");
   }
   void unload() override { journal_.push_back(name_ + ".unload"); }
   const char* name_of(Callback callback) const override { return callback_name(callback); }
@@ -63,19 +87,20 @@ class PluginHostTest : public ::testing::Test {
       std::vector<FactoryEntry> entries;
       for (const auto& [name, script] : plugins) {
         entries.push_back(
-            {name, "test/Fake", std::make_unique<FakeAdapter>(name, script, journal), ""});
+            {name, "test/Fake", std::make_unique<FakeAdapter>(name, script, journal), "", "", {}});
       }
       return entries;
     });
   }
 
-  PluginState state_of(const std::string& name) const {
+  PluginReport report_of(const std::string& name) const {
     for (const PluginReport& report : host.report()) {
-      if (report.name == name) return report.state;
+      if (report.name == name) return report;
     }
     ADD_FAILURE() << "no plugin " << name;
-    return PluginState::kRegistered;
+    return {};
   }
+  PluginState state_of(const std::string& name) const { return report_of(name).state; }
 
   std::vector<std::string> journal;
   PluginHost host;
@@ -96,6 +121,77 @@ TEST_F(PluginHostTest, ALoadFailureIsIsolatedAndTheOthersDispatchInLoadOrder) {
   journal.clear();
   EXPECT_EQ(host.dispatch_control(model_generation, nullptr, nullptr), nullptr);
   EXPECT_EQ(journal, (std::vector<std::string>{"a.control", "b.control"}));
+}
+
+// Each load phase (load, statistics, activate) ends the same way: a failure is the plugin's,
+// recorded with the phase; the user's interrupt leaves it unloaded (unload() called only where its
+// load completed), the others load, and the first interrupt is raised once the generation is up.
+TEST_F(PluginHostTest, EachLoadPhaseRecordsItsFailureWithThePhase) {
+  Script statistics_throws;
+  statistics_throws.statistics_throws = true;
+  Script activate_refuses;
+  activate_refuses.activate_returns = false;
+  configure({{"statistics", statistics_throws}, {"activate", activate_refuses}, {"fine", {}}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  // The failed ones were loaded, so they are unloaded; a statistics failure is not activated.
+  EXPECT_EQ(journal, (std::vector<std::string>{
+                         "statistics.load", "statistics.statistics", "activate.load",
+                         "activate.statistics", "fine.load", "fine.statistics", "statistics.unload",
+                         "activate.activate", "activate.unload", "fine.activate"}));
+  const PluginReport statistics = report_of("statistics");
+  EXPECT_EQ(statistics.state, PluginState::kFailed);
+  ASSERT_TRUE(statistics.failure.has_value());
+  EXPECT_EQ(statistics.failure->phase, "statistics");
+  EXPECT_EQ(statistics.failure->message, "statistics exploded");
+  EXPECT_EQ(statistics.callbacks, 0u);  // a plugin failed before activation dispatches nothing
+  const PluginReport activate = report_of("activate");
+  EXPECT_EQ(activate.state, PluginState::kFailed);
+  ASSERT_TRUE(activate.failure.has_value());
+  EXPECT_EQ(activate.failure->phase, "activate");
+  EXPECT_EQ(activate.failure->message, "activate() returned false");
+  EXPECT_EQ(state_of("fine"), PluginState::kActive);
+}
+
+TEST_F(PluginHostTest, AnInterruptedLoadPhaseLeavesThePluginUnloadedAndIsRaisedAfterTheOthers) {
+  Script in_load;
+  in_load.load_interrupts = true;
+  Script in_statistics;
+  in_statistics.statistics_interrupts = true;
+  Script in_activate;
+  in_activate.activate_interrupts = true;
+  configure(
+      {{"load", in_load}, {"statistics", in_statistics}, {"activate", in_activate}, {"fine", {}}});
+  EXPECT_THROW(host.load_generation(model_generation, PluginGeneration(1)), Interrupted);
+  // A plugin interrupted in load() was never loaded: no unload(). The others were.
+  EXPECT_EQ(journal,
+            (std::vector<std::string>{"load.load", "statistics.load", "statistics.statistics",
+                                      "statistics.unload", "activate.load", "activate.statistics",
+                                      "fine.load", "fine.statistics", "activate.activate",
+                                      "activate.unload", "fine.activate"}));
+  EXPECT_TRUE(host.generation_active());
+  for (const char* name : {"load", "statistics", "activate"}) {
+    const PluginReport report = report_of(name);
+    EXPECT_EQ(report.state, PluginState::kUnloaded) << name;
+    EXPECT_FALSE(report.failure.has_value()) << name;  // an interrupt is no failure
+  }
+  EXPECT_EQ(report_of("statistics").callbacks, 0u);
+  EXPECT_EQ(state_of("fine"), PluginState::kActive);
+  journal.clear();
+  EXPECT_EQ(host.dispatch_control(model_generation, nullptr, nullptr), nullptr);
+  EXPECT_EQ(journal, (std::vector<std::string>{"fine.control"}));
+}
+
+TEST_F(PluginHostTest, DispatchBoundTakesTheBoundCallbacksOnly) {
+  configure({{"a", {}}});
+  host.load_generation(model_generation, PluginGeneration(1));
+  journal.clear();
+  EXPECT_EQ(host.dispatch_bound(Callback::kControl, std::nullopt), nullptr);
+  EXPECT_EQ(host.dispatch_bound(Callback::kRender, model_generation), nullptr);
+  EXPECT_EQ(journal, (std::vector<std::string>{"a.control", "a.render"}));
+  EXPECT_THROW(host.dispatch_bound(Callback::kReset, std::nullopt), std::invalid_argument);
+  EXPECT_THROW(host.dispatch_bound(Callback::kUpdateRead, std::nullopt), std::invalid_argument);
+  EXPECT_THROW(host.dispatch_bound(Callback::kControl, ModelGeneration(2)), StaleGenerationError);
+  EXPECT_EQ(journal.size(), 2u);
 }
 
 TEST_F(PluginHostTest, AStaleTagRaisesAndNoActiveGenerationIsQuiet) {
@@ -142,7 +238,8 @@ TEST_F(PluginHostTest, ANewGenerationUnloadsTheOldOneFirst) {
   host.load_generation(model_generation, PluginGeneration(1));
   journal.clear();
   host.load_generation(ModelGeneration(2), PluginGeneration(2));
-  EXPECT_EQ(journal, (std::vector<std::string>{"a.unload", "a.load"}));
+  EXPECT_EQ(journal,
+            (std::vector<std::string>{"a.unload", "a.load", "a.statistics", "a.activate"}));
   EXPECT_EQ(host.plugin_generation(), PluginGeneration(2));
 }
 

@@ -2,19 +2,19 @@
 
 Owns the simulated-time rate schedule and the due check of the plugins that publish on it
 (`RatePublisher`), configuration checks whose messages name the key and what was expected, and
-model name lookups that list close matches. Nothing here publishes or casts: what a due step
-publishes is each plugin's own.
+model name lookups, whose refusals are worded by mjfast.names. Nothing here publishes or casts:
+what a due step publishes is each plugin's own.
 """
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import mujoco
 
+from mjfast.names import no_such_name, unknown
 from mjfast.plugin import MujocoPlugin
 from mjfast.sim_control import labelled_id
 
@@ -37,14 +37,15 @@ _HOST_KEYS = frozenset({"type", "name"})
 
 def check_keys(plugin: str, config: Mapping[str, Any], allowed: Iterable[str],
                where: str = "") -> None:
-    """Refuses a key outside `allowed`, naming it and listing the accepted ones."""
+    """Refuses a key outside `allowed`, naming it and listing the accepted ones (the keys of a
+    nested section, `where`; a plugin's own keys are its `config_keys`, checked before load)."""
     allowed = frozenset(allowed)
-    unknown = sorted(str(k) for k in config if k not in allowed and
+    refused = sorted(str(k) for k in config if k not in allowed and
                      (where or k not in _HOST_KEYS))
-    if unknown:
-        prefix = f"{where}." if where else ""
-        raise ValueError(f"{plugin}: unknown configuration key {prefix}{unknown[0]!r}; "
-                         f"expected one of {sorted(allowed)}")
+    if refused:
+        raise ValueError(f"{plugin}: " + unknown(
+            "unknown configuration key", refused[0], sorted(str(key) for key in allowed), n=1,
+            section=f"{where}." if where else "", exists="its keys are"))
 
 
 def checked_state(plugin: str, value: Any, kinds: Mapping[str, Any]) -> dict[str, Any]:
@@ -116,10 +117,7 @@ def id_of(plugin: str, model: mujoco.MjModel, kind: mujoco.mjtObj, what: str,
     else:
         index = mujoco.mj_name2id(model, kind, str(name)) if isinstance(name, str) else -1
     if index < 0:
-        names = [c for c in candidates if c]
-        close = difflib.get_close_matches(str(name), names, n=3)
-        hint = f"; close matches: {close}" if close else f"; the model has {names[:10]}"
-        raise ValueError(f"{plugin}: the model has no {what} named {name!r}{hint}")
+        raise ValueError(f"{plugin}: {no_such_name(what, name, [c for c in candidates if c])}")
     return int(index)
 
 

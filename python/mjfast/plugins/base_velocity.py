@@ -17,9 +17,10 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.names import no_such_name
 from mjfast.plugin import ControlPlugin
 from mjfast.plugins._sensing import checked_state
-from mjfast.sim_control import labelled_id
+from mjfast.sim_control import labelled_id, object_labels
 
 __all__ = ["BaseVelocity"]
 
@@ -53,7 +54,9 @@ class BaseVelocity(ControlPlugin):
         # An unnamed free joint (`<freejoint/>`) is `joint_<id>`.
         joint_id = labelled_id(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint", joint)
         if joint_id < 0:
-            raise ValueError(f"{self.name}: the model has no joint named {joint!r}")
+            labels = object_labels(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt, "joint")
+            raise ValueError(f"{self.name}: "
+                             f"{no_such_name('joint', joint, [j for j in labels if j])}")
         if int(model.jnt_type[joint_id]) != mujoco.mjtJoint.mjJNT_FREE:
             raise ValueError(f"{self.name}: joint {joint!r} is not a free joint")
         self.timeout = float(self.config.get("timeout", 0.5))

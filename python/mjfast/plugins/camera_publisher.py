@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import mujoco
 
 from mjfast.camera import PLANES, camera_names
+from mjfast.names import unknown
 from mjfast.plugin import MujocoPlugin
 
 __all__ = ["CameraPublisher"]
@@ -40,10 +41,10 @@ class CameraPublisher(MujocoPlugin):
         wanted = self.config.get("planes")
         if isinstance(wanted, str):
             wanted = [wanted]
-        unknown = [plane for plane in wanted or [] if plane not in PLANES]
-        if unknown:
-            raise ValueError(f"{self.name}: planes: unknown plane {unknown[0]!r} (planes: "
-                             f"{', '.join(PLANES)})")
+        refused = [plane for plane in wanted or [] if plane not in PLANES]
+        if refused:
+            raise ValueError(f"{self.name}: planes: " + unknown(
+                "unknown plane", refused[0], PLANES, exists="the planes are"))
         prefix = str(self.config.get("topic", "~")).rstrip("/")
         self._streams: list[tuple[Any, str, str]] = []
         self._cameras = []

@@ -8,12 +8,12 @@ reset.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 
 from mjfast.plugin import MujocoPlugin
-from mjfast.plugins._sensing import check_keys, checked_state, positive_int
+from mjfast.plugins._sensing import checked_state, positive_int
 
 __all__ = ["ClockPublisher", "topic_name"]
 
@@ -28,8 +28,10 @@ def topic_name(who: str, topic: object) -> str:
 
 
 class ClockPublisher(MujocoPlugin):
+    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
-        check_keys(self.name, self.config, _KEYS)
         self._topic = topic_name(self.name, self.config.get("topic", "/clock"))
         self._every = positive_int(self.name, "every_steps", self.config.get("every_steps", 1))
         self._countdown = self._every

@@ -57,6 +57,8 @@ class ForwardCommand(MujocoPlugin):
         if not ids:
             raise ValueError(f"{who}: the list of joints or actuators is empty")
         self._ids = np.array(ids, dtype=np.intp)
+        # Held across env.control.read()/write(): its place in the lock order is in
+        # src/_core/env_core.h.
         self._lock = threading.Lock()
         self._applied = 0
         self._rejected = 0

@@ -15,9 +15,10 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.names import no_such_name
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
-from mjfast.sim_control import labelled_id
+from mjfast.sim_control import labelled_id, object_labels
 
 __all__ = ["FreeJointStatePublisher"]
 
@@ -45,7 +46,9 @@ class FreeJointStatePublisher(MujocoPlugin):
             # An unnamed body is `body_<id>`.
             body_id = labelled_id(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody, "body", body)
             if body_id < 0:
-                raise ValueError(f"{self.name}: the model has no body named {body!r}")
+                labels = object_labels(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody, "body")
+                raise ValueError(f"{self.name}: "
+                                 f"{no_such_name('body', body, [b for b in labels if b])}")
             joint = int(model.body_jntadr[body_id])
             if (joint < 0 or int(model.body_jntnum[body_id]) != 1
                     or int(model.jnt_type[joint]) != mujoco.mjtJoint.mjJNT_FREE):

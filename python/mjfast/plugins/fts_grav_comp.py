@@ -16,8 +16,9 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.names import no_such_name
 from mjfast.plugin import ControlPlugin
-from mjfast.sim_control import labelled_id
+from mjfast.sim_control import labelled_id, object_labels, object_names
 
 __all__ = ["FtsGravComp"]
 
@@ -54,7 +55,8 @@ class FtsGravComp(ControlPlugin):
                              f"got {config['mass']!r}")
         self.site_id = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, site)
         if self.site_id < 0:
-            raise ValueError(f"{self.name}: the model has no site named {site!r}")
+            sites = object_names(model, mujoco.mjtObj.mjOBJ_SITE, model.nsite)
+            raise ValueError(f"{self.name}: {no_such_name('site', site, sites)}")
         self.force_address = self._sensor_address(model, force, mujoco.mjtSensor.mjSENS_FORCE)
         self.torque_address = self._sensor_address(model, torque, mujoco.mjtSensor.mjSENS_TORQUE)
         return True
@@ -63,7 +65,9 @@ class FtsGravComp(ControlPlugin):
         # An unnamed sensor is `sensor_<id>`, as SensorPublisher publishes it.
         sensor = labelled_id(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor, "sensor", name)
         if sensor < 0:
-            raise ValueError(f"{self.name}: the model has no sensor named {name!r}")
+            labels = object_labels(model, mujoco.mjtObj.mjOBJ_SENSOR, model.nsensor, "sensor")
+            raise ValueError(f"{self.name}: "
+                             f"{no_such_name('sensor', name, [s for s in labels if s])}")
         if int(model.sensor_type[sensor]) != kind:
             raise ValueError(f"{self.name}: sensor {name!r} is not a {kind.name} sensor")
         if int(model.sensor_objid[sensor]) != self.site_id:

@@ -12,10 +12,12 @@ Published from `last_stage_callback` at the first step whose time reaches each m
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import mujoco
 import numpy as np
 
-from mjfast.plugins._sensing import RatePublisher, check_keys, listed_ids, number
+from mjfast.plugins._sensing import RatePublisher, listed_ids, number
 from mjfast.plugins.clock_publisher import topic_name
 from mjfast.sim_control import object_labels
 
@@ -26,9 +28,11 @@ _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SL
 
 
 class JointStatePublisher(RatePublisher):
+    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
-        check_keys(who, self.config, _KEYS)
         rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 100.0), minimum=0.0,
                          strict=True)
         # An unnamed joint is `joint_<id>`, in `joints` as in the message.

@@ -7,6 +7,7 @@ async, SPEC §14); their configuration keys are in the README and at the top of 
 
 from __future__ import annotations
 
+from mjfast.config_schema import ModelName
 from mjfast.native import NativePlugin
 
 __all__ = ["ExternalWrench", "Lidar", "NoOp", "PDController"]
@@ -23,7 +24,15 @@ ExternalWrench = NativePlugin(
     _LIBRARY, "ExternalWrench", package=__package__,
     config_keys={"body": str, "force": list, "torque": list, "point": list, "start": float,
                  "duration": float, "ramp_down": float})
-# Lidar checks its keys itself, with the messages of SPEC §14's Python original. The rays start
-# at `site`, or at `body` moved by `pos` and turned by `quat` (in the body frame), for models
-# with no site on the sensor mount; a scan casts at most 4,194,304 rays (checked at load).
-Lidar = NativePlugin(_LIBRARY, "Lidar", package=__package__)
+# Lidar's keys, nested ones and the mount's name included, are checked here before create; their
+# values' types by its load(), with the messages of SPEC §14's Python original. The rays start at
+# `site`, or at `body` moved by `pos` and turned by `quat` (in the body frame), for models with
+# no site on the sensor mount; a scan casts at most 4,194,304 rays (checked at load).
+_AXIS = {"samples": object, "min_angle": object, "max_angle": object}
+Lidar = NativePlugin(
+    _LIBRARY, "Lidar", package=__package__,
+    config_keys={"site": ModelName("site"), "body": ModelName("body"), "pos": object,
+                 "quat": object, "horizontal": _AXIS, "vertical": _AXIS,
+                 "range": {"min": object, "max": object}, "rate_hz": object,
+                 "geom_groups": object, "noise_std": object, "seed": object, "async": object,
+                 "visualize": object, "topic": object})

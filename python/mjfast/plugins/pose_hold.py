@@ -30,9 +30,10 @@ import mujoco
 import numpy as np
 
 from mjfast.errors import ConfigError
+from mjfast.names import no_such_name, unknown
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
-from mjfast.sim_control import named_entries
+from mjfast.sim_control import named_entries, object_names
 
 __all__ = ["PoseHoldPD"]
 
@@ -149,7 +150,9 @@ class PoseHoldPD(MujocoPlugin):
         for name in listed:
             joint = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
             if joint < 0:
-                raise ConfigError(f"{self.name}: joints: the model has no joint named {name!r}")
+                joint_names = object_names(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt)
+                raise ConfigError(f"{self.name}: joints: "
+                                  f"{no_such_name('joint', name, joint_names)}")
             if int(model.jnt_type[joint]) not in _HELD_TYPES:
                 raise ConfigError(f"{self.name}: joints: {name!r} is not a hinge or slide joint")
             if joint not in by_joint:
@@ -167,10 +170,10 @@ class PoseHoldPD(MujocoPlugin):
             raise ValueError(f"{self.name}: a target is a mapping from joint name to position, "
                              f"got {targets!r}")
         entries = named_entries(targets, self._joint_names, f"{self.name}: target")
-        unknown = [joint for joint, _ in entries if joint not in self._joint_names]
-        if unknown:
-            raise KeyError(f"{self.name}: no held joint {', '.join(map(repr, unknown))} "
-                           f"(held: {', '.join(self._joint_names)})")
+        refused = [joint for joint, _ in entries if joint not in self._joint_names]
+        if refused:
+            raise KeyError(f"{self.name}: " + unknown(
+                "no held joint", refused[0], self._joint_names, exists="the held joints"))
         values = {}
         for joint, value in entries:
             if (isinstance(value, bool) or not isinstance(value, (int, float, np.number))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -32,9 +33,11 @@ _DIST_BIT = 1
 
 
 class RangefinderLidar(RatePublisher):
+    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
-        check_keys(who, self.config, _KEYS)
         prefix = self.config.get("prefix")
         if not isinstance(prefix, str) or not prefix:
             raise ValueError(f"{who}: prefix is required: the rangefinders are named "

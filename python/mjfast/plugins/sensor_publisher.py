@@ -19,7 +19,7 @@ of 1/rate_hz.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -56,9 +56,11 @@ class _Sensor:
 
 
 class SensorPublisher(RatePublisher):
+    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
-        check_keys(who, self.config, _KEYS)
         self._rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 100.0), minimum=0.0,
                                strict=True)
         self._seed = seed_of(who, self.config)

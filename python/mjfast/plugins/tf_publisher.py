@@ -12,10 +12,12 @@ and its orientation as MuJoCo's (w, x, y, z). With the ROS 2 bridge it is tf2_ms
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 import mujoco
 import numpy as np
 
-from mjfast.plugins._sensing import RatePublisher, check_keys, listed_ids, names_of, number
+from mjfast.plugins._sensing import RatePublisher, listed_ids, names_of, number
 from mjfast.plugins.clock_publisher import topic_name
 
 __all__ = ["TfPublisher"]
@@ -24,9 +26,11 @@ _KEYS = ("rate_hz", "bodies", "topic", "static_topic")
 
 
 class TfPublisher(RatePublisher):
+    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
+
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         who = self.name
-        check_keys(who, self.config, _KEYS)
         rate_hz = number(who, "rate_hz", self.config.get("rate_hz", 50.0), minimum=0.0,
                          strict=True)
         names = names_of(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody)

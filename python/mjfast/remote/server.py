@@ -225,7 +225,7 @@ class BusServer:
             return
         self._counters.add("messages_in")
         try:
-            self._bus.publish(topic, message)
+            self._bus.publish_inbound(topic, message)  # a command, while the env records
         except Exception as error:  # the bus refused it (a bad topic name)
             _log.warning("ignored a remote publish on %s: %s", topic, error)
 

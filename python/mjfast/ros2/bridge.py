@@ -312,7 +312,8 @@ class Bridge:
             _log.warning("ignored a malformed %s on %s: %s", route.ros_type, route.topic, error)
             return
         self._counters.add("messages_in")
-        self._bus_publish(route.topic, message)
+        # Not back out on ROS 2 (the unwrapped publish); a command, while the env records.
+        self._bus.publish_inbound(route.topic, message, self._bus_publish)
 
     # -- services -------------------------------------------------------------------------------
 

@@ -1,0 +1,115 @@
+"""Benchmarks of recording and replay (SPEC §20) against their baselines, in one run.
+
+1. Physics steps per second on the humanoid under `env.start(None)` while recording (JointState
+   at 100 Hz through the conversion table, a state every 100 steps) beside the same env not
+   recording: at least 0.9. The stepping thread only copies (states and applied commands into the
+   core's ring, a bus message's reference into a queue); conversion, CDR and the MCAP file are the
+   writer thread's and the writer process's (mjfast.bag_writer), which need a core of their own
+   for the figure to mean anything (unpaced, 100 Hz is thousands of messages a second).
+2. `mjfast replay --check` of a 10 s recording (JointState at 100 Hz, the default state every
+   simulated second) beside running the same 10 s live with the same plugins, both from the env's
+   construction to its close: at most 1.2.
+Run:
+    .venv/bin/python -m pytest bench/test_bench_record.py
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("rosbags", reason="recording needs the extra mjfast[ros2]")
+
+import mjfast
+from mjfast.recording import replay
+from models import humanoid_xml
+
+GROUP_RECORD_RATE = "recording JointState at 100 Hz"
+GROUP_REPLAY = "replay --check of 10 s"
+
+WINDOW_S = 0.5
+RATE_ROUNDS = 3
+REPLAY_ROUNDS = 3
+REPLAY_SECONDS = 10.0
+
+pytestmark = pytest.mark.parametrize("bench_model", ["humanoid"], indirect=True)
+
+
+def joint_state_env() -> mjfast.MujocoEnv:
+    params = {"mujoco_server": {"MujocoPlugins": [
+        {"type": "mjfast/JointStatePublisher", "rate_hz": 100.0}]}}
+    return mjfast.MujocoEnv(humanoid_xml(), params=params)
+
+
+def seconds_per_step(env: mjfast.MujocoEnv) -> float:
+    env.start(None)
+    try:
+        time.sleep(0.1)
+        before = env.statistics()["env"]["steps"]
+        start = time.perf_counter()
+        time.sleep(WINDOW_S)
+        steps = env.statistics()["env"]["steps"] - before
+        elapsed = time.perf_counter() - start
+    finally:
+        env.stop()
+    assert steps > 0
+    return elapsed / steps
+
+
+def test_physics_rate_while_recording(benchmark: Any, record: Any, bench_model: Any,
+                                      tmp_path: Path) -> None:
+    plain, recorded = joint_state_env(), joint_state_env()
+    bags = (tmp_path / f"bag{i}" for i in itertools.count())
+    written: list[Any] = []
+
+    def recording() -> float:
+        handle = recorded.record(next(bags), state_every=100)
+        try:
+            return seconds_per_step(recorded)
+        finally:
+            handle.stop()
+            written.append(handle.statistics())
+
+    try:
+        timings = record.measured(benchmark, bench_model.name, GROUP_RECORD_RATE, RATE_ROUNDS,
+                                  {"without": lambda: seconds_per_step(plain),
+                                   "recording": recording})
+    finally:
+        plain.close()
+        recorded.close()
+    topic = "/mujoco_server/JointStatePublisher/joint_states"
+    assert all(w[topic] > 0 and w["/mjfast/state"] > 1 and w["dropped"] == 0 for w in written)
+    benchmark.extra_info.update(without_steps_per_s=1 / timings["without"].min_s,
+                                recording_steps_per_s=1 / timings["recording"].min_s)
+
+
+def test_replay_check_of_ten_seconds(benchmark: Any, record: Any, bench_model: Any,
+                                     tmp_path: Path) -> None:
+    env = joint_state_env()
+    steps = round(REPLAY_SECONDS / env.model.opt.timestep)
+    handle = env.record(tmp_path / "bag")
+    env.step(steps)
+    handle.stop()
+    env.close()
+    results: list[Any] = []
+
+    def live() -> float:
+        start = time.perf_counter()
+        again = joint_state_env()
+        again.step(steps)
+        again.close()
+        return time.perf_counter() - start
+
+    def checked() -> float:
+        start = time.perf_counter()
+        results.append(replay(tmp_path / "bag", check=True))
+        return time.perf_counter() - start
+
+    timings = record.measured(benchmark, bench_model.name, GROUP_REPLAY, REPLAY_ROUNDS,
+                              {"live": live, "replay": checked})
+    assert all(r.first_difference is None and r.states == 12 for r in results), results
+    benchmark.extra_info.update(live_s=timings["live"].min_s, replay_s=timings["replay"].min_s)

@@ -1,0 +1,98 @@
+"""mjfast.stats_table: `env.statistics()` as the table `mjfast run` prints, from a statistics
+mapping built here (no env), every line within WIDTH columns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+import mjfast
+from mjfast.stats_table import WIDTH, format_statistics, one_line
+
+
+def statistics(*plugins: dict[str, Any], **env: Any) -> dict[str, Any]:
+    return {"env": {"steps": 12345, "simulated_s": 24.69, "mean_step_ns": 3456.7,
+                    "realtime_factor": 1234.56, "model_generation": 2, "plugin_generation": 3,
+                    "timing_sample_interval": 64, **env},
+            "plugins": list(plugins), "render": {}}
+
+
+def plugin(name: str, **fields: Any) -> dict[str, Any]:
+    return {"name": name, "type": f"test/{name.title()}", "state": mjfast.PluginState.ACTIVE,
+            "load_time_s": 0.00125, "failure": None, "custom": {}, "callbacks": {}, **fields}
+
+
+def test_the_env_section_shows_its_figures() -> None:
+    lines = format_statistics(statistics()).splitlines()
+    assert lines[:9] == [
+        "environment",
+        "  steps                 12,345",
+        "  simulated time        24.690 s",
+        "  mean step time        3,457 ns",
+        "  real-time factor      1,234.6x (simulated / wall time)",
+        "  model generation      2",
+        "  plugin generation     3",
+        "",
+        "plugins: none configured",
+    ]
+
+
+def test_wall_and_running_time_add_lines_and_name_the_factors_basis() -> None:
+    table = format_statistics(statistics(), 2.5, running_s=2.0).splitlines()
+    assert "  wall time             2.500 s" in table
+    assert "  running time          2.000 s (pauses excluded)" in table
+    assert "  real-time factor      1,234.6x (simulated / running time)" in table
+
+
+def test_warnings_list_the_kinds_raised_only() -> None:
+    quiet = format_statistics(statistics(warnings={"badqacc": 0})).splitlines()
+    assert "  MuJoCo warnings       none" in quiet
+    loud = format_statistics(statistics(warnings={"inertia": 2, "badqacc": 1500, "contactfull": 0}))
+    assert "  MuJoCo warnings       badqacc 1,500, inertia 2" in loud.splitlines()
+
+
+def test_plugins_figures_and_callbacks_each_get_a_section() -> None:
+    hold = plugin("hold", custom={"error": 0.000123456, "held_joints": 7.0, "ok": True},
+                  callbacks={"control_callback": {"calls": 1000, "timed_calls": 16,
+                                                  "mean_ns": 812.4, "last_ns": 790.0},
+                             "reset": {"calls": 0, "timed_calls": 0, "mean_ns": 0.0,
+                                       "last_ns": 0.0}})
+    rows = [line.split() for line in format_statistics(statistics(hold)).splitlines()]
+    assert ["hold", "test/Hold", "ACTIVE", "1.25", "-"] in rows
+    assert ["hold", "error", "0.000123456"] in rows
+    assert ["hold", "held_joints", "7"] in rows  # a whole number reads as one
+    assert ["hold", "ok", "True"] in rows
+    assert ["hold", "control_callback", "1,000", "812", "790"] in rows
+    assert ["hold", "reset", "0", "-", "-"] in rows  # never timed: no mean to show
+    assert ["callbacks", "(wall", "time", "sampled", "on", "1", "dispatch", "in", "64", "per",
+            "callback)"] in rows
+
+
+def test_a_long_failure_wraps_within_the_width_and_keeps_all_of_its_message() -> None:
+    message = "load() returned false because " + " ".join(f"word{i}" for i in range(60))
+    failed = plugin("logger", type="test/" + "N" * 40, state="FAILED",
+                    failure={"phase": "load", "message": message, "traceback": ""})
+    table = format_statistics(statistics(failed))
+    assert max(len(line) for line in table.splitlines()) <= WIDTH, table
+    assert " ".join(table.split()).count("word59") == 1
+    assert "load: load() returned false because word0" in " ".join(table.split())
+
+
+def test_a_json_round_trip_formats_the_same() -> None:
+    stats = statistics(plugin("hold", custom={"error": 0.5}),
+                       plugin("gone", state=mjfast.PluginState.FAILED,
+                              failure={"phase": "factory", "message": "no such type",
+                                       "traceback": ""}),
+                       warnings={"badqacc": 1})
+    assert format_statistics(json.loads(json.dumps(stats))) == format_statistics(stats)
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("one\n  two  \n\nthree", "one two three"),
+    ("bad value\n\nAt:\n  File x.py, line 3", "bad value"),  # pybind11's Python stack cut off
+    (ValueError("plain"), "plain"),
+])
+def test_one_line_joins_a_message_of_several(text: object, line: str) -> None:
+    assert one_line(text) == line
