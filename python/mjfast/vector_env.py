@@ -24,10 +24,11 @@ from mjfast._core_loader import _core
 from mjfast.env import ModelLike, MujocoEnv, _ModelSource, _parameter_server
 from mjfast.errors import LogicError, MjfastError
 from mjfast.host import EnvHost
+from mjfast.joints import JointState
+from mjfast.kinematics import BodyState
 from mjfast.node import Bus
 from mjfast.params import ParameterServer
 from mjfast.plugin import PluginInfo
-from mjfast.sim_control import BodyState, JointState
 from mjfast.state import SimState
 
 __all__ = ["VectorEnv", "World"]
