@@ -13,9 +13,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco's re
 import mujoco
 import numpy as np
 import pytest
-from support import run_python
 
 import mjfast
+from support import run_python
 
 gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
@@ -86,8 +86,8 @@ def test_spaces_and_observation_parts() -> None:
         assert env._observation().tolist() == [2.0, 0.3, 0.0, 0.3]
         obs, *_ = env.step(np.zeros(2, dtype=np.float32))
         assert obs.tolist() == [env.qvel[0], env.sensordata[0], 0.01, env.qpos[0]]
-    with pytest.raises(KeyError, match="observation part 'angel' is neither .* did you mean "
-                                       "'angle'"):
+    with pytest.raises(KeyError, match=r"observation part 'angel' is neither .* did you mean "
+                                       r"'angle'"):
         MujocoGymEnv(XML, observation=("qpos", "angel"))
 
 
@@ -161,8 +161,8 @@ def test_wrong_actions_and_use_after_close() -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="frame_skip must be a positive integer"):
         MujocoGymEnv(XML, frame_skip=0)
-    with pytest.raises(ValueError, match="render_mode must be one of .* did you mean "
-                                         "'rgb_array'"):
+    with pytest.raises(ValueError, match=r"render_mode must be one of .* did you mean "
+                                         r"'rgb_array'"):
         MujocoGymEnv(XML, render_mode="rgb_aray")
     with pytest.raises(KeyError, match="no camera named 'front'"):
         MujocoGymEnv(XML, render_mode="rgb_array", camera="front")
@@ -285,6 +285,7 @@ def test_truncation_autoresets_too(registered: str) -> None:
         assert envs.step(actions)[3].tolist() == [True, True]
         obs, rewards, terminated, truncated, _ = envs.step(actions)
         assert truncated.tolist() == [False, False] and obs[:, 3].tolist() == [0.0, 0.0]
+        assert rewards.tolist() == [0.0, 0.0] and terminated.tolist() == [False, False]
         assert envs.step(actions)[3].tolist() == [False, False]
     finally:
         envs.close()
