@@ -94,6 +94,8 @@ TARGETS = {
     "ros2_service": Target(1.5),  # std_srvs call from zenoh-ros2-sdk / bare Zenoh query
     # the same request as a plain query with rmw_zenoh's attachment (no SDK client): reported
     "ros2_service_raw": Target(1.5, gated=False),
+    # test_bench_gym.py: env steps/s, make_vec's 8 worlds / AsyncVectorEnv of 8 gymnasium envs
+    "gym_vector": Target(3.0),
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -243,6 +245,7 @@ GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
 GROUP_ROS2_PUBLISH = "JointState publish through the bridge"
 GROUP_ROS2_SERVICE = "std_srvs round trip"
+GROUP_GYM_VECTOR = "8-world gymnasium vector env"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -324,6 +327,9 @@ RATIOS = [
           "sdk_call", "bare_query", "ros2_service", models=ARM7),
     Ratio(GROUP_ROS2_SERVICE, "std_srvs request as a plain query / bare query (reported)",
           "raw_call", "bare_query", "ros2_service_raw", models=ARM7),
+    # test_bench_gym.py
+    Ratio(GROUP_GYM_VECTOR, "steps/s: make_vec 8 worlds / AsyncVectorEnv of 8 (frame_skip 5)",
+          "mjfast", "async", "gym_vector", throughput=True, models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}
