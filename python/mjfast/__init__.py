@@ -36,6 +36,7 @@ from mjfast.plugin import (
 )
 from mjfast.plugin_config import PluginSpec
 from mjfast.stats_table import format_statistics
+from mjfast.vector_env import VectorEnv
 
 if TYPE_CHECKING:
     from mjfast.remote.client import Client
@@ -79,6 +80,7 @@ __all__ = [
     "RemoteError",
     "SimulationError",
     "StaleGenerationError",
+    "VectorEnv",
     "available_plugins",
     "connect",
     "format_statistics",

@@ -199,6 +199,10 @@ def _close_open_envs() -> None:
 class MujocoEnv:
     """A MuJoCo simulation with plugins loaded from the parameter server (SPEC §5)."""
 
+    # Which world of a VectorEnv this env is (mjfast.vector_env sets it before construction);
+    # every plugin is told (`world_index`).
+    _world_index = 0
+
     def __init__(
         self,
         model: ModelLike,
@@ -218,7 +222,7 @@ class MujocoEnv:
         self._strict = strict
         self._namespace = resolve_name(namespace)
         self._params, self._params_path = _parameter_server(params)
-        self._source = _ModelSource.of(model)
+        self._source = self._model_source(model)
         new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
         self._specs = load_plugin_specs(self._params, self._namespace)
         sim_control.apply_options(new_model, self._params.get(
@@ -273,6 +277,10 @@ class MujocoEnv:
                 self.close()
             raise
 
+    def _model_source(self, model: ModelLike) -> _ModelSource:
+        """Where reload() reads the model again (a VectorEnv's worlds share one)."""
+        return _ModelSource.of(model)
+
     # -- the plugin factory ------------------------------------------------------------------
 
     def _make_adapters(self, model_generation: int, plugin_generation: int) -> list[Any]:
@@ -303,7 +311,8 @@ class MujocoEnv:
                 symbol=target.symbol, config_json=config_json(spec.config),
                 camera_opener=_weak_method(self.open_offscreen_camera),
                 publisher=Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}",
-                               self.bus, spec.name).publish)
+                               self.bus, spec.name).publish,
+                world_index=self._world_index)
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()
@@ -314,6 +323,7 @@ class MujocoEnv:
         instance.config = copy.deepcopy(spec.config)
         instance.node = node
         instance.env = weakref.proxy(self)
+        instance.world_index = self._world_index
         style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
         return _core.python_adapter(
             name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,

@@ -84,6 +84,8 @@ class _PluginBase:
     config: dict[str, Any]
     node: Node
     env: MujocoEnv  # a weak proxy: the env owns its plugins
+    # The plugin's world in a VectorEnv (SPEC §21), set with the others; 0 in a MujocoEnv.
+    world_index: int = 0
     # The configuration keys this type reads, and their types (mjfast.config_schema): an unknown
     # key or a mistyped value is then a load failure naming it. None: nothing is checked.
     config_keys: ClassVar[Mapping[str, Any] | None] = None
