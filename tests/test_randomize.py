@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mujoco
@@ -318,3 +318,84 @@ def test_randomize_and_seed_are_read(make_env: Callable[..., mjfast.MujocoEnv],
         make_env(XML, params=params([MASS], seed=3))
     assert "not read by mjfast" not in caplog.text
 
+
+
+# -- VectorEnv: every world draws from its own generator onto its own model ----------------------
+
+@pytest.fixture
+def vectors() -> Iterator[list[mjfast.VectorEnv]]:
+    made: list[mjfast.VectorEnv] = []
+    yield made
+    for vector in made:
+        vector.close()
+
+
+def make_vector(vectors: list[mjfast.VectorEnv], terms: list[dict[str, Any]], num_envs: int = 4,
+                **kwargs: Any) -> mjfast.VectorEnv:
+    vector = mjfast.VectorEnv(XML, num_envs, params(terms, seed=None), threads=2, **kwargs)
+    vectors.append(vector)
+    return vector
+
+
+def box_masses(vector: mjfast.VectorEnv) -> list[float]:
+    return [float(model.body_mass[1]) for model in vector.models]
+
+
+def test_vector_worlds_own_their_models(vectors: list[mjfast.VectorEnv]) -> None:
+    vector = make_vector(vectors, [MASS], seed=10)
+    models = vector.models
+    assert vector.own_models and len({id(model) for model in models}) == 4
+    assert vector.model.body_mass[1] == 1.0  # the nominal model is never drawn on
+    masses = box_masses(vector)
+    assert len(set(masses)) == 4 and all(0.5 <= mass <= 2.0 for mass in masses)
+    for index, mass in enumerate(masses):
+        assert vector.world(index).info()["randomization"] == [
+            {"term": 0, "field": "body_mass", "values": {"box": mass}}]
+    # Without model terms the worlds share the one model, as before.
+    shared = make_vector(vectors, [{"field": "qvel", "std": 0.1}], seed=10)
+    assert not shared.own_models and len({id(model) for model in shared.models}) == 1
+
+
+def test_vector_world_i_draws_from_seed_plus_i(vectors: list[mjfast.VectorEnv],
+                                               make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    terms = [MASS, {"field": "qpos", "std": 0.1}]
+    vector = make_vector(vectors, terms, seed=10)
+    again = make_vector(vectors, terms, seed=10)
+    assert box_masses(vector) == box_masses(again)
+    np.testing.assert_array_equal(vector.qpos, again.qpos)
+    for index in range(4):  # world i is the MujocoEnv seeded with 10 + i
+        single = make_env(XML, params=params(terms, seed=10 + index))
+        assert single.model.body_mass[1] == box_masses(vector)[index]
+        np.testing.assert_array_equal(single.data.qpos, vector.qpos[index])
+    # The seed parameter seeds the worlds where the VectorEnv has none.
+    by_parameter = mjfast.VectorEnv(XML, 4, params(terms, seed=10), threads=2)
+    vectors.append(by_parameter)
+    assert box_masses(by_parameter) == box_masses(vector)
+    vector.reset(seed=20)
+    again.reset([2], seed=20)
+    assert box_masses(vector)[2] == box_masses(again)[2]
+    assert box_masses(vector)[0] != box_masses(again)[0]  # world 0 of `again` was not reset
+    vector.world(1).reset(seed=21)
+    single = make_env(XML, params=params(terms, seed=21))
+    assert box_masses(vector)[1] == single.model.body_mass[1]  # a world's own seed, exactly
+
+
+def test_vector_draws_never_compound_and_reach_the_simulation(
+        vectors: list[mjfast.VectorEnv]) -> None:
+    vector = make_vector(vectors, [{"field": "body_mass", "names": ["box"],
+                                    "scale": [2.0, 4.0]}], seed=3)
+    for _ in range(3):
+        vector.reset()
+        masses = box_masses(vector)
+        assert all(2.0 <= mass <= 4.0 for mass in masses)
+    ctrl = np.zeros((4, 2))
+    ctrl[:, 0] = 20.0
+    vector.step(1, ctrl)
+    accelerations = [float(vector.world(i).data.qacc[0]) for i in range(4)]
+    assert accelerations == pytest.approx([20.0 / mass - 9.81 for mass in masses], rel=1e-6)
+
+
+def test_vector_bad_term_is_a_config_error(vectors: list[mjfast.VectorEnv]) -> None:
+    with pytest.raises(mjfast.ConfigError, match=re.escape(
+            "randomize[1] (body_mass): no body named 'boxx'; did you mean 'box'?")):
+        make_vector(vectors, [MASS, {"field": "body_mass", "names": ["boxx"], "scale": [1, 2]}])

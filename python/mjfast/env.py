@@ -127,15 +127,6 @@ def _parameter_server(params: ParameterServer | Mapping[str, Any] | str | os.Pat
     )
 
 
-def _randomization(model: mujoco.MjModel, params: ParameterServer, namespace: str
-                   ) -> tuple[Randomizer, np.random.Generator]:
-    """The `randomize` terms checked against `model` and world 0's generator, seeded by the
-    `seed` parameter (SPEC §21); ConfigError naming the bad term or seed."""
-    where = resolve_name("seed", namespace)
-    seed = checked_seed(params.get(where, None), where)
-    return Randomizer.from_params(model, params, namespace), world_generator(seed, 0)
-
-
 def _apply_initial_state(
     model: mujoco.MjModel, data: mujoco.MjData, params: ParameterServer, namespace: str
 ) -> None:
@@ -202,6 +193,8 @@ class MujocoEnv:
     # Which world of a VectorEnv this env is (mjfast.vector_env sets it before construction);
     # every plugin is told (`world_index`).
     _world_index = 0
+    # A VectorEnv's `seed`, which its worlds draw from instead of the `seed` parameter (SPEC §21).
+    _world_seed: int | None = None
 
     def __init__(
         self,
@@ -227,7 +220,7 @@ class MujocoEnv:
         self._specs = load_plugin_specs(self._params, self._namespace)
         sim_control.apply_options(new_model, self._params.get(
             resolve_name("options", self._namespace), None))
-        self._randomizer, self._rng = _randomization(new_model, self._params, self._namespace)
+        self._randomizer, self._rng = self._randomization(new_model, self._params)
         if self._randomizer.randomizes_model and new_model is model:
             new_model = copy.copy(new_model)  # draws go to the env's own model, not the caller's
         self._randomizer.draw_model(new_model, self._rng)
@@ -280,6 +273,18 @@ class MujocoEnv:
     def _model_source(self, model: ModelLike) -> _ModelSource:
         """Where reload() reads the model again (a VectorEnv's worlds share one)."""
         return _ModelSource.of(model)
+
+    def _randomization(self, model: mujoco.MjModel, params: ParameterServer
+                       ) -> tuple[Randomizer, np.random.Generator]:
+        """The `randomize` terms checked against `model`, and this world's generator, seeded by
+        the `seed` parameter (or the VectorEnv's seed) plus the world's index (SPEC §21);
+        ConfigError naming the bad term or seed."""
+        where = resolve_name("seed", self._namespace)
+        seed = checked_seed(params.get(where, None), where)
+        if self._world_seed is not None:
+            seed = self._world_seed
+        return (Randomizer.from_params(model, params, self._namespace),
+                world_generator(seed, self._world_index))
 
     # -- the plugin factory ------------------------------------------------------------------
 
@@ -464,7 +469,7 @@ class MujocoEnv:
         seed: int | None = None,
     ) -> None:
         """World reset to the initial state or a keyframe, with the `randomize` terms drawn
-        (`seed`: the generator is seeded anew first), then the joint overrides; then every
+        (`seed`: the generator is seeded anew with it first), then the joint overrides; then every
         plugin's reset/on_reset, which sees the final state and the drawn model (SPEC §5, §13,
         §21)."""
         sim_control.check_outside_callbacks("reset()")
@@ -487,7 +492,7 @@ class MujocoEnv:
         initial = mujoco.MjData(model)
         _apply_initial_state(model, initial, self._params, self._namespace)
         if checked is not None:
-            self._rng = world_generator(checked, 0)
+            self._rng = np.random.default_rng(checked)
         self._randomizer.draw_model(model, self._rng)  # from the nominal model, never compounded
         time = data.time
         if key_id is None:
@@ -544,7 +549,7 @@ class MujocoEnv:
         sim_control.apply_options(new_model, params.get(resolve_name("options", self._namespace),
                                                         None))
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
-        randomizer, rng = _randomization(new_model, params, self._namespace)
+        randomizer, rng = self._randomization(new_model, params)
         randomizer.draw_model(new_model, rng)
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)

@@ -404,6 +404,7 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._reward = _checked_callable(reward, "reward")
         self._terminated = _checked_callable(terminated, "terminated")
         self.vector_env = VectorEnv(model, self.num_envs, params, threads=threads, seed=seed)
+        self._models = self.vector_env.models
         try:
             self._layout = ObservationLayout(self._world_model(0), observation)
         except BaseException:
@@ -424,7 +425,7 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._closed = False
 
     def _world_model(self, index: int) -> mujoco.MjModel:
-        return self.vector_env.world(index).model
+        return self._models[index]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -456,26 +457,17 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             if seed is not None:
                 self._np_random, self._np_random_seed = gymnasium.utils.seeding.np_random(
                     int(seed))
-            self._reset_worlds(indices, None if seed is None else int(seed))
+            self.vector_env.reset(indices.tolist(), seed=None if seed is None else int(seed))
         else:
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"seed must be an int, None or {self.num_envs} seeds (one per "
                                  f"world), got {len(seeds)}")
-            for index in indices:
-                self._reset_worlds(np.array([index]), seeds[index], per_world=True)
+            for index in indices:  # world i seeded with seeds[i] itself
+                self.vector_env.world(int(index)).reset(seed=seeds[index])
         self._episode_steps[indices] = 0
         self._autoreset[indices] = False
         return self._observations(), {}
-
-    def _reset_worlds(self, indices: np.ndarray, seed: int | None, *,
-                      per_world: bool = False) -> None:
-        """VectorEnv.reset seeds world i with seed + i; a per-world seed is that world's own."""
-        if per_world and seed is not None:
-            seed = seed - int(indices[0])
-            if seed < 0:
-                raise ValueError("a per-world seed must be at least the world's index")
-        self.vector_env.reset(indices.tolist(), seed=seed)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
