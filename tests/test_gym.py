@@ -303,3 +303,29 @@ def test_vector_wrong_actions_and_use_after_close(registered: str) -> None:
         envs.step(np.zeros((2, 1)))
     with pytest.raises(mjfast.LogicError, match="the env is closed"):
         envs.reset()
+
+
+def test_make_vec_steps_as_gymnasiums_own_sync_vector_env(registered: str) -> None:
+    """The same episodes, step for step, as gymnasium's SyncVectorEnv (NEXT_STEP) of
+    MujocoGymEnvs: worlds that end at different steps, by termination and by truncation."""
+    kwargs: dict[str, Any] = {
+        "observation": ("qpos", "qvel", "angle", "time"), "frame_skip": 2, "truncate_steps": 7,
+        "reward": lambda env, action: float(env.qpos[0]),
+        "terminated": lambda env, action: abs(float(env.qpos[0])) > 0.02}
+    ours = make_vec(registered, 3, **kwargs)
+    theirs = gymnasium.vector.SyncVectorEnv(
+        [lambda: MujocoGymEnv(XML, **kwargs) for _ in range(3)],
+        autoreset_mode=AutoresetMode.NEXT_STEP)
+    try:
+        np.testing.assert_array_equal(ours.reset(seed=2)[0], theirs.reset(seed=2)[0])
+        pushes = np.array([[1.0], [0.3], [-0.6]], dtype=np.float32)  # end at different steps
+        ended = np.zeros(3, dtype=int)
+        for _ in range(20):
+            mine, expected = ours.step(pushes), theirs.step(pushes)
+            for got, want in zip(mine[:4], expected[:4], strict=True):
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+            ended += mine[2] | mine[3]
+        assert (ended >= 1).all()  # every world ended (and was reset) at least once
+    finally:
+        ours.close()
+        theirs.close()
