@@ -80,6 +80,7 @@ class ObservationLayout:
                                f"model's sensors: {', '.join(sensors) or 'none'})")
             start = int(model.sensor_adr[sensor])
             self.parts.append(("sensordata", slice(start, start + int(model.sensor_dim[sensor]))))
+        self.sources = tuple(dict.fromkeys(source for source, _ in self.parts))  # what to read
         sizes = {"qpos": model.nq, "qvel": model.nv, "sensordata": model.nsensordata, "time": 1}
         self.size = sum(sizes[source] if columns is None else columns.stop - columns.start
                         for source, columns in self.parts)
@@ -432,9 +433,9 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             raise LogicError("the env is closed")
 
     def _observations(self) -> np.ndarray:
-        env = self.vector_env
-        return self._layout.gather({"qpos": env.qpos, "qvel": env.qvel,
-                                    "sensordata": env.sensordata, "time": env.time})
+        env = self.vector_env  # each batched array is gathered anew: only those observed
+        return self._layout.gather({source: getattr(env, source)
+                                    for source in self._layout.sources})
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
