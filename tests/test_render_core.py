@@ -10,6 +10,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco's re
 import time
 
 import numpy as np
+import pytest
 
 import mjfast
 from support import wait_for
@@ -110,3 +111,29 @@ def test_statistics_report_the_backend_and_turn_time():
         assert stats["backend"] == "egl"
         assert stats["turns"] == 1 and stats["frames_rendered"] == 1
         assert stats["mean_turn_ns"] > 0
+
+
+def test_the_env_core_owns_its_render_core_and_the_binding_only_exposes_it():
+    from mjfast._core_loader import _core
+
+    with mjfast.MujocoEnv(XML, render_sync=True) as env:
+        render = env._core.render_core
+        assert render is env._cameras.render_core  # the one the env's cameras use
+        assert render is env._core.render_core
+        assert render.render_sync is True
+    assert _core.EnvCore().render_core.render_sync is False
+    assert _core.EnvCore(render_sync=True).render_core.render_sync is True
+    with pytest.raises(TypeError):  # no RenderCore but an env core's own
+        _core.RenderCore(_core.EnvCore())
+
+
+def test_a_render_core_reference_keeps_its_env_core_alive():
+    import gc
+
+    from mjfast._core_loader import _core
+
+    render = _core.EnvCore().render_core  # the env core's last Python reference is this one
+    gc.collect()
+    assert render.statistics()["turns"] == 0
+    render.check_can_open()  # reaches the env's host
+    render.close()

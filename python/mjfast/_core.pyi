@@ -65,7 +65,7 @@ class PluginHost:
     def plugin_generation(self) -> int:
         ...
 class EnvCore:
-    def __init__(self) -> None:
+    def __init__(self, render_sync: bool = False) -> None:
         ...
     def bind(self, model: typing.Any, data: typing.Any, control_scratch: typing.Any) -> None:
         """
@@ -138,6 +138,9 @@ class EnvCore:
         ...
     @property
     def realtime_factor(self) -> float | None:
+        ...
+    @property
+    def render_core(self) -> RenderCore:
         ...
     @property
     def running(self) -> bool:
@@ -288,8 +291,6 @@ class OffscreenCamera:
     def width(self) -> int:
         ...
 class RenderCore:
-    def __init__(self, env_core: EnvCore, render_sync: bool = False) -> None:
-        ...
     def _set_render_hold(self, held: bool) -> None:
         ...
     def begin_load(self, model: typing.Any, model_address: typing.SupportsInt | typing.SupportsIndex, model_generation: typing.SupportsInt | typing.SupportsIndex) -> None:

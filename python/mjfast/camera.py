@@ -84,10 +84,11 @@ def _positive_int(value: Any, where: str, key: str) -> int:
 
 
 class CameraRig:
-    """The env's cameras: one RenderCore, opened handles, and their (re)binding at loads."""
+    """The env's cameras: the env core's RenderCore, opened handles, and their (re)binding at
+    loads."""
 
-    def __init__(self, env_core: Any, render_sync: bool) -> None:
-        self._core = _core.RenderCore(env_core, render_sync)
+    def __init__(self, render_core: Any) -> None:
+        self._core = render_core
         # The handles opened and still held by someone (the browser viewer shows their frames).
         self._opened: weakref.WeakSet[Any] = weakref.WeakSet()
 

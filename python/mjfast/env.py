@@ -246,7 +246,7 @@ class MujocoEnv:
         self._data = new_data
         # The control bridge's scratch data (update_read/update_write plugins run on it).
         self._control_data = mujoco.MjData(new_model)
-        self._core = _core.EnvCore()
+        self._core = _core.EnvCore(render_sync)
         self.control = ControlInterface(self._core)
         # Shadows MujocoEnv.step with the compiled step itself, for speed: a Python loop of
         # env.step(1) then pays no Python frame per call (about 0.2 us of a 3.5 us step on a
@@ -259,7 +259,7 @@ class MujocoEnv:
         # The factory holds the env weakly: the core (and so the host and its factory) is owned
         # by the env, and a cycle through C++ would keep both alive forever.
         self._core.set_factory(_weak_method(self._make_adapters))
-        self._cameras = CameraRig(self._core, render_sync)
+        self._cameras = CameraRig(self._core.render_core)
         self._core.set_reset_request_handler(_weak_method(self._honour_reset_request))
         advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False

@@ -86,36 +86,39 @@ void bind_env(py::module_& module) {
       "realtime_factor as a float, or None; ValueError unless it is None or a positive finite "
       "number (the rule of EnvCore.start and EnvCore.set_realtime_factor).");
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
-      .def(py::init([] {
-        std::shared_ptr<EnvCore> env(new EnvCore(), [](EnvCore* core) {
-          // The last reference may go in Python's dealloc, with the GIL held: closing joins the
-          // physics thread, which may be waiting for the GIL in a Python callback.
-          if (Py_IsInitialized() && PyGILState_Check()) {
-            py::gil_scoped_release release;
-            delete core;
-          } else {
-            delete core;
-          }
-        });
-        EnvCore::ThreadHooks thread_hooks;
-        thread_hooks.on_start = [] {
-          physics_gil_state = PyGILState_Ensure();
-          physics_thread_state = PyEval_SaveThread();
-        };
-        thread_hooks.on_exit = [] {
-          PyEval_RestoreThread(physics_thread_state);
-          PyGILState_Release(physics_gil_state);
-        };
-        thread_hooks.on_error = [](std::exception_ptr error) {
-          py::gil_scoped_acquire gil;  // the physics thread holds no lock here
-          py::module_::import("logging")
-              .attr("getLogger")("mjfast.env")
-              .attr("error")("physics thread: %s (the plugin was stopped; the others run on)",
-                             describe_exception(error));
-        };
-        env->set_thread_hooks(std::move(thread_hooks));
-        return env;
-      }))
+      .def(py::init([](bool render_sync) {
+             std::shared_ptr<EnvCore> env(new EnvCore(render_sync), [](EnvCore* core) {
+               // The last reference may go in Python's dealloc, with the GIL held: closing joins
+               // the physics thread, which may be waiting for the GIL in a Python callback.
+               if (Py_IsInitialized() && PyGILState_Check()) {
+                 py::gil_scoped_release release;
+                 delete core;
+               } else {
+                 delete core;
+               }
+             });
+             EnvCore::ThreadHooks thread_hooks;
+             thread_hooks.on_start = [] {
+               physics_gil_state = PyGILState_Ensure();
+               physics_thread_state = PyEval_SaveThread();
+             };
+             thread_hooks.on_exit = [] {
+               PyEval_RestoreThread(physics_thread_state);
+               PyGILState_Release(physics_gil_state);
+             };
+             thread_hooks.on_error = [](std::exception_ptr error) {
+               py::gil_scoped_acquire gil;  // the physics thread holds no lock here
+               py::module_::import("logging")
+                   .attr("getLogger")("mjfast.env")
+                   .attr("error")("physics thread: %s (the plugin was stopped; the others run on)",
+                                  describe_exception(error));
+             };
+             env->set_thread_hooks(std::move(thread_hooks));
+             // Render callbacks get a mujoco.MjvScene for the very scene that is rendered.
+             env->render_core().set_scene_provider(python_scene_provider());
+             return env;
+           }),
+           py::arg("render_sync") = false)
       .def(
           "bind",
           [](EnvCore& env, py::object model, py::object data, py::object control_scratch) {

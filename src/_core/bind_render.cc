@@ -1,6 +1,7 @@
-// Exposes RenderCore, the camera handle and frame leases to Python (mjfast.camera wraps them):
-// plane names, configs from dicts, frames as read-only numpy views that keep their frame alive,
-// and the Python scene provider that lets render_callback receive a mujoco.MjvScene.
+// Exposes the env's RenderCore (EnvCore owns it: EnvCore.render_core), the camera handle and
+// frame leases to Python (mjfast.camera wraps them): plane names, configs from dicts, frames as
+// read-only numpy views that keep their frame alive, and the Python scene provider that lets
+// render_callback receive a mujoco.MjvScene.
 #include <pybind11/numpy.h>
 
 #include <cstddef>
@@ -165,6 +166,10 @@ py::object python_scene_for(const mjvScene* scene) {
   return found == registry.end() ? py::none() : found->second;
 }
 
+std::unique_ptr<SceneProvider> python_scene_provider() {
+  return std::make_unique<PythonSceneProvider>();
+}
+
 // A C++ table of names as a Python tuple of str.
 template <std::size_t N>
 static py::tuple names_tuple(const char* const (&names)[N]) {
@@ -256,15 +261,8 @@ void bind_render(py::module_& module) {
       .def("__repr__",
            [](const CameraHandle& c) { return "<OffscreenCamera '" + c.name() + "'>"; });
 
-  py::class_<RenderCore, std::shared_ptr<RenderCore>>(module, "RenderCore")
-      .def(py::init([](EnvCore& env, bool render_sync) {
-             auto core = std::make_shared<RenderCore>(&env.host(), render_sync);
-             core->set_scene_provider(std::make_unique<PythonSceneProvider>());
-             env.set_step_observer(core);
-             return core;
-           }),
-           py::arg("env_core"), py::arg("render_sync") = false,
-           py::keep_alive<1, 2>())  // the host it dispatches render callbacks to
+  // No constructor: EnvCore makes and owns it (with python_scene_provider(), bind_env.cc).
+  py::class_<RenderCore>(module, "RenderCore")
       .def(
           "begin_load",
           [](RenderCore& core, py::object model, std::uintptr_t model_address,
@@ -329,6 +327,11 @@ void bind_render(py::module_& module) {
         result["render_error"] = stats.render_error;
         return result;
       });
+
+  // The env's own RenderCore; the reference keeps the EnvCore (its owner) alive.
+  py::class_<EnvCore, std::shared_ptr<EnvCore>>(module.attr("EnvCore"))
+      .def_property_readonly("render_core", &EnvCore::render_core,
+                             py::return_value_policy::reference_internal);
 }
 
 }  // namespace mjfast

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "plugin_host.h"
@@ -18,6 +19,11 @@ void bind_native(py::module_& module);
 void bind_render(py::module_& module);
 void bind_recorder(py::module_& module);
 void bind_vector_env(py::module_& module);
+
+class SceneProvider;
+// The scene provider of every env made from Python (bind_render.cc): each snapshot scene is a
+// mujoco.MjvScene, so render_callback receives the very scene that is rendered.
+std::unique_ptr<SceneProvider> python_scene_provider();
 
 // total / count as a figure for Python, 0 when nothing was counted (a mean of no samples).
 inline double mean_or_zero(std::uint64_t total, std::uint64_t count) {

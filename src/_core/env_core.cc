@@ -78,6 +78,8 @@ void EnvCore::dispatch_guarded(Dispatch&& dispatch) {
   record_guarded(std::forward<Dispatch>(dispatch));
 }
 
+EnvCore::EnvCore(bool render_sync) : render_(std::make_unique<RenderCore>(&host_, render_sync)) {}
+
 EnvCore::~EnvCore() {
   try {
     close();
@@ -165,9 +167,9 @@ void EnvCore::step_once_locked(bool& simulation_failed, std::string& simulation_
   control_.publish(data_);
   // The render turn: one predictable comparison per step while no camera is due. The host lock
   // is not held across it (render_sync waits for the render thread there).
-  if (step_observer_ && step_observer_->due(data_->time)) {
+  if (render_->due(data_->time)) {
     host_lock.reset();
-    record_guarded([&] { return step_observer_->after_step(model_, data_, generation); });
+    record_guarded([&] { return render_->after_step(model_, data_, generation); });
   }
   if (step_recorder_) step_recorder_->after_step(model_, data_, step_count(), generation.value());
 }

@@ -1,8 +1,9 @@
 // EnvCore: the compiled half of MujocoEnv. It steps the bound model and data (from the caller's
 // thread in step(), or from its own physics thread), routes the hooks' calls to the PluginHost,
-// and pauses stepping at a step boundary for reset, reload and geometry edits. The mjModel/mjData
-// memory is the Python objects'; bind() hands the core an owner that keeps them alive for as long
-// as any thread can reach them. It knows nothing of Python.
+// and pauses stepping at a step boundary for reset, reload and geometry edits. It owns the env's
+// PluginHost, ControlBridge and RenderCore (its cameras, called at a step's end). The
+// mjModel/mjData memory is the Python objects'; bind() hands the core an owner that keeps them
+// alive for as long as any thread can reach them. It knows nothing of Python.
 //
 // THE LOCK ORDER of the whole process: every mutex of the core and every lock of the Python
 // package, placed once, here (README and every other file point here). A thread may take a lock
@@ -97,8 +98,8 @@
 #include "generation.h"
 #include "hooks.h"
 #include "plugin_host.h"
+#include "render_core.h"
 #include "sim_requests.h"
-#include "step_observer.h"
 #include "step_recorder.h"
 
 namespace mjfast {
@@ -125,7 +126,8 @@ class EnvCore : public hooks::HookTarget,
     std::function<void(std::exception_ptr)> on_error;
   };
 
-  EnvCore() = default;
+  // `render_sync`: each render turn finishes before the next step starts (RenderCore).
+  explicit EnvCore(bool render_sync = false);
   ~EnvCore() override;
   EnvCore(const EnvCore&) = delete;
   EnvCore& operator=(const EnvCore&) = delete;
@@ -170,11 +172,9 @@ class EnvCore : public hooks::HookTarget,
   void stop();
   bool running() const { return running_.load(std::memory_order_acquire); }
   void set_thread_hooks(ThreadHooks hooks) { thread_hooks_ = std::move(hooks); }
-  // The render turn's owner (RenderCore), called at the end of a step when it is due. Set before
-  // stepping starts; EnvCore keeps it alive.
-  void set_step_observer(std::shared_ptr<StepObserver> observer) {
-    step_observer_ = std::move(observer);
-  }
+  // The env's cameras and the render turn's owner (SPEC §10): made and owned here, called at the
+  // end of a step when a camera is due; the bindings only expose it.
+  RenderCore& render_core() { return *render_; }
 
   // A recording's tap on the stepping thread (SPEC §20), or null: attached and detached with
   // stepping paused; attaching captures the first state at once.
@@ -405,7 +405,8 @@ class EnvCore : public hooks::HookTarget,
   // Written under thread_mutex_ (so that waits see it), read by the physics thread without it.
   std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;
-  std::shared_ptr<StepObserver> step_observer_;
+  // After host_ (its render_callback dispatcher), so that it goes first.
+  const std::unique_ptr<RenderCore> render_;
   std::shared_ptr<StepRecorder> step_recorder_;  // changed only with step_mutex_ held (paused)
 
   mutable std::mutex stats_mutex_;

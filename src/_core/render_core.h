@@ -5,6 +5,11 @@
 // (no free slot: the capture is dropped and counted), except with render_sync, where each turn
 // finishes before the next step starts. It owns the cameras' binding to a model generation and
 // their retirement at reload and close; it does not own the model, the data or the plugins.
+// EnvCore owns it (env_core.h); the bindings only expose it.
+//
+// One concept per file: render_core.cc (lifetime, statistics), render_binding.cc (the binding and
+// retirement), render_capture.cc (the schedule and the physics thread's capture) and
+// render_thread.cc (the render thread and its GL passes).
 //
 // Threads and locks: the order of every mutex named here is in env_core.h (THE LOCK ORDER); this
 // says what each of RenderCore's guards and who takes it.
@@ -147,7 +152,6 @@ class RenderCore final : public StepObserver {
                                 ModelGeneration generation) override;
 
  private:
-  std::vector<std::string> names_in_state(CameraHandle::State state, const char* what) const;
   enum class SlotState : std::uint8_t { kFree, kQueued, kRendering };
   struct Job {
     CameraHandle* camera;
@@ -163,16 +167,22 @@ class RenderCore final : public StepObserver {
     std::vector<Job> jobs;
   };
 
+  // The binding (render_binding.cc).
+  std::vector<std::string> names_in_state(CameraHandle::State state, const char* what) const;
   void bind_locked(CameraHandle& handle, int camera_id, const CameraConfig& config,
                    std::array<mjvScene*, 2> scenes);
   std::array<mjvScene*, 2> make_scenes(const CameraConfig& config);
   void release_scenes(const std::vector<std::array<mjvScene*, 2>>& scenes);
   void prune_unreferenced_locked();
+  void retire_handles(CameraHandle::State next);
+  void close_unchecked();
+
+  // The schedule and the capture (render_capture.cc; physics thread), in after_step's order.
   void recompute_due_locked();
   // The wake callback of the bound handles: frames were just enabled on one.
   void wake();
-
-  // The capture (physics thread), in after_step's order.
+  // Whether this thread is inside this core's capture (a render_callback): check_can_wait.
+  bool capturing_on_this_thread() const;
   bool any_due_locked(double now);
   int find_free_slot();
   // Captures each due camera into slot `slot_index`, or with -1 (no free slot) drops and counts
@@ -185,7 +195,7 @@ class RenderCore final : public StepObserver {
                                     ModelGeneration generation, mjvScene* scene);
   void queue_turn(int slot_index);
 
-  // The render thread.
+  // The render thread (render_thread.cc).
   void ensure_render_thread();
   void run_render_thread();
   // Makes the GL context current on this thread; false (thread_error_ set) where it cannot.
@@ -200,13 +210,11 @@ class RenderCore final : public StepObserver {
   void render_segment_pass(const mjrRect& viewport, mjvScene* scene, bool colours, bool depth);
   void read_depth(const mjModel* model, const mjvScene& scene, Frame& frame);
   void read_segmentation(const mjvScene& scene, Frame& frame);
-  void retire_handles(CameraHandle::State next);
   // The render thread's end after an error in a turn (queue_mutex_ held by `lock`).
   void fail_rendering(const std::exception_ptr& error, std::unique_lock<std::mutex>& lock);
   // After a failed render thread (with retire's lock order: no RenderCore lock held): joins it
   // and clears the failure, so that the next bind starts a fresh thread and GL context.
   void recover_from_render_failure();
-  void close_unchecked();
 
   PluginHost* host_;
   const bool render_sync_;
