@@ -16,6 +16,13 @@
 namespace mjfast {
 namespace {
 
+// The Python context manager of EnvCore.lifecycle(): a call_context::LifecycleMark for its block.
+struct LifecycleContext {
+  const EnvCore* env;
+  std::string operation;
+  std::unique_ptr<call_context::LifecycleMark> mark;
+};
+
 // A real-time factor from Python, by EnvCore's one rule: None, or a real number (not a bool)
 // that is positive and finite; anything else is refused with the rule's message, naming it as
 // Python shows it.
@@ -85,6 +92,20 @@ void bind_env(py::module_& module) {
       py::arg("realtime_factor"),
       "realtime_factor as a float, or None; ValueError unless it is None or a positive finite "
       "number (the rule of EnvCore.start and EnvCore.set_realtime_factor).");
+  py::class_<LifecycleContext>(module, "LifecycleContext")
+      .def("__enter__",
+           [](LifecycleContext& self) {
+             self.mark = std::make_unique<call_context::LifecycleMark>(self.env, self.operation);
+           })
+      .def("__exit__", [](LifecycleContext& self, const py::args&) { self.mark.reset(); });
+  module.def(
+      "refusal",
+      [](const std::string& kind, const std::string& what, const std::string& inside) {
+        return call_context::refusal(call_context::refusal_named(kind), what, inside);
+      },
+      py::arg("kind"), py::arg("what"), py::arg("inside") = "",
+      "The message mjfast refuses `what` with inside the context `kind` (call_context.h).");
+
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
       .def(py::init([] {
         std::shared_ptr<EnvCore> env(new EnvCore(), [](EnvCore* core) {
@@ -176,11 +197,30 @@ void bind_env(py::module_& module) {
            // The physics thread may be waiting for the GIL in a Python callback.
            [](EnvCore& env) { without_gil([&] { env.stop(); }); })
       .def_property_readonly("running", &EnvCore::running)
-      .def("pause",  // waits for the step in progress
-           [](EnvCore& env) { without_gil([&] { env.pause(); }); })
+      .def("hold_steps",  // waits for the step in progress
+           [](EnvCore& env) { without_gil([&] { env.hold_steps(); }); })
       // resume notifies the physics thread; reset_plugins and notify_geometry_changed take the
       // bridge and host mutexes and call Python plugins, which re-take the GIL.
-      .def("resume", [](EnvCore& env) { without_gil([&] { env.resume(); }); })
+      .def("release_steps", [](EnvCore& env) { without_gil([&] { env.release_steps(); }); })
+      // The re-entrancy checks of the Python façade (call_context.h builds the messages): each
+      // named context in `refusals`, in order, refuses `what` where this thread is in it.
+      .def(
+          "check_call",
+          [](const EnvCore& env, const std::string& what,
+             const std::vector<std::string>& refusals) {
+            for (const std::string& name : refusals) {
+              env.check_call(what, call_context::refusal_named(name));
+            }
+          },
+          py::arg("what"), py::arg("refusals"))
+      // `with core.lifecycle("reset"):` marks this thread as inside the env's lifecycle
+      // operation; check_call(..., ["lifecycle"]) refuses another one of the same env inside it.
+      .def(
+          "lifecycle",
+          [](const py::object& self, const std::string& operation) {
+            return LifecycleContext{self.cast<EnvCore*>(), operation, nullptr};
+          },
+          py::arg("operation"))
       .def("reset_plugins", [](EnvCore& env) { without_gil([&] { env.reset_plugins(); }); })
       .def(
           "notify_geometry_changed",
