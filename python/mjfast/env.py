@@ -61,13 +61,8 @@ _log = logging.getLogger("mjfast.env")
 
 # The parameters the env itself reads in its namespace (SPEC §2, §5, §10, §13); with the plugins'
 # namespaces and whatever the plugins read while loading, nothing else there is read by mjfast.
-ENV_PARAMETERS = (
-    "MujocoPlugins",
-    "initial_joint_positions",
-    "initial_joint_velocities",
-    "options",
-    "cameras",
-)
+ENV_PARAMETERS = ("MujocoPlugins", "initial_joint_positions", "initial_joint_velocities",
+                  "options", "cameras")
 
 
 @dataclass(frozen=True)
@@ -109,9 +104,8 @@ class _ModelSource:
             raise ValueError(f"model {self.path} does not compile: {error}") from error
 
 
-def _parameter_server(
-    params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None,
-) -> tuple[ParameterServer, Path | None]:
+def _parameter_server(params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None
+                      ) -> tuple[ParameterServer, Path | None]:
     if params is None:
         return ParameterServer(), None
     if isinstance(params, ParameterServer):
@@ -137,10 +131,8 @@ def _apply_initial_state(
     """Writes `initial_joint_positions` / `initial_joint_velocities` over the default state, both
     checked first (ConfigError naming the parameter)."""
     writes = []
-    for key, kind in (
-        ("initial_joint_positions", "positions"),
-        ("initial_joint_velocities", "velocities"),
-    ):
+    for key, kind in (("initial_joint_positions", "positions"),
+                      ("initial_joint_velocities", "velocities")):
         name = resolve_name(key, namespace)
         try:
             writes.append(sim_control.checked_joint_values(model, params.get(name, None), kind))
@@ -179,11 +171,9 @@ def _interrupts_deferred() -> Iterator[None]:
 
 
 # MuJoCo's warning kinds, as mujoco names them (mjWARN_CONTACTFULL -> "contactfull").
-_WARNING_KINDS = {
-    name[len("mjWARN_") :].lower(): int(kind)
-    for name, kind in mujoco.mjtWarning.__members__.items()
-    if name.startswith("mjWARN_")
-}
+_WARNING_KINDS = {name[len("mjWARN_"):].lower(): int(kind)
+                  for name, kind in mujoco.mjtWarning.__members__.items()
+                  if name.startswith("mjWARN_")}
 
 _open_envs: weakref.WeakSet[MujocoEnv] = weakref.WeakSet()
 
@@ -221,9 +211,8 @@ class MujocoEnv:
         self._source = _ModelSource.of(model)
         new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
         self._specs = load_plugin_specs(self._params, self._namespace)
-        sim_control.apply_options(
-            new_model, self._params.get(resolve_name("options", self._namespace), None)
-        )
+        sim_control.apply_options(new_model, self._params.get(
+            resolve_name("options", self._namespace), None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, self._params, self._namespace)
         self._source_label = sim_control.source_label(model)
@@ -284,9 +273,8 @@ class MujocoEnv:
             except BaseException as error:  # one plugin's failure is its own: isolate it
                 message = f"{type(error).__name__}: {error}"
                 text = "".join(traceback.format_exception(error))
-                _log.debug(
-                    "plugin %s (%s) failed in factory: %s\n%s", spec.name, spec.type, message, text
-                )
+                _log.debug("plugin %s (%s) failed in factory: %s\n%s", spec.name, spec.type,
+                           message, text)
                 entries.append(_core.failed_adapter(spec.name, spec.type, message, text))
         return entries
 
@@ -296,20 +284,16 @@ class MujocoEnv:
         check_config("", spec.config, getattr(target, "config_keys", None), self._model)
         if getattr(target, "__mjfast_native__", False):
             return _core.native_adapter(
-                name=spec.name,
-                type=spec.type,
-                library_path=target.library_path(),
-                symbol=target.symbol,
-                config_json=config_json(spec.config),
+                name=spec.name, type=spec.type, library_path=target.library_path(),
+                symbol=target.symbol, config_json=config_json(spec.config),
                 camera_opener=_weak_method(self.open_offscreen_camera),
-                publisher=Node(
-                    self._params, f"{self._namespace.rstrip('/')}/{spec.name}", self.bus, spec.name
-                ).publish,
-            )
+                publisher=Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}",
+                               self.bus, spec.name).publish)
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()
-        node = Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}", self.bus, spec.name)
+        node = Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}", self.bus,
+                    spec.name)
         instance.name = spec.name
         instance.type = spec.type
         instance.config = copy.deepcopy(spec.config)
@@ -317,16 +301,9 @@ class MujocoEnv:
         instance.env = weakref.proxy(self)
         style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
         return _core.python_adapter(
-            name=spec.name,
-            type=spec.type,
-            instance=instance,
-            style=style,
-            model=self._model,
-            data=self._data,
-            control_data=self._control_data,
-            node=node,
-            callbacks=sorted(overridden_callbacks(target)),
-            stateful=has_state(target),
+            name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
+            data=self._data, control_data=self._control_data, node=node,
+            callbacks=sorted(overridden_callbacks(target)), stateful=has_state(target),
         )
 
     def _load_plugins(self) -> None:
@@ -340,24 +317,17 @@ class MujocoEnv:
         """strict=True: PluginError naming every plugin that failed to load."""
         if not self._strict:
             return
-        failed = [
-            info
-            for info in self.plugins
-            if info.state is PluginState.FAILED and info.failure is not None
-        ]
+        failed = [info for info in self.plugins
+                  if info.state is PluginState.FAILED and info.failure is not None]
         if not failed:
             return
         first = failed[0].failure
         assert first is not None
         described = "; ".join(
             f"plugin '{info.name}' ({info.type}) failed in {info.failure.phase}: "
-            f"{info.failure.message}"
-            for info in failed
-            if info.failure is not None
-        )
-        raise PluginError(
-            f"{described} (strict=True, at {when})", first.name, first.type, first.phase
-        )
+            f"{info.failure.message}" for info in failed if info.failure is not None)
+        raise PluginError(f"{described} (strict=True, at {when})", first.name, first.type,
+                          first.phase)
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -464,21 +434,11 @@ class MujocoEnv:
         self._core.check_call("reset()", ["simulation_control"])
         with self._paused("reset"):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
-            self._record_call(
-                "reset",
-                keyframe=keyframe,
-                joint_positions=joint_positions,
-                joint_velocities=joint_velocities,
-                keep_time=keep_time,
-            )
+            self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
+                              joint_velocities=joint_velocities, keep_time=keep_time)
 
-    def _reset_world(
-        self,
-        keyframe: int | str | None,
-        joint_positions: object,
-        joint_velocities: object,
-        keep_time: object,
-    ) -> None:
+    def _reset_world(self, keyframe: int | str | None, joint_positions: object,
+                     joint_velocities: object, keep_time: object) -> None:
         """The reset itself, with stepping held by the caller."""
         model, data = self._model, self._data
         if not isinstance(keep_time, bool):
@@ -495,9 +455,8 @@ class MujocoEnv:
             data.qpos[:] = initial.qpos
             data.qvel[:] = initial.qvel
         else:
-            key_id = sim_control.object_id(
-                model, mujoco.mjtObj.mjOBJ_KEY, "keyframe", model.nkey, keyframe
-            )
+            key_id = sim_control.object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe",
+                                           model.nkey, keyframe)
             mujoco.mj_resetDataKeyframe(model, data, key_id)
         sim_control.write_joint_values(data, positions, velocities)
         if keep_time:
@@ -516,8 +475,7 @@ class MujocoEnv:
             self._reset_world(keyframe, None, None, False)
         except Exception:
             logging.getLogger("mjfast.env").exception(
-                "the reset a plugin requested (keyframe %r) failed", keyframe
-            )
+                "the reset a plugin requested (keyframe %r) failed", keyframe)
 
     # -- reload -------------------------------------------------------------------------------
 
@@ -530,8 +488,7 @@ class MujocoEnv:
         self._check_open()
         # Refused before any work (the preparation reads the live cameras): from a plugin's
         # callback or inside an acquire_plugin() block the swap could only deadlock.
-        self._core.check_call("reload()", ["simulation_control"])
-        self._core.check_call("reload()", ["acquire_block"])
+        self._core.check_call("reload()", ["simulation_control", "acquire_block"])
         source = self._source if model is None else _ModelSource.of(model)
         new_model = source.compile()
         if self._params_path is not None:
@@ -542,9 +499,8 @@ class MujocoEnv:
         else:
             params = self._params
         specs = load_plugin_specs(params, self._namespace)
-        sim_control.apply_options(
-            new_model, params.get(resolve_name("options", self._namespace), None)
-        )
+        sim_control.apply_options(new_model, params.get(resolve_name("options", self._namespace),
+                                                        None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
         new_control_data = mujoco.MjData(new_model)
@@ -566,13 +522,11 @@ class MujocoEnv:
             mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
             self._cameras.begin_load(new_model, self.model_generation)
             self._load_plugins()
-            missing = self._cameras.finish_load(
-                new_model, self._params, self._namespace, camera_configs
-            )
+            missing = self._cameras.finish_load(new_model, self._params, self._namespace,
+                                                camera_configs)
             # A model given as a mujoco.MjModel has no text to record: replay reloads the source.
-            self._record_call(
-                "reload", model=os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
-            )
+            self._record_call("reload", model=os.fspath(model) if isinstance(
+                model, (str, os.PathLike)) else None)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
         self._check_strict("reload")
@@ -596,24 +550,11 @@ class MujocoEnv:
         """
         with self._paused("set_geom_properties"):
             geom_id = geometry.set_geom_properties(
-                self._model,
-                geom,
-                size=size,
-                rgba=rgba,
-                friction=friction,
-                contype=contype,
-                conaffinity=conaffinity,
-            )
+                self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
+                conaffinity=conaffinity)
             self._core.notify_geometry_changed(geom_id)
-            self._record_call(
-                "set_geom_properties",
-                geom=geom,
-                size=size,
-                rgba=rgba,
-                friction=friction,
-                contype=contype,
-                conaffinity=conaffinity,
-            )
+            self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
+                              friction=friction, contype=contype, conaffinity=conaffinity)
 
     # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
 
@@ -669,11 +610,8 @@ class MujocoEnv:
         with self._paused("get_joint_state", defer_interrupts=False):
             return sim_control.joint_state(self._model, self._data, names)
 
-    def set_joint_state(
-        self,
-        positions: Mapping[str, Any] | None = None,
-        velocities: Mapping[str, Any] | None = None,
-    ) -> None:
+    def set_joint_state(self, positions: Mapping[str, Any] | None = None,
+                        velocities: Mapping[str, Any] | None = None) -> None:
         """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
         self._core.check_call("set_joint_state()", ["simulation_control"])
         with self._paused("set_joint_state", defer_interrupts=False):
@@ -692,9 +630,8 @@ class MujocoEnv:
             snapshot = sim_control.StateSnapshot.take(self._model, self._data)
         return sim_control.body_state(snapshot, body, frame)
 
-    def set_body_state(
-        self, states: Mapping[str | int, Mapping[str, Any]], *, frame: str | int | None = None
-    ) -> None:
+    def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
+                       frame: str | int | None = None) -> None:
         """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
         self._core.check_call("set_body_state()", ["simulation_control"])
         with self._paused("set_body_state", defer_interrupts=False):
@@ -753,7 +690,8 @@ class MujocoEnv:
         self._check_open()
         return launch_viewer(self, **options)
 
-    def launch_web_viewer(self, port: int = 8080, host: str = "127.0.0.1", **options: Any) -> Any:
+    def launch_web_viewer(self, port: int = 8080, host: str = "127.0.0.1",
+                          **options: Any) -> Any:
         """The browser viewer on this env (SPEC §22), served on http://host:port/ (loopback
         unless a host is given): a handle with `url` and `close()`. Needs the extra mjfast[web]
         (an ImportError naming it otherwise). Options: see `mjfast.web.WebViewer`."""
@@ -780,13 +718,8 @@ class MujocoEnv:
     ) -> Iterator[Any]:
         """Scoped access to a plugin's backend object; no dispatch runs while it is held."""
         self._check_open()
-        with scoped_plugin(
-            self._core,
-            name,
-            model_generation,
-            plugin_generation,
-            [spec.name for spec in self._specs],
-        ) as plugin:
+        with scoped_plugin(self._core, name, model_generation, plugin_generation,
+                           [spec.name for spec in self._specs]) as plugin:
             yield plugin
 
     def statistics(self) -> dict[str, Any]:
@@ -798,46 +731,27 @@ class MujocoEnv:
         # MuJoCo's own counts in the data, by kind (since the data's last reset): a warning is
         # otherwise only a line in MUJOCO_LOG.TXT.
         warnings = self._data.warning
-        env["warnings"] = {
-            name: int(warnings[index].number) for name, index in _WARNING_KINDS.items()
-        }
+        env["warnings"] = {name: int(warnings[index].number)
+                           for name, index in _WARNING_KINDS.items()}
         env["paused"] = self.paused
         env["step_count"] = self.step_count
         plugins = []
         for report in self._core.host.report():
             info = plugin_info(report)
             # JSON-able as it is: the state is a str enum, the failure a plain dict.
-            failure = (
-                None
-                if info.failure is None
-                else {
-                    "phase": info.failure.phase,
-                    "message": info.failure.message,
-                    "traceback": info.failure.traceback,
-                }
-            )
-            plugins.append(
-                {
-                    "name": info.name,
-                    "type": info.type,
-                    "state": info.state,
-                    "failure": failure,
-                    **info.stats,
-                }
-            )
+            failure = None if info.failure is None else {"phase": info.failure.phase,
+                                                         "message": info.failure.message,
+                                                         "traceback": info.failure.traceback}
+            plugins.append({"name": info.name, "type": info.type, "state": info.state,
+                            "failure": failure, **info.stats})
         return {"env": env, "plugins": plugins, "render": self._cameras.statistics()}
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     # -- recording (SPEC §20; mjfast.recording) -------------------------------------------------
 
-    def record(
-        self,
-        path: str | os.PathLike[str],
-        *,
-        topics: Sequence[str] | None = None,
-        state_every: int | None = None,
-    ) -> Any:
+    def record(self, path: str | os.PathLike[str], *, topics: Sequence[str] | None = None,
+               state_every: int | None = None) -> Any:
         """Records this env into a new rosbag2 bag (MCAP) at `path` until the returned
         Recording's stop() or close(): the bridged topics (all, or `topics`) through the ROS 2
         conversion table, /clock, the commands that reach the simulation on /mjfast/commands and
@@ -888,14 +802,12 @@ class MujocoEnv:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("running" if self.running else "idle")
-        return (
-            f"<MujocoEnv {self._namespace} nq={self._model.nq} plugins={len(self._specs)} {state}>"
-        )
+        return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
+                f"plugins={len(self._specs)} {state}>")
 
 
-def _warn_unread_parameters(
-    params: ParameterServer, namespace: str, specs: Sequence[PluginSpec], read: set[str]
-) -> None:
+def _warn_unread_parameters(params: ParameterServer, namespace: str, specs: Sequence[PluginSpec],
+                             read: set[str]) -> None:
     """One warning per parameter directly in the env's namespace that nothing reads: not one the
     env reads (ENV_PARAMETERS), not a plugin's namespace, not read by a plugin while it loaded
     (a key dedented out of its plugin entry lands here). It names the closest plugin
@@ -908,31 +820,28 @@ def _warn_unread_parameters(
     no_plugins = params.search(namespace, "MujocoPlugins") is None
     for key, value in tree.items():
         name = resolve_name(key, namespace)
-        if key in owned or any(
-            seen == name or seen.startswith(name + "/") or name.startswith(seen.rstrip("/") + "/")
-            for seen in read
-        ):
+        if key in owned or any(seen == name or seen.startswith(name + "/")
+                               or name.startswith(seen.rstrip("/") + "/") for seen in read):
             continue
         if namespace == "/" and isinstance(value, dict):
             continue  # at the root, a mapping is most likely another env's or tool's namespace
         if no_plugins and close_matches(key, ["MujocoPlugins"], cutoff=0.8):
             # A misspelt MujocoPlugins: the CLI says where it looked for the plugin list.
             continue
-        _log.warning("parameter %s is not read by mjfast%s", name, _closest_key_hint(key, specs))
+        _log.warning("parameter %s is not read by mjfast%s", name,
+                     _closest_key_hint(key, specs))
 
 
 def _closest_key_hint(key: str, specs: Sequence[PluginSpec]) -> str:
-    """ "; did you mean ..." naming the configuration key of a plugin (from its entry or its
+    """"; did you mean ..." naming the configuration key of a plugin (from its entry or its
     type's config_keys) or the env parameter closest to `key`, or ""."""
     candidates: list[tuple[str, str]] = []  # (key, where)
     for spec in specs:
         keys = set(spec.config)
         with contextlib.suppress(Exception):  # a type that does not resolve has no schema
             keys |= set(getattr(resolve_plugin(spec.type), "config_keys", None) or ())
-        candidates += [
-            (known, f"the key '{known}' of plugin '{spec.name}' ({spec.type})")
-            for known in sorted(keys)
-        ]
+        candidates += [(known, f"the key '{known}' of plugin '{spec.name}' ({spec.type})")
+                       for known in sorted(keys)]
     candidates += [(known, f"the env parameter '{known}'") for known in ENV_PARAMETERS]
     for known, where in candidates:
         if known == key:

@@ -41,16 +41,8 @@ from mjfast.bag_writer import BagWriterProcess, pack_message, unpack_message
 from mjfast.errors import LogicError
 from mjfast.params import resolve_name
 
-__all__ = [
-    "CLOCK_TOPIC",
-    "COMMANDS_TOPIC",
-    "STATE_TOPIC",
-    "Recording",
-    "RecordingFile",
-    "ReplayResult",
-    "open_recording",
-    "replay",
-]
+__all__ = ["CLOCK_TOPIC", "COMMANDS_TOPIC", "STATE_TOPIC", "Recording", "RecordingFile",
+           "ReplayResult", "open_recording", "replay"]
 
 COMMANDS_TOPIC = "/mjfast/commands"
 STATE_TOPIC = "/mjfast/state"
@@ -66,16 +58,8 @@ _MESSAGE_QUEUE_LIMIT = 1 << 16
 _RING_CAPACITY = 1 << 14
 _WRITER_PERIOD_S = 0.02
 # Commands applied by the replay of a call, by name (the env's method of that name).
-_CALLS = (
-    "reset",
-    "set_joint_state",
-    "set_body_state",
-    "apply_options",
-    "set_equality_active",
-    "reload",
-    "set_geom_properties",
-    "set_state",
-)
+_CALLS = ("reset", "set_joint_state", "set_body_state", "apply_options", "set_equality_active",
+          "reload", "set_geom_properties", "set_state")
 
 _log = logging.getLogger("mjfast.recording")
 
@@ -144,38 +128,24 @@ class Recording:
         raise TypeError("a Recording comes from env.record(path)")
 
     @classmethod
-    def _start(
-        cls,
-        env: Any,
-        path: str | os.PathLike[str],
-        topics: Iterable[str] | None,
-        state_every: int | None,
-    ) -> Recording:
+    def _start(cls, env: Any, path: str | os.PathLike[str], topics: Iterable[str] | None,
+               state_every: int | None) -> Recording:
         conversions, types, _ = _ros2()
         state = _state_module()
         target = Path(os.fspath(path))
         if target.exists():
-            kind = (
-                "a bag"
-                if (target / "metadata.yaml").exists()
-                else ("a directory" if target.is_dir() else "a file")
-            )
-            raise FileExistsError(
-                f"record: {target} exists already ({kind}); a recording goes "
-                f"into a new directory, nothing there was changed"
-            )
-        if state_every is not None and (
-            isinstance(state_every, bool)
-            or not isinstance(state_every, (int, np.integer))
-            or state_every < 1
-        ):
-            raise ValueError(
-                f"state_every must be an integer >= 1 (steps) or None (every "
-                f"simulated second), got {state_every!r}"
-            )
+            kind = "a bag" if (target / "metadata.yaml").exists() else (
+                "a directory" if target.is_dir() else "a file")
+            raise FileExistsError(f"record: {target} exists already ({kind}); a recording goes "
+                                  f"into a new directory, nothing there was changed")
+        if state_every is not None and (isinstance(state_every, bool) or not isinstance(
+                state_every, (int, np.integer)) or state_every < 1):
+            raise ValueError(f"state_every must be an integer >= 1 (steps) or None (every "
+                             f"simulated second), got {state_every!r}")
         if topics is not None:
             if isinstance(topics, str):
-                raise TypeError(f"topics must be a list of topic names, got the string {topics!r}")
+                raise TypeError(f"topics must be a list of topic names, got the string "
+                                f"{topics!r}")
             topics = [resolve_name(str(t)) for t in topics]
         self = object.__new__(cls)
         self._env = env
@@ -194,42 +164,32 @@ class Recording:
         self._wanted = topics
         self._conversions, self._types = conversions, types
         if getattr(env, "_recording", None) is not None:
-            raise LogicError(
-                f"the env is recording to {env._recording.path} already: stop() "
-                f"that recording first"
-            )
+            raise LogicError(f"the env is recording to {env._recording.path} already: stop() "
+                             f"that recording first")
         self._rebuild_routes()
         if topics is not None:
             known = sorted(self._all_topics())
             missing = [t for t in topics if t not in known]
             if missing:
-                raise ValueError(
-                    f"record(topics=...): no bridged topic {missing[0]!r}; the "
-                    f"env's bridged topics: {known}"
-                )
+                raise ValueError(f"record(topics=...): no bridged topic {missing[0]!r}; the "
+                                 f"env's bridged topics: {known}")
         # The bag is written by a child process (mjfast.bag_writer), started before stepping is
         # held (it takes a moment); it creates the directory now (refused if it exists: checked
         # above) and writes metadata.yaml at stop().
-        self._bag = BagWriterProcess(
-            str(target), self._metadata(env), CLOCK_TOPIC not in self._all_topics()
-        )
+        self._bag = BagWriterProcess(str(target), self._metadata(env),
+                                     CLOCK_TOPIC not in self._all_topics())
         try:
             with env._paused("record"):
                 if getattr(env, "_recording", None) is not None:  # started meanwhile
-                    raise LogicError(
-                        f"the env is recording to {env._recording.path} already: "
-                        f"stop() that recording first"
-                    )
+                    raise LogicError(f"the env is recording to {env._recording.path} already: "
+                                     f"stop() that recording first")
                 first = state.capture(env._core)
-                self._identities[env.model_generation] = (
-                    first.model_signature,
-                    first.model_description,
-                )
+                self._identities[env.model_generation] = (first.model_signature,
+                                                          first.model_description)
                 self._batch: list[tuple[str, str, int, Any, Any]] = []
                 self._shippable: dict[Any, bool] = {}
-                self._tap = _core.StepRecorder(
-                    _RING_CAPACITY, self._state_every, self._state_period
-                )
+                self._tap = _core.StepRecorder(_RING_CAPACITY, self._state_every,
+                                               self._state_period)
                 self._write_state(first, first.time)
                 self._tap.attach(env._core)
                 self._inner_publish = env.bus.publish
@@ -241,24 +201,19 @@ class Recording:
             self._bag.close()
             shutil.rmtree(target, ignore_errors=True)
             raise
-        self._writer_thread = threading.Thread(
-            target=self._write_loop, daemon=True, name="mjfast-recording-writer"
-        )
+        self._writer_thread = threading.Thread(target=self._write_loop, daemon=True,
+                                               name="mjfast-recording-writer")
         self._writer_thread.start()
         return self
 
     def _metadata(self, env: Any) -> dict[str, str]:
         from mjfast.cli import _version
 
-        data = {
-            "mjfast.format": FORMAT,
-            "mjfast.version": _version(),
-            "mujoco.version": mujoco.__version__,
-            "mjfast.namespace": env.namespace,
-            "mjfast.params": json.dumps(_jsonable(env.params.to_dict())),
-            "mjfast.state_every": str(self._state_every),
-            "mjfast.state_period": repr(self._state_period),
-        }
+        data = {"mjfast.format": FORMAT, "mjfast.version": _version(),
+                "mujoco.version": mujoco.__version__, "mjfast.namespace": env.namespace,
+                "mjfast.params": json.dumps(_jsonable(env.params.to_dict())),
+                "mjfast.state_every": str(self._state_every),
+                "mjfast.state_period": repr(self._state_period)}
         data.update(_model_text(env))
         return data
 
@@ -274,13 +229,8 @@ class Recording:
                 cls = resolve_plugin(spec.type)
             except Exception:
                 cls = None
-            ctx = conversions.Context(
-                spec.name,
-                spec.type,
-                spec.config,
-                f"{env.namespace.rstrip('/')}/{spec.name}",
-                env.model,
-            )
+            ctx = conversions.Context(spec.name, spec.type, spec.config,
+                                      f"{env.namespace.rstrip('/')}/{spec.name}", env.model)
             try:
                 outbound = conversions.outbound_routes(ctx, cls)
             except Exception as error:  # a plugin's bad ros_types: that plugin only
@@ -288,10 +238,8 @@ class Recording:
                 continue
             for route in outbound:
                 if self._wanted is None or route.topic in self._wanted:
-                    routes.setdefault(
-                        route.topic,
-                        _Route(route.topic, route.ros_type, route.convert, route.companions),
-                    )
+                    routes.setdefault(route.topic, _Route(route.topic, route.ros_type,
+                                                          route.convert, route.companions))
         self._specs = env._specs
         self._routes = routes
 
@@ -351,7 +299,8 @@ class Recording:
         caller)."""
         if self._closed:
             return
-        entry = {"kind": kind, "step": int(self._tap.steps), "seq": next(self._sequence), **fields}
+        entry = {"kind": kind, "step": int(self._tap.steps), "seq": next(self._sequence),
+                 **fields}
         self._queue.append(("command", float(self._env._data.time), entry))
 
     def call(self, name: str, args: Mapping[str, Any]) -> None:
@@ -361,10 +310,8 @@ class Recording:
         if name in ("reload", "set_state", "stop"):
             # The model (its identity) may have changed: a full state now, a point to restart at.
             state = _state_module().capture(self._env._core)
-            self._identities[self._env.model_generation] = (
-                state.model_signature,
-                state.model_description,
-            )
+            self._identities[self._env.model_generation] = (state.model_signature,
+                                                            state.model_description)
             self._queue.append(("state", state, int(self._tap.steps), next(self._sequence)))
 
     # -- the writer thread ----------------------------------------------------------------------
@@ -382,24 +329,15 @@ class Recording:
         try:
             for kind, step, step_count, generation, time, _, values in self._tap.drain():
                 if kind == "commands":
-                    self._write_command(
-                        time,
-                        {
-                            "kind": "control",
-                            "step": int(step),
-                            "seq": next(self._sequence),
-                            "fields": {
-                                name: np.frombuffer(raw, dtype=np.float64)
-                                for name, raw in values.items()
-                            },
-                        },
-                    )
+                    self._write_command(time, {
+                        "kind": "control", "step": int(step), "seq": next(self._sequence),
+                        "fields": {name: np.frombuffer(raw, dtype=np.float64)
+                                   for name, raw in values.items()}})
                 else:
                     physics = np.frombuffer(values, dtype=np.float64)
                     signature, description = self._identities.get(int(generation), ("", ""))
-                    state = _state_module().SimState._make(
-                        physics, int(step_count), signature, description, ()
-                    )
+                    state = _state_module().SimState._make(physics, int(step_count), signature,
+                                                           description, ())
                     self._write_state(state, time, step=int(step))
             while self._queue:
                 item = self._queue.popleft()
@@ -422,9 +360,8 @@ class Recording:
                 _log.error("the recording to %s failed: %s", self.path, error)
             self._queue.clear()
 
-    def _write(
-        self, topic: str, ros_type: str, time: float, message: Any, convert: Any = None
-    ) -> None:
+    def _write(self, topic: str, ros_type: str, time: float, message: Any,
+               convert: Any = None) -> None:
         self._batch.append((topic, ros_type, _ns(time), message, convert))
         self._counts[topic] += 1
 
@@ -444,20 +381,15 @@ class Recording:
             except Exception as error:
                 self._counts["unconvertible"] += 1
                 if self._counts["unconvertible"] == 1:
-                    _log.warning(
-                        "a message on %s cannot be recorded as %s (counted; logged once): %s",
-                        route.topic,
-                        route.ros_type,
-                        error,
-                    )
+                    _log.warning("a message on %s cannot be recorded as %s (counted; logged "
+                                 "once): %s", route.topic, route.ros_type, error)
                 return
             self._write(route.topic, route.ros_type, time, converted)
         for companion in route.companions:
             self._write_message(companion, time, message)
 
-    def _serialised_here(
-        self, topic: str, ros_type: str, stamp: int, message: Any, convert: Any
-    ) -> tuple[str, str, int, Any, None]:
+    def _serialised_here(self, topic: str, ros_type: str, stamp: int, message: Any,
+                         convert: Any) -> tuple[str, str, int, Any, None]:
         if convert is not None:
             message = convert(unpack_message(message))
         if not isinstance(message, (bytes, bytearray)):
@@ -474,7 +406,8 @@ class Recording:
             return
         self._write(COMMANDS_TOPIC, BYTES_TYPE, time, _bytes_message(payload))
 
-    def _write_state(self, state: Any, time: float, step: int = 0, seq: int | None = None) -> None:
+    def _write_state(self, state: Any, time: float, step: int = 0,
+                     seq: int | None = None) -> None:
         # Each state goes with the step it was taken at and its order among the commands of that
         # step: a UInt8MultiArray's layout carries them as two labelled dimensions.
         message = _bytes_message(state.to_bytes())
@@ -561,7 +494,6 @@ def _plain(value: Any) -> Any:
 
 # -- reading ------------------------------------------------------------------------------------
 
-
 @dataclass(frozen=True)
 class _StateRecord:
     step: int
@@ -579,10 +511,8 @@ class RecordingFile:
         if not self.path.exists():
             raise FileNotFoundError(f"recording not found: {self.path}")
         if not self.path.is_dir() or not (self.path / "metadata.yaml").is_file():
-            raise ValueError(
-                f"{self.path} is not a rosbag2 bag (expected a directory with "
-                f"metadata.yaml and an MCAP file, as env.record() writes)"
-            )
+            raise ValueError(f"{self.path} is not a rosbag2 bag (expected a directory with "
+                             f"metadata.yaml and an MCAP file, as env.record() writes)")
         self._types, self._conversions = types, conversions
         self._rosbag2 = rosbag2
         self._messages: dict[str, list[tuple[int, bytes]]] = {}
@@ -611,15 +541,11 @@ class RecordingFile:
                     for connection, timestamp, raw in reader.messages(connections=own):
                         self._messages[connection.topic].append((timestamp, raw))
         except Exception as error:
-            raise ValueError(
-                f"cannot read the bag {self.path}: {error} (is it complete? a "
-                f"recording is closed by stop() or env.close())"
-            ) from None
+            raise ValueError(f"cannot read the bag {self.path}: {error} (is it complete? a "
+                             f"recording is closed by stop() or env.close())") from None
         if custom.get("mjfast.format") != FORMAT:
-            raise ValueError(
-                f"{self.path} is a bag, but not one env.record() wrote (its "
-                f"metadata has no mjfast.format {FORMAT})"
-            )
+            raise ValueError(f"{self.path} is a bag, but not one env.record() wrote (its "
+                             f"metadata has no mjfast.format {FORMAT})")
         self.metadata: dict[str, str] = dict(custom)
         self.namespace = custom.get("mjfast.namespace", "/mujoco_server")
         self.params = json.loads(custom.get("mjfast.params", "{}"))
@@ -640,14 +566,12 @@ class RecordingFile:
             from mjfast.sim_control import close_matches_hint
 
             hint = close_matches_hint(topic, list(self._types_of))
-            raise KeyError(
-                f"no topic {topic!r} in the recording{hint} (its topics: {sorted(self._types_of)})"
-            )
+            raise KeyError(f"no topic {topic!r} in the recording{hint} (its topics: "
+                           f"{sorted(self._types_of)})")
         ros_type = self._types_of[topic]
-        return [
-            (timestamp / 1e9, self._conversions.to_dict(self._types.deserialize(raw, ros_type)))
-            for timestamp, raw in self._raw(topic)
-        ]
+        return [(timestamp / 1e9,
+                 self._conversions.to_dict(self._types.deserialize(raw, ros_type)))
+                for timestamp, raw in self._raw(topic)]
 
     def _raw(self, topic: str) -> list[tuple[int, bytes]]:
         """(timestamp, CDR) of every message on `topic`, read on first use."""
@@ -657,15 +581,11 @@ class RecordingFile:
                 with self._rosbag2.Reader(self._file) as reader:
                     wanted = [c for c in reader.connections if c.topic == topic]
                     if wanted:
-                        messages = [
-                            (timestamp, raw)
-                            for _, timestamp, raw in reader.messages(connections=wanted)
-                        ]
+                        messages = [(timestamp, raw) for _, timestamp, raw
+                                    in reader.messages(connections=wanted)]
             except Exception as error:
-                raise ValueError(
-                    f"cannot read the bag {self.path}: {error} (is it complete? a "
-                    f"recording is closed by stop() or env.close())"
-                ) from None
+                raise ValueError(f"cannot read the bag {self.path}: {error} (is it complete? a "
+                                 f"recording is closed by stop() or env.close())") from None
             self._messages[topic] = messages
         return self._messages[topic]
 
@@ -679,11 +599,8 @@ class RecordingFile:
                 message = self._types.deserialize(raw, BYTES_TYPE)
                 labels = {d.label: int(d.size) for d in message.layout.dim}
                 decoded = state.SimState.from_bytes(bytes(message.data))
-                records.append(
-                    _StateRecord(
-                        labels.get("step", 0), labels.get("seq", -1), decoded.time, decoded
-                    )
-                )
+                records.append(_StateRecord(labels.get("step", 0), labels.get("seq", -1),
+                                            decoded.time, decoded))
             records.sort(key=lambda r: (r.step, r.seq))
             self._states = records
         return self._states
@@ -733,9 +650,8 @@ class RecordingFile:
             raise ValueError(f"{self.path} holds no state")
         first = records[0]
         if float(time) < first.time:
-            raise ValueError(
-                f"time {time!r} is before the recording's first state ({first.time!r})"
-            )
+            raise ValueError(f"time {time!r} is before the recording's first state "
+                             f"({first.time!r})")
         full = [r for r in records if r.seq >= 0 or r is first or not first.state.plugins]
         start = first
         for record in full:
@@ -768,7 +684,6 @@ def open_recording(path: str | os.PathLike[str]) -> RecordingFile:
 
 
 # -- replay -------------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -852,18 +767,15 @@ class _Replayer:
         while (n := self._steps_within(time)) > 0:
             self._advance(n)
 
-    def run_checked(
-        self, states: Sequence[_StateRecord], on_chunk: Any = None, check: bool = True
-    ) -> ReplayResult:
+    def run_checked(self, states: Sequence[_StateRecord], on_chunk: Any = None,
+                    check: bool = True) -> ReplayResult:
         env, state_module = self.env, _state_module()
         items: list[tuple[tuple[int, int, int], str, Any]] = [
-            (_command_key(c), "command", c) for c in self.commands
-        ]
+            (_command_key(c), "command", c) for c in self.commands]
         items += [(_state_key(r), "state", r) for r in states if _state_key(r) > self.start_key]
         items.sort(key=lambda item: item[0])
-        tap = _core.StepRecorder(
-            _RING_CAPACITY, self.recording.state_every, self.recording.state_period, replaying=True
-        )
+        tap = _core.StepRecorder(_RING_CAPACITY, self.recording.state_every,
+                                 self.recording.state_period, replaying=True)
         tap.attach(env._core)
         taken: dict[int, tuple[int, bytes]] = {}
         matched = 1  # the state replay starts from
@@ -885,19 +797,13 @@ class _Replayer:
                 expected = item.state
                 if item.seq < 0:
                     got = taken.pop(item.step, None)
-                    same = (
-                        got is not None
-                        and got[0] == expected.step_count
-                        and got[1] == (expected.physics.astype("<f8", copy=False).tobytes())
-                    )
+                    same = got is not None and got[0] == expected.step_count and got[1] == (
+                        expected.physics.astype("<f8", copy=False).tobytes())
                 else:
                     same = state_module.capture(env._core) == expected
                 if not same:
-                    return ReplayResult(
-                        matched,
-                        item.time,
-                        f"the state at step {item.step} (time {item.time!r}) differs",
-                    )
+                    return ReplayResult(matched, item.time, f"the state at step {item.step} "
+                                                            f"(time {item.time!r}) differs")
                 matched += 1
         finally:
             _core.StepRecorder.detach(env._core)
@@ -912,13 +818,8 @@ def _state_key(record: _StateRecord) -> tuple[int, int, int]:
     return (record.step, 0, 0) if record.seq < 0 else (record.step, 1, record.seq)
 
 
-def replay(
-    path: str | os.PathLike[str],
-    *,
-    check: bool = False,
-    view: bool = False,
-    realtime: float | None = None,
-) -> ReplayResult:
+def replay(path: str | os.PathLike[str], *, check: bool = False, view: bool = False,
+           realtime: float | None = None) -> ReplayResult:
     """Re-simulates the recording at `path` from its first state with its recorded commands
     (SPEC §20). `check`: every recorded state is compared bit for bit (the result says which
     differs first). `view`: MuJoCo's viewer shows it; `realtime`: paced at that factor."""
@@ -933,9 +834,8 @@ def replay(
         if view:
             viewer = env.launch_viewer()
         pace = _Pacer(env, realtime) if realtime is not None else None
-        return replayer.run_checked(
-            records, on_chunk=pace.chunk if pace is not None else None, check=check
-        )
+        return replayer.run_checked(records, on_chunk=pace.chunk if pace is not None else None,
+                                    check=check)
     finally:
         if viewer is not None:
             with contextlib.suppress(Exception):
