@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import mujoco
+import numpy as np
 
 from mjfast import geometry, sim_control
 from mjfast._core_loader import _core
@@ -239,7 +240,8 @@ class MujocoEnv:
         # by the env, and a cycle through C++ would keep both alive forever.
         self._core.set_factory(_weak_method(self._make_adapters))
         self._cameras = CameraRig(self._core, render_sync)
-        self._core.set_reset_request_handler(_weak_method(self._honour_reset_request))
+        self._core.set_reset_request_hooks(_weak_method(self._resolve_reset_request),
+                                           _weak_method(self._report_reset_request_failure))
         advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False
         _open_envs.add(self)
@@ -439,43 +441,46 @@ class MujocoEnv:
 
     def _reset_world(self, keyframe: int | str | None, joint_positions: object,
                      joint_velocities: object, keep_time: object) -> None:
-        """The reset itself, with stepping held by the caller."""
-        model, data = self._model, self._data
+        """The reset itself, with stepping held by the caller: the core carries it out."""
+        self._core.reset_world(*self._reset_target(keyframe, joint_positions, joint_velocities,
+                                                   keep_time))
+
+    def _reset_target(self, keyframe: int | str | None, joint_positions: object,
+                      joint_velocities: object, keep_time: object
+                      ) -> tuple[int, np.ndarray, np.ndarray, bool]:
+        """Where a reset goes, as EnvCore.reset_world takes it: the keyframe's index (-1: the
+        initial state) and the whole qpos and qvel, the initial_joint_* parameters (no keyframe)
+        and the overrides applied. Everything is checked here, before anything changes: the
+        overrides, the keyframe, the initial state (ConfigError)."""
+        model = self._model
         if not isinstance(keep_time, bool):
             raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
-        # Everything is checked before anything changes: the overrides, the keyframe, the
-        # initial state (ConfigError).
         positions = sim_control.checked_joint_values(model, joint_positions, "positions")
         velocities = sim_control.checked_joint_values(model, joint_velocities, "velocities")
-        time = data.time
+        target = mujoco.MjData(model)
         if keyframe is None:
-            initial = mujoco.MjData(model)
-            _apply_initial_state(model, initial, self._params, self._namespace)
-            mujoco.mj_resetData(model, data)
-            data.qpos[:] = initial.qpos
-            data.qvel[:] = initial.qvel
+            key_id = -1
+            _apply_initial_state(model, target, self._params, self._namespace)
         else:
             key_id = sim_control.object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe",
                                            model.nkey, keyframe)
-            mujoco.mj_resetDataKeyframe(model, data, key_id)
-        sim_control.write_joint_values(data, positions, velocities)
-        if keep_time:
-            data.time = time
-        self._core.clear_simulation_fault()  # a MuJoCo error's undefined state is gone
-        with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
-            mujoco.mj_forward(model, data)
-        self._core.reset_step_count()
-        self._cameras.notify_time_reset()
-        self._core.reset_plugins()
+            mujoco.mj_resetDataKeyframe(model, target, key_id)
+        sim_control.write_joint_values(target, positions, velocities)
+        return key_id, target.qpos.copy(), target.qvel.copy(), keep_time
 
-    def _honour_reset_request(self, keyframe: str | None) -> None:
-        """A plugin's reset request, on the stepping thread at a step boundary: stepping is held
-        there already (so no pause), and an error has no caller to go to but the log."""
+    def _resolve_reset_request(self, keyframe: str | None
+                               ) -> tuple[int, np.ndarray, np.ndarray, bool] | None:
+        """A plugin's reset request, on the stepping thread at a step boundary: its target (the
+        keyframe names and the initial_joint_* parameters are this env's, in Python); the core
+        carries the reset out. None, logged, where there is none: no caller to raise it to."""
         try:
-            self._reset_world(keyframe, None, None, False)
+            return self._reset_target(keyframe, None, None, False)
         except Exception:
-            logging.getLogger("mjfast.env").exception(
-                "the reset a plugin requested (keyframe %r) failed", keyframe)
+            _log.exception("the reset a plugin requested (keyframe %r) failed", keyframe)
+            return None
+
+    def _report_reset_request_failure(self, keyframe: str | None, message: str) -> None:
+        _log.error("the reset a plugin requested (keyframe %r) failed: %s", keyframe, message)
 
     # -- reload -------------------------------------------------------------------------------
 

@@ -16,6 +16,17 @@
 namespace mjfast {
 namespace {
 
+// reset_world's target from Python: a keyframe index (-1: none) and optional whole qpos/qvel.
+EnvCore::ResetTarget reset_target_of(int keyframe, const py::object& qpos, const py::object& qvel,
+                                     bool keep_time) {
+  EnvCore::ResetTarget target;
+  target.keyframe = keyframe;
+  if (!qpos.is_none()) target.qpos = qpos.cast<std::vector<double>>();
+  if (!qvel.is_none()) target.qvel = qvel.cast<std::vector<double>>();
+  target.keep_time = keep_time;
+  return target;
+}
+
 // The Python context manager of EnvCore.lifecycle(): a call_context::LifecycleMark for its block.
 struct LifecycleContext {
   const EnvCore* env;
@@ -267,18 +278,45 @@ void bind_env(py::module_& module) {
       .def("measured_realtime_factor", &EnvCore::measured_realtime_factor,
            py::call_guard<py::gil_scoped_release>())  // takes the statistics mutex
       .def(
-          "set_reset_request_handler",
-          [](EnvCore& env, py::object handler) {
-            const GilSafeObject callable(std::move(handler));
-            env.set_reset_request_handler([callable](const std::optional<std::string>& keyframe) {
-              // On the stepping thread at a step boundary, holding step_mutex_ (before the GIL
-              // in the lock order) and no other lock.
-              py::gil_scoped_acquire gil;
-              callable.get()(keyframe ? py::object(py::str(*keyframe)) : py::none());
-            });
+          "reset_world",
+          [](EnvCore& env, int keyframe, const py::object& qpos, const py::object& qvel,
+             bool keep_time) {
+            const EnvCore::ResetTarget target = reset_target_of(keyframe, qpos, qvel, keep_time);
+            // reset_plugins calls Python plugins, which re-take the GIL; the caller holds the
+            // steps, so no stepping thread waits for the GIL meanwhile.
+            without_gil([&] { env.reset_world(target); });
           },
-          py::arg("handler"),
-          "handler(keyframe | None) carries out a plugin's reset request at a step boundary.")
+          py::arg("keyframe"), py::arg("qpos"), py::arg("qvel"), py::arg("keep_time"),
+          "The world reset (EnvCore::reset_world), with the steps held by the caller.")
+      .def(
+          "set_reset_request_hooks",
+          [](EnvCore& env, py::object resolve, py::object report) {
+            const GilSafeObject resolver(std::move(resolve));
+            const GilSafeObject reporter(std::move(report));
+            // Both on the stepping thread at a step boundary, holding step_mutex_ (before the
+            // GIL in the lock order) and no other lock.
+            EnvCore::ResetRequestHooks hooks;
+            hooks.resolve = [resolver](const std::optional<std::string>& keyframe)
+                -> std::optional<EnvCore::ResetTarget> {
+              py::gil_scoped_acquire gil;
+              const py::object target =
+                  resolver.get()(keyframe ? py::object(py::str(*keyframe)) : py::none());
+              if (target.is_none()) return std::nullopt;
+              const auto parts = target.cast<py::tuple>();
+              return reset_target_of(parts[0].cast<int>(), parts[1], parts[2],
+                                     parts[3].cast<bool>());
+            };
+            hooks.report = [reporter](const std::optional<std::string>& keyframe,
+                                      const std::string& message) {
+              py::gil_scoped_acquire gil;
+              reporter.get()(keyframe ? py::object(py::str(*keyframe)) : py::none(), message);
+            };
+            env.set_reset_request_hooks(std::move(hooks));
+          },
+          py::arg("resolve"), py::arg("report"),
+          "A plugin's reset request: resolve(keyframe | None) gives its target as reset_world's "
+          "(keyframe, qpos, qvel, keep_time) or None; report(keyframe | None, message) a reset "
+          "that failed. The core carries the reset out.")
       // ---- State (SPEC §20; mjfast.state builds the SimState) ----
       .def_property_readonly("state_size", &EnvCore::state_size)
       .def(

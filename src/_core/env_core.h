@@ -289,13 +289,37 @@ class EnvCore : public hooks::HookTarget,
   // spans a fifth of kMeasureWindow, else the last full window, else the whole history; 0
   // before any step. A new real-time factor starts a new window.
   double measured_realtime_factor() const;
-  // SimulationRequests. A reset is carried out by `handler(keyframe)`, called on the stepping
-  // thread at a step boundary with step_mutex_ held (so it must not pause the env itself) and
-  // outside any dispatch; it should report its own errors. Without a handler it is dropped.
+  // ---- The world reset (SPEC §5, §13): env.reset() and a plugin's request alike ------------
+  // Where a reset goes, resolved and checked by the env before anything changes: the keyframe's
+  // id (-1: the model's default state), then, where given, the whole qpos and qvel written over
+  // it (the initial_joint_* parameters and the call's overrides); `keep_time` keeps data->time.
+  struct ResetTarget {
+    int keyframe = -1;
+    std::vector<double> qpos;  // empty, or nq values
+    std::vector<double> qvel;  // empty, or nv values
+    bool keep_time = false;
+  };
+  // With the steps held (env.reset) or on the stepping thread at a step boundary (a request):
+  // the data reset to `target`, a MuJoCo error's undefined state cleared, mj_forward with no
+  // plugin callbacks (plugins learn of a reset through reset()), the step count zeroed, the
+  // step observer's schedule restarted, then the staged commands dropped and every plugin's
+  // reset (a plugin error thrown as PluginDispatchError). std::invalid_argument for a target
+  // that does not fit the bound model, before anything changes.
+  void reset_world(const ResetTarget& target);
+  // SimulationRequests. A reset request is carried out by the core at the next step boundary
+  // (on the stepping thread, step_mutex_ held, outside any dispatch): hooks.resolve(keyframe)
+  // gives its target, or nullopt having reported why there is none (the keyframe names and
+  // the initial_joint_* parameters are the Python env's); a reset that fails is handed to
+  // hooks.report(keyframe, message), as there is no caller to raise it to. Without hooks a
+  // request is dropped.
   void request_pause() override;
   void request_reset(std::optional<std::string> keyframe) override;
-  using ResetRequestHandler = std::function<void(const std::optional<std::string>& keyframe)>;
-  void set_reset_request_handler(ResetRequestHandler handler);
+  struct ResetRequestHooks {
+    std::function<std::optional<ResetTarget>(const std::optional<std::string>& keyframe)> resolve;
+    std::function<void(const std::optional<std::string>& keyframe, const std::string& message)>
+        report;
+  };
+  void set_reset_request_hooks(ResetRequestHooks hooks);
 
  private:
   void check_can_step(const char* what) const;
@@ -411,7 +435,9 @@ class EnvCore : public hooks::HookTarget,
   static constexpr double kMeasureWindow = 0.5;
 
   // Simulation control (see the block of public methods above).
-  void honour_reset_request_locked();
+  void carry_out_reset_request_locked();
+  void report_reset_failure(const ResetRequestHooks& hooks,
+                            const std::optional<std::string>& keyframe, const std::string& message);
   void restart_measure();
   bool reset_requested() const { return reset_requested_.load(std::memory_order_acquire); }
   std::atomic<bool> user_paused_{false};
@@ -419,7 +445,7 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<double> realtime_factor_{0.0};  // <= 0: unbounded
   std::mutex request_mutex_;                  // guards the two below
   std::optional<std::string> requested_keyframe_;
-  ResetRequestHandler reset_request_handler_;
+  ResetRequestHooks reset_request_hooks_;
   std::atomic<bool> reset_requested_{false};
   struct MeasureWindow {  // under stats_mutex_
     double simulated_s = 0.0;

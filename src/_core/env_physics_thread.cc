@@ -236,7 +236,7 @@ void EnvCore::wait_while_held() {
 
 std::optional<EnvCore::PhysicsStep> EnvCore::physics_step(Pacer& pacer, StatisticsTally& tally) {
   std::lock_guard<std::mutex> step_lock(step_mutex_);
-  if (reset_requested()) honour_reset_request_locked();
+  if (reset_requested()) carry_out_reset_request_locked();
   if (stepping_paused()) return std::nullopt;
   hooks::SteppingScope stepping(model_, data_, this);
   const auto step_start = Clock::now();

@@ -1,5 +1,8 @@
 // EnvCore's simulation control (SPEC §13): the user's pause, the real-time factor and its
 // measurement, and a plugin's pause and reset requests (SimulationRequests).
+#include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "env_core.h"
@@ -80,32 +83,94 @@ void EnvCore::request_reset(std::optional<std::string> keyframe) {
   thread_wakeup_.notify_all();  // a paused physics thread carries it out now
 }
 
-void EnvCore::set_reset_request_handler(ResetRequestHandler handler) {
+void EnvCore::set_reset_request_hooks(ResetRequestHooks hooks) {
   {
     std::lock_guard<std::mutex> lock(request_mutex_);
-    std::swap(reset_request_handler_, handler);
+    std::swap(reset_request_hooks_, hooks);
   }
-  // The previous handler goes here, outside the lock (its release may take the GIL).
+  // The previous hooks go here, outside the lock (their release may take the GIL).
 }
 
-void EnvCore::honour_reset_request_locked() {
+void EnvCore::carry_out_reset_request_locked() {
   std::optional<std::string> keyframe;
-  ResetRequestHandler handler;
+  ResetRequestHooks hooks;
   {
     std::lock_guard<std::mutex> lock(request_mutex_);
     keyframe = std::exchange(requested_keyframe_, std::nullopt);
     reset_requested_.store(false, std::memory_order_release);
-    handler = reset_request_handler_;
+    hooks = reset_request_hooks_;
   }
-  if (!handler) return;
+  if (!hooks.resolve) return;
   try {
-    handler(keyframe);
+    std::optional<ResetTarget> target = hooks.resolve(keyframe);
+    mujoco_guard::reinstall();  // resolving called mujoco's bindings, which set their own handler
+    if (target) reset_world(*target);
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (const std::exception& error) {
+    mujoco_guard::reinstall();
+    report_reset_failure(hooks, keyframe, error.what());
+  }
+  catch (...) {
+    mujoco_guard::reinstall();
+    report_reset_failure(hooks, keyframe, "an unknown error");
+  }
+}
+
+void EnvCore::report_reset_failure(const ResetRequestHooks& hooks,
+                                   const std::optional<std::string>& keyframe,
+                                   const std::string& message) {
+  try {
+    if (hooks.report) hooks.report(keyframe, message);
   }
   MJFAST_RETHROW_FORCED_UNWIND
   catch (...) {
-    record_error(std::current_exception());  // the handler reports its own; this is a backstop
+    record_error(std::current_exception());  // reporting failed: raised after the step instead
   }
-  mujoco_guard::reinstall();  // the reset called mujoco's bindings, which set their own handler
+}
+
+void EnvCore::reset_world(const ResetTarget& target) {
+  const auto nq = static_cast<std::size_t>(model_->nq);
+  const auto nv = static_cast<std::size_t>(model_->nv);
+  if (target.keyframe >= model_->nkey || target.keyframe < -1) {
+    throw std::invalid_argument("reset: no keyframe with index " + std::to_string(target.keyframe) +
+                                " (the model has " + std::to_string(model_->nkey) + ")");
+  }
+  if ((!target.qpos.empty() && target.qpos.size() != nq) ||
+      (!target.qvel.empty() && target.qvel.size() != nv)) {
+    throw std::invalid_argument("reset: the target state has " +
+                                std::to_string(target.qpos.size()) + " positions and " +
+                                std::to_string(target.qvel.size()) + " velocities, the model " +
+                                std::to_string(nq) + " and " + std::to_string(nv));
+  }
+  const double time = data_->time;
+  if (target.keyframe >= 0) {
+    mj_resetDataKeyframe(model_, data_, target.keyframe);
+  } else {
+    mj_resetData(model_, data_);
+  }
+  std::copy(target.qpos.begin(), target.qpos.end(), data_->qpos);
+  std::copy(target.qvel.begin(), target.qvel.end(), data_->qvel);
+  if (target.keep_time) data_->time = time;
+  clear_simulation_fault();  // a MuJoCo error's undefined state is gone
+  {
+    const hooks::DispatchScope callback_free;  // plugins learn of a reset through reset()
+    const mujoco_guard::Scope guard;
+    try {
+      mj_forward(model_, data_);
+    } catch (const mujoco_guard::MujocoCallError& error) {
+      {
+        std::lock_guard<std::mutex> lock(pending_mutex_);
+        simulation_error_ = error.what();
+      }
+      simulation_invalid_.store(true, std::memory_order_release);
+      throw SimulationError(std::string("reset: MuJoCo error in mj_forward: ") + error.what() +
+                            " (the simulation state is undefined until env.reset())");
+    }
+  }
+  reset_step_count();
+  if (step_observer_) step_observer_->notify_time_reset();
+  reset_plugins();
 }
 
 }  // namespace mjfast

@@ -184,7 +184,7 @@ void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
       const double sim_start = data_->time;
       std::uint64_t stretch = 0;
       while (done < n && hold_requests_.load(std::memory_order_acquire) == 0) {
-        if (reset_requested()) honour_reset_request_locked();
+        if (reset_requested()) carry_out_reset_request_locked();
         if (!step_once_checked()) {
           faulted = true;
           break;
