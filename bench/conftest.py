@@ -53,6 +53,11 @@ TARGETS = {
     "python_loop": Target(1.10),  # N x env.step(1) from Python / N x mujoco.mj_step from Python
     "parallel": Target(1.7, gated=GATE_PARALLEL),  # steps/s: 2 envs on 2 threads / 1 env
     "rollout_parallel": Target(1.7, gated=GATE_PARALLEL),  # steps/s: mujoco.rollout 2 / 1 thread
+    # test_bench_vector.py: VectorEnv (SPEC §21), 8 worlds with a native NoOp each (throughputs)
+    "vector_rollout_humanoid": Target(0.97),  # world-steps/s: VectorEnv 2 threads / rollout 2
+    "vector_rollout_arm7": Target(0.9),  # the same on the arm (short steps: handoffs show)
+    # world-steps/s: VectorEnv threads=2 / threads=1; needs both cores free, like "parallel"
+    "vector_threads": Target(1.8, gated=GATE_PARALLEL),
     # test_bench_control.py: the control interface
     "control_cycle": Target(1.00),  # read() + write(ctrl=) / copying MjData's fields by hand
     "control_rate": Target(0.9),  # physics steps/s with a 1 kHz read+write loop / without
@@ -229,6 +234,8 @@ GROUP_NATIVE_NOOP = "4 native NoOps"
 GROUP_NATIVE_PD = "native PD law"
 GROUP_PYTHON_LOOP = "Python loop of single steps"
 GROUP_PARALLEL = "two threads"
+GROUP_VECTOR_ROLLOUT = "8 worlds on 2 threads"
+GROUP_VECTOR_THREADS = "8 worlds: 2 threads / 1"
 GROUP_CONTROL_CYCLE = "control read+write cycle"
 GROUP_CONTROL_RATE = "1 kHz control loop"
 GROUP_CAMERA_RATE = "30 Hz offscreen camera"
@@ -282,6 +289,13 @@ RATIOS = [
           "two_envs", "one_env", "parallel", throughput=True, models=HUMANOID),
     Ratio(GROUP_PARALLEL, "steps/s: mujoco.rollout 2 threads / 1 (reference)",
           "rollout_two", "rollout_one", "rollout_parallel", throughput=True, models=HUMANOID),
+    # test_bench_vector.py
+    Ratio(GROUP_VECTOR_ROLLOUT, "steps/s: VectorEnv.step + NoOps / mujoco.rollout",
+          "vector", "rollout", "vector_rollout_humanoid", throughput=True, models=HUMANOID),
+    Ratio(GROUP_VECTOR_ROLLOUT, "steps/s: VectorEnv.step + NoOps / mujoco.rollout",
+          "vector", "rollout", "vector_rollout_arm7", throughput=True, models=ARM7),
+    Ratio(GROUP_VECTOR_THREADS, "steps/s: VectorEnv threads=2 / threads=1",
+          "two_threads", "one_thread", "vector_threads", throughput=True, models=HUMANOID),
     # test_bench_control.py
     Ratio(GROUP_CONTROL_CYCLE, "control.read()+write() / copying MjData by hand",
           "mjfast", "by_hand", "control_cycle", models=ARM7),

@@ -52,7 +52,7 @@ def test_demo_holds_the_pose_and_prints_the_statistics(capsys: pytest.CaptureFix
 
 
 def test_demo_files_ship_inside_the_package() -> None:
-    model, params = cli._demo_files()
+    model, params = cli.running.demo_files()
     assert model.parent.name == "data" and model.parent.parent.name == "mjfast"
     with mjfast.MujocoEnv(model, params=params) as env:
         (plugin,) = env.plugins

@@ -976,6 +976,56 @@ def test_the_memory_test_sees_a_leak():
     assert growth["envs"] > 1.5 * max(growth["bare"], 0) + noise, growth
 
 
+# -- holding stepping (issue 23 item 4) ---------------------------------------------------------
+
+
+def test_hold_stepping_holds_the_physics_thread_at_a_step_boundary(env):
+    env.start(None)
+    try:
+        assert wait_for(lambda: env.step_count > 0)
+        with env.hold_stepping("test"):
+            held = env.step_count
+            qpos = env.data.qpos.copy()
+            threading.Event().wait(0.05)  # an unpaced thread would take hundreds of steps
+            assert env.step_count == held and np.array_equal(env.data.qpos, qpos)
+        assert wait_for(lambda: env.step_count > held)
+    finally:
+        env.stop()
+
+
+def test_hold_stepping_is_a_lifecycle_operation(env, register):
+    class HoldsInCallback(mjfast.MujocoPlugin):
+        def load(self, model, data):
+            return True
+
+        def control_callback(self, model, data):
+            if not hasattr(self, "error"):
+                try:
+                    with self.env.hold_stepping("inside"):
+                        pass
+                except mjfast.LogicError as error:
+                    self.error = str(error)
+
+    inside_outer = r"env\.inner\(\) called from inside env\.outer\(\)"
+    with (env.hold_stepping("outer"), pytest.raises(mjfast.LogicError, match=inside_outer),
+          env.hold_stepping("inner")):
+        pass
+    name = register(HoldsInCallback)
+    held = mjfast.MujocoEnv(env.model, params=plugins_param({"type": name}))
+    try:
+        held.step(1)
+        with held.acquire_plugin(held.plugins[0].name) as plugin:
+            assert "inside a plugin callback" in plugin.error
+    finally:
+        held.close()
+    env.close()
+    with pytest.raises(mjfast.LogicError, match="the env is closed"), env.hold_stepping():
+        pass
+
+
+def test_measured_realtime_factor_is_the_info_figure(env):
+    assert env.measured_realtime_factor == env.info()["measured_realtime_factor"]
+
 
 # -- issue 23: one place for re-entrancy ----------------------------------------------------------
 

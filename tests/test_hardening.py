@@ -314,14 +314,14 @@ def test_cli_demo_interrupted_prints_statistics_and_exits_130() -> None:
     child = start_python("""
         import sys
         from mjfast import cli
-        step_chunk = cli._step_chunk
+        step_chunk = cli.running.step_chunk
         def announcing(env, n, warn):
             step_chunk(env, n, warn)
             if not announcing.done:
                 print("stepping", flush=True)
                 announcing.done = True
         announcing.done = False
-        cli._step_chunk = announcing
+        cli.running.step_chunk = announcing
         sys.exit(cli.main(["demo", "--duration", "100000", "--no-progress"]))
     """)
     try:

@@ -197,6 +197,18 @@ def test_topics_limits_what_is_recorded(make_env: Any, tmp_path: Path) -> None:
     assert len(topics["/clock"]) == 10  # the plugin's own /clock, none made up besides
 
 
+def test_an_unknown_topic_is_a_key_error_naming_close_matches(make_env: Any,
+                                                               tmp_path: Path) -> None:
+    env = make_env({"mujoco_server": plugins_param(
+        {"type": "mjfast/ClockPublisher", "every_steps": 10})})
+    recording = env.record(tmp_path / "bag", topics=["/clock"])
+    env.step(20)
+    recording.stop()
+    with pytest.raises(KeyError, match=r"no topic '/clok' in the recording \(did you mean "
+                                       r"'/clock'\?\); its topics: .*/clock"):
+        mjfast.open_recording(tmp_path / "bag").messages("/clok")
+
+
 # -- env_at and replay -------------------------------------------------------------------------
 
 def test_env_at_equals_the_live_run_bit_for_bit(make_env: Any, tmp_path: Path) -> None:

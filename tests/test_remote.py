@@ -565,7 +565,7 @@ def test_close_while_the_env_publishes_always_frees_the_port() -> None:
 
 
 def test_echo_and_call_print_strict_json() -> None:
-    line = cli._dumps({"nan": float("nan"), "inf": [float("inf"), -float("inf"), 1.5],
+    line = cli.remote.dumps({"nan": float("nan"), "inf": [float("inf"), -float("inf"), 1.5],
                        "array": np.array([np.nan, 2.0]), "f32": np.float32("inf"),
                        3: b"\x00\x01", "other": object})
     decoded = json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in {line}"))

@@ -20,7 +20,10 @@ import pytest
 
 import mjfast
 from mjfast._core_loader import _core
-from mjfast.sim_control import BodyState, JointState, is_mjcf_string, option_fields
+from mjfast.joints import JointState
+from mjfast.kinematics import BodyState
+from mjfast.model_info import is_mjcf_string
+from mjfast.options import option_fields
 from support import attached_arms_model, wait_for
 
 DT = 0.002

@@ -357,7 +357,7 @@ def test_cli_web_serves_the_page_until_sigterm(command: str, tmp_path: Path) -> 
 def test_cli_web_address_defaults_and_bad_values(capsys: pytest.CaptureFixture[str]) -> None:
     from mjfast import cli
 
-    parser = cli._parser()
+    parser = cli.parsing.parser()
     model = "scene.xml"
     assert parser.parse_args(["serve", model, "--web"]).web == ("127.0.0.1", 8080)
     assert parser.parse_args(["view", model, "--web", ":9000"]).web == ("127.0.0.1", 9000)
@@ -548,7 +548,7 @@ def test_scene_nodes_follow_the_geoms(running: tuple[mjfast.MujocoEnv, Any]) -> 
     env.stop()  # the state the turn copies is the one read here
     viewer._turn()
     model, data = env.model, mujoco.MjData(env.model)
-    with env._paused("test"):
+    with env.hold_stepping("test"):
         data.qpos[:] = env.data.qpos
     mujoco.mj_kinematics(model, data)
     drawn = [i for i in range(model.ngeom) if model.geom_group[i] < 3]

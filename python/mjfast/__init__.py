@@ -38,6 +38,7 @@ from mjfast.plugin import (
 from mjfast.plugin_config import PluginSpec
 from mjfast.state import SimState
 from mjfast.stats_table import format_statistics
+from mjfast.vector_env import VectorEnv
 
 if TYPE_CHECKING:
     from mjfast.recording import RecordingFile
@@ -94,6 +95,7 @@ __all__ = [
     "SimState",
     "SimulationError",
     "StaleGenerationError",
+    "VectorEnv",
     "available_plugins",
     "connect",
     "format_statistics",

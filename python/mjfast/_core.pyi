@@ -1,12 +1,12 @@
 """
-mjfast's compiled core: EnvCore (stepping, the physics thread, the control bridge's read/write), PluginHost with its Python and native plugin adapters and the callback table (CALLBACKS), RenderCore with offscreen cameras and frame leases, the MuJoCo callback trampolines, and the translation of core errors to mjfast.errors.
+mjfast's compiled core: EnvCore (stepping, the physics thread, the control bridge's read/write), PluginHost with its Python and native plugin adapters and the callback table (CALLBACKS), RenderCore with offscreen cameras and frame leases, the MuJoCo callback trampolines, VectorCore (many worlds on a worker pool), and the translation of core errors to mjfast.errors.
 """
 from __future__ import annotations
 import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -346,6 +346,43 @@ class StepRecorder:
     @property
     def steps(self) -> int:
         ...
+class VectorHold:
+    def __enter__(self) -> None:
+        ...
+    def __exit__(self, *args) -> None:
+        ...
+class VectorCore:
+    def __init__(self, worlds: collections.abc.Sequence[EnvCore], threads: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Own `threads` worker threads that step the bound EnvCores `worlds`.
+        """
+    def close(self) -> None:
+        ...
+    def failed_worlds(self) -> list[int]:
+        """
+        The worlds whose last step raised, in index order.
+        """
+    def gather(self, field: str) -> numpy.typing.NDArray[numpy.float64]:
+        """
+        A new (num_worlds, width) float64 array of `field` of every world.
+        """
+    def hold(self, what: str) -> VectorHold:
+        """
+        A context manager holding the vector (no step runs meanwhile).
+        """
+    def step(self, n: typing.Any = 1, ctrl: typing.Any = None) -> None:
+        """
+        Write ctrl (num_worlds x nu) into every world, then step every world n steps on the pool; the first failed world's error is raised after all have returned.
+        """
+    @property
+    def closed(self) -> bool:
+        ...
+    @property
+    def num_worlds(self) -> int:
+        ...
+    @property
+    def threads(self) -> int:
+        ...
 def checked_realtime_factor(realtime_factor: typing.Any) -> float | None:
     """
     realtime_factor as a float, or None; ValueError unless it is None or a positive finite number (the rule of EnvCore.start and EnvCore.set_realtime_factor).
@@ -368,9 +405,9 @@ def interrupted_adapter(name: str, type: str, interrupt: typing.Any) -> AdapterE
     """
     The factory entry of a plugin whose creation the user interrupted (KeyboardInterrupt, SystemExit): left unloaded, not failed; the interrupt is raised after the others load.
     """
-def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None, publisher: typing.Any = None) -> AdapterEntry:
+def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None, publisher: typing.Any = None, world_index: typing.SupportsInt | typing.SupportsIndex = 0) -> AdapterEntry:
     """
-    Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish().
+    Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish(); `world_index` is its world's in a VectorEnv (0 in a MujocoEnv).
     """
 def passive_hook_owned() -> bool:
     """

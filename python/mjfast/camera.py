@@ -16,9 +16,9 @@ import mujoco
 
 from mjfast._core_loader import _core
 from mjfast.errors import ConfigError
+from mjfast.model_names import object_id, object_labels
 from mjfast.names import listing, unknown
 from mjfast.params import ParameterServer, resolve_name
-from mjfast.sim_control import object_id, object_labels
 
 __all__ = ["PLANES", "CameraRig", "FrameLease", "OffscreenCamera", "camera_config"]
 

@@ -192,7 +192,7 @@ _COUNTS = {"body": "nbody", "site": "nsite", "joint": "njnt", "geom": "ngeom", "
 def _names_of(model: Any, kind: str) -> list[str]:
     import mujoco
 
-    from mjfast.sim_control import object_names
+    from mjfast.model_names import object_names
 
     obj_type = getattr(mujoco.mjtObj, f"mjOBJ_{kind.upper()}")
     return object_names(model, obj_type, int(getattr(model, _COUNTS[kind])))

@@ -4,7 +4,8 @@ The env compiles models, reads the parameter server, creates plugins (the factor
 reload transaction, and holds stepping around every operation that changes the model or data;
 stepping, the hooks and dispatch are in the compiled EnvCore and PluginHost. What its public
 methods do once stepping is held is elsewhere: geometry editing in `mjfast.geometry`, simulation
-control in `mjfast.sim_control`, `env.host` and `acquire_plugin`'s scoped plugin in `mjfast.host`.
+control in `mjfast.joints`, `mjfast.kinematics` and `mjfast.options`, `env.host` and
+`acquire_plugin`'s scoped plugin in `mjfast.host`.
 It does not own MuJoCo's global callbacks' implementation (`mjfast.hooks`) nor parse configuration
 (`mjfast.plugin_config`).
 """
@@ -28,7 +29,7 @@ from typing import Any, TypeAlias
 import mujoco
 import numpy as np
 
-from mjfast import geometry, sim_control
+from mjfast import geometry, joints, kinematics, options
 from mjfast._core_loader import _core
 from mjfast.camera import CameraRig, OffscreenCamera
 from mjfast.config_schema import check_config
@@ -37,6 +38,10 @@ from mjfast.discovery import resolve_plugin
 from mjfast.errors import ConfigError, LogicError, MjfastError, PluginError
 from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.host import EnvHost, plugin_info, scoped_plugin
+from mjfast.joints import JointState
+from mjfast.kinematics import BodyState
+from mjfast.model_info import is_mjcf_string, model_name, source_label
+from mjfast.model_names import object_id
 from mjfast.names import close_matches
 from mjfast.native import config_json
 from mjfast.node import Bus, Node
@@ -46,12 +51,12 @@ from mjfast.plugin import (
     MujocoPlugin,
     PluginInfo,
     PluginState,
+    check_outside_callbacks,
     has_state,
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
 from mjfast.services import advertise_simulation_services
-from mjfast.sim_control import BodyState, JointState
 from mjfast.state import SimState, capture, restore
 
 __all__ = ["MujocoEnv"]
@@ -78,7 +83,7 @@ class _ModelSource:
     def of(cls, model: ModelLike) -> _ModelSource:
         if isinstance(model, mujoco.MjModel):
             return cls(model=copy.copy(model))
-        if sim_control.is_mjcf_string(model):
+        if is_mjcf_string(model):
             return cls(xml=model)  # type: ignore[arg-type]
         if isinstance(model, (str, os.PathLike)):
             # Resolved now: reload() re-reads the same file whatever the working directory then.
@@ -136,10 +141,10 @@ def _apply_initial_state(
                       ("initial_joint_velocities", "velocities")):
         name = resolve_name(key, namespace)
         try:
-            writes.append(sim_control.checked_joint_values(model, params.get(name, None), kind))
+            writes.append(joints.checked_joint_values(model, params.get(name, None), kind))
         except (KeyError, ValueError) as error:
             raise ConfigError(f"{name}: {error.args[0]}") from error
-    sim_control.write_joint_values(data, *writes)
+    joints.write_joint_values(data, *writes)
 
 
 @contextlib.contextmanager
@@ -189,6 +194,10 @@ def _close_open_envs() -> None:
 class MujocoEnv:
     """A MuJoCo simulation with plugins loaded from the parameter server (SPEC §5)."""
 
+    # Which world of a VectorEnv this env is (mjfast.vector_env sets it before construction);
+    # every plugin is told (`world_index`).
+    _world_index = 0
+
     def __init__(
         self,
         model: ModelLike,
@@ -209,14 +218,14 @@ class MujocoEnv:
         self._strict = strict
         self._namespace = resolve_name(namespace)
         self._params, self._params_path = _parameter_server(params)
-        self._source = _ModelSource.of(model)
+        self._source = self._model_source(model)
         new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
         self._specs = load_plugin_specs(self._params, self._namespace)
-        sim_control.apply_options(new_model, self._params.get(
+        options.apply_options(new_model, self._params.get(
             resolve_name("options", self._namespace), None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, self._params, self._namespace)
-        self._source_label = sim_control.source_label(model)
+        self._source_label = source_label(model)
 
         self.bus = Bus()
         # Serialises reset / reload / close / geom edits; the first lock of the lock order
@@ -246,7 +255,8 @@ class MujocoEnv:
         self._closed = False
         _open_envs.add(self)
         try:
-            with self._paused("__init__"):  # a plugin's load() stepping or resetting is refused
+            # A plugin's load() stepping or resetting is refused.
+            with self.hold_stepping("__init__", defer_interrupts=True):
                 self._cameras.begin_load(new_model, self.model_generation)
                 self._load_plugins()
                 self._cameras.finish_load(new_model, self._params, self._namespace)
@@ -259,6 +269,10 @@ class MujocoEnv:
             with contextlib.suppress(Exception):
                 self.close()
             raise
+
+    def _model_source(self, model: ModelLike) -> _ModelSource:
+        """Where reload() reads the model again (a VectorEnv's worlds share one)."""
+        return _ModelSource.of(model)
 
     # -- the plugin factory ------------------------------------------------------------------
 
@@ -290,7 +304,8 @@ class MujocoEnv:
                 symbol=target.symbol, config_json=config_json(spec.config),
                 camera_opener=_weak_method(self.open_offscreen_camera),
                 publisher=Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}",
-                               self.bus, spec.name).publish)
+                               self.bus, spec.name).publish,
+                world_index=self._world_index)
         if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
             raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
         instance = target()
@@ -301,6 +316,7 @@ class MujocoEnv:
         instance.config = copy.deepcopy(spec.config)
         instance.node = node
         instance.env = weakref.proxy(self)
+        instance.world_index = self._world_index
         style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
         return _core.python_adapter(
             name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
@@ -352,7 +368,7 @@ class MujocoEnv:
     @property
     def host(self) -> EnvHost:
         """The PluginHost (SPEC §6), for tests and advanced users."""
-        return EnvHost(self)
+        return EnvHost(self, self._core.host)
 
     @property
     def model_generation(self) -> int:
@@ -412,16 +428,31 @@ class MujocoEnv:
             yield
 
     @contextlib.contextmanager
-    def _paused(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
-        """A lifecycle operation that holds stepping at a step boundary (the physics thread
-        waits, env.step blocks) for its duration."""
-        with self._lifecycle(operation, defer_interrupts=defer_interrupts):
+    def hold_stepping(self, holder: str = "hold_stepping", *,
+                      defer_interrupts: bool = False) -> Iterator[None]:
+        """Holds stepping at a step boundary for the block: the physics thread waits and
+        `env.step` blocks, so `env.model` and `env.data` can be read or written as one state.
+        The one way code outside the env (the viewers, `env.host`, the recorder) holds stepping.
+
+        A lifecycle operation named `holder` in its errors: serialised with reset, reload and
+        close; LogicError once the env is closed, or from inside one of this env's plugin
+        callbacks or lifecycle operations (it would deadlock). `defer_interrupts=True`, for a
+        block that runs plugin code: a Ctrl-C during it is raised when it ends."""
+        with self._lifecycle(holder, defer_interrupts=defer_interrupts):
             self._check_open()
             self._core.hold_steps()
             try:
                 yield
             finally:
                 self._core.release_steps()
+
+    @contextlib.contextmanager
+    def _state_call(self, call: str) -> Iterator[None]:
+        """One simulation-control call (SPEC §13): refused inside any plugin callback, then run
+        with stepping held."""
+        check_outside_callbacks(f"{call}()")
+        with self.hold_stepping(call):
+            yield
 
     def reset(
         self,
@@ -433,8 +464,8 @@ class MujocoEnv:
     ) -> None:
         """World reset to the initial state or a keyframe, then the joint overrides; then every
         plugin's reset/on_reset, which sees the final state (SPEC §5, §13)."""
-        self._core.check_call("reset()", ["simulation_control"])
-        with self._paused("reset"):
+        check_outside_callbacks("reset()")
+        with self.hold_stepping("reset", defer_interrupts=True):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
             self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
                               joint_velocities=joint_velocities, keep_time=keep_time)
@@ -455,17 +486,16 @@ class MujocoEnv:
         model = self._model
         if not isinstance(keep_time, bool):
             raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
-        positions = sim_control.checked_joint_values(model, joint_positions, "positions")
-        velocities = sim_control.checked_joint_values(model, joint_velocities, "velocities")
+        positions = joints.checked_joint_values(model, joint_positions, "positions")
+        velocities = joints.checked_joint_values(model, joint_velocities, "velocities")
         target = mujoco.MjData(model)
         if keyframe is None:
             key_id = -1
             _apply_initial_state(model, target, self._params, self._namespace)
         else:
-            key_id = sim_control.object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe",
-                                           model.nkey, keyframe)
+            key_id = object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe", model.nkey, keyframe)
             mujoco.mj_resetDataKeyframe(model, target, key_id)
-        sim_control.write_joint_values(target, positions, velocities)
+        joints.write_joint_values(target, positions, velocities)
         return key_id, target.qpos.copy(), target.qvel.copy(), keep_time
 
     def _resolve_reset_request(self, keyframe: str | None
@@ -493,7 +523,8 @@ class MujocoEnv:
         self._check_open()
         # Refused before any work (the preparation reads the live cameras): from a plugin's
         # callback or inside an acquire_plugin() block the swap could only deadlock.
-        self._core.check_call("reload()", ["simulation_control", "acquire_block"])
+        check_outside_callbacks("reload()")
+        self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else _ModelSource.of(model)
         new_model = source.compile()
         if self._params_path is not None:
@@ -504,14 +535,14 @@ class MujocoEnv:
         else:
             params = self._params
         specs = load_plugin_specs(params, self._namespace)
-        sim_control.apply_options(new_model, params.get(resolve_name("options", self._namespace),
+        options.apply_options(new_model, params.get(resolve_name("options", self._namespace),
                                                         None))
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
         new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
-        with self._paused("reload"):
+        with self.hold_stepping("reload", defer_interrupts=True):
             self._core.host.quiesce_and_destroy()
             self._cameras.retire()
             self._model, self._data = new_model, new_data
@@ -520,7 +551,7 @@ class MujocoEnv:
                 self._params.set("/", params.to_dict())
             self._source, self._specs = source, specs
             if model is not None:
-                self._source_label = sim_control.source_label(model)
+                self._source_label = source_label(model)
             # The core holds the old model and data until no thread can reach them any more.
             self._core.bind(new_model, new_data, new_control_data)
             self._core.reset_step_count()
@@ -553,7 +584,7 @@ class MujocoEnv:
         Everything is checked before anything changes, with stepping paused (so a reload cannot
         swap the model in between).
         """
-        with self._paused("set_geom_properties"):
+        with self.hold_stepping("set_geom_properties", defer_interrupts=True):
             geom_id = geometry.set_geom_properties(
                 self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
                 conaffinity=conaffinity)
@@ -561,17 +592,17 @@ class MujocoEnv:
             self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
                               friction=friction, contype=contype, conaffinity=conaffinity)
 
-    # -- simulation control (SPEC §13; the logic is in mjfast.sim_control) ---------------------
+    # -- simulation control (SPEC §13; the logic is in mjfast.joints, .kinematics, .options) ---
 
     def pause(self) -> None:
         """Freezes the physics thread at a step boundary (before start(): it starts paused)."""
-        self._core.check_call("pause()", ["simulation_control"])
+        check_outside_callbacks("pause()")
         self._check_open()
         self._core.pause_stepping()
 
     def resume(self) -> None:
         """Lets the physics thread step again, its pacing re-anchored (no catch-up burst)."""
-        self._core.check_call("resume()", ["simulation_control"])
+        check_outside_callbacks("resume()")
         self._check_open()
         self._core.resume_stepping()
 
@@ -611,56 +642,50 @@ class MujocoEnv:
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
         is `joint_<id>`)."""
-        self._core.check_call("get_joint_state()", ["simulation_control"])
-        with self._paused("get_joint_state", defer_interrupts=False):
-            return sim_control.joint_state(self._model, self._data, names)
+        with self._state_call("get_joint_state"):
+            return joints.joint_state(self._model, self._data, names)
 
     def set_joint_state(self, positions: Mapping[str, Any] | None = None,
                         velocities: Mapping[str, Any] | None = None) -> None:
         """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
-        self._core.check_call("set_joint_state()", ["simulation_control"])
-        with self._paused("set_joint_state", defer_interrupts=False):
+        with self._state_call("set_joint_state"):
             model, data = self._model, self._data
-            checked_positions = sim_control.checked_joint_values(model, positions, "positions")
-            checked_velocities = sim_control.checked_joint_values(model, velocities, "velocities")
-            sim_control.write_joint_values(data, checked_positions, checked_velocities)
-            sim_control.forward(model, data)
+            checked_positions = joints.checked_joint_values(model, positions, "positions")
+            checked_velocities = joints.checked_joint_values(model, velocities, "velocities")
+            joints.write_joint_values(data, checked_positions, checked_velocities)
+            kinematics.forward(model, data)
             self._record_call("set_joint_state", positions=positions, velocities=velocities)
 
     def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
         """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
-        self._core.check_call("get_body_state()", ["simulation_control"])
         # Held only for the copy: the kinematics run after stepping goes on.
-        with self._paused("get_body_state", defer_interrupts=False):
-            snapshot = sim_control.StateSnapshot.take(self._model, self._data)
-        return sim_control.body_state(snapshot, body, frame)
+        with self._state_call("get_body_state"):
+            snapshot = kinematics.StateSnapshot.take(self._model, self._data)
+        return kinematics.body_state(snapshot, body, frame)
 
     def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
                        frame: str | int | None = None) -> None:
         """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
-        self._core.check_call("set_body_state()", ["simulation_control"])
-        with self._paused("set_body_state", defer_interrupts=False):
-            sim_control.set_body_states(self._model, self._data, states, frame)
+        with self._state_call("set_body_state"):
+            kinematics.set_body_states(self._model, self._data, states, frame)
             self._record_call("set_body_state", states=states, frame=frame)
 
     def apply_options(self, patch: Mapping[str, Any]) -> None:
         """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
-        self._core.check_call("apply_options()", ["simulation_control"])
-        with self._paused("apply_options", defer_interrupts=False):
-            sim_control.apply_options(self._model, patch)
-            sim_control.forward(self._model, self._data)
+        with self._state_call("apply_options"):
+            options.apply_options(self._model, patch)
+            kinematics.forward(self._model, self._data)
             self._record_call("apply_options", patch=patch)
 
     def set_equality_active(self, name: str | int, active: bool) -> None:
         """Turns one equality constraint on or off."""
-        self._core.check_call("set_equality_active()", ["simulation_control"])
-        with self._paused("set_equality_active", defer_interrupts=False):
-            sim_control.set_equality_active(self._model, self._data, name, active)
+        with self._state_call("set_equality_active"):
+            kinematics.set_equality_active(self._model, self._data, name, active)
             self._record_call("set_equality_active", name=name, active=active)
 
     def set_realtime_factor(self, factor: float | None) -> None:
         """The physics thread's pace (None: unbounded), changed at once if it runs."""
-        self._core.check_call("set_realtime_factor()", ["simulation_control"])
+        check_outside_callbacks("set_realtime_factor()")
         self._check_open()
         self._core.set_realtime_factor(factor)  # ValueError unless None or positive, finite
 
@@ -670,11 +695,16 @@ class MujocoEnv:
         factor = self._core.realtime_factor
         return None if factor is None else float(factor)
 
+    @property
+    def measured_realtime_factor(self) -> float:
+        """Simulated time over wall time of the physics thread's recent steps (SPEC §13)."""
+        return float(self._core.measured_realtime_factor())
+
     def info(self) -> dict[str, Any]:
         """What is loaded and how it runs (SPEC §13)."""
-        self._core.check_call("info()", ["simulation_control"])
+        check_outside_callbacks("info()")
         return {
-            "model_name": sim_control.model_name(self._model),
+            "model_name": model_name(self._model),
             "model_source": self._source_label,
             "model_generation": self.model_generation,
             "plugin_generation": self.plugin_generation,
@@ -684,7 +714,7 @@ class MujocoEnv:
             "step_count": self.step_count,
             "time": float(self._data.time),
             "realtime_factor": self.realtime_factor,
-            "measured_realtime_factor": float(self._core.measured_realtime_factor()),
+            "measured_realtime_factor": self.measured_realtime_factor,
         }
 
     def launch_viewer(self, **options: Any) -> Any:

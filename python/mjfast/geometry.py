@@ -16,7 +16,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from mjfast.sim_control import object_id
+from mjfast.model_names import object_id
 
 __all__ = ["set_geom_properties"]
 

@@ -108,16 +108,16 @@ class EnvHost:
 
     __slots__ = ("_env", "_host")
 
-    def __init__(self, env: MujocoEnv) -> None:
+    def __init__(self, env: MujocoEnv, host: Any) -> None:
         self._env = env
-        self._host = env._core.host
+        self._host = host  # the env's compiled PluginHost
 
     def load_generation(self, model_generation: int, plugin_generation: int) -> None:
-        with self._env._paused("host.load_generation"):
+        with self._env.hold_stepping("host.load_generation", defer_interrupts=True):
             self._host.load_generation(model_generation, plugin_generation)
 
     def quiesce_and_destroy(self) -> None:
-        with self._env._paused("host.quiesce_and_destroy"):
+        with self._env.hold_stepping("host.quiesce_and_destroy", defer_interrupts=True):
             self._host.quiesce_and_destroy()
 
     def dispatch_render(self, model_generation: int | None = None,

@@ -4,7 +4,8 @@
 are adapted onto the same compiled PluginHost. This module owns no dispatching:
 `overridden_callbacks` names the callbacks a class overrides, read against the core's one callback
 table (`_core.CALLBACKS`), and the env hands that list to the adapter in `mjfast._core`, which
-dispatches only those.
+dispatches only those. `check_outside_callbacks` is the one refusal of an env call made from
+inside any plugin callback.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mjfast._core_loader import _core
+from mjfast.errors import LogicError
 
 if TYPE_CHECKING:
     import mujoco
@@ -29,6 +31,7 @@ __all__ = [
     "PluginInfo",
     "PluginLoadFailure",
     "PluginState",
+    "check_outside_callbacks",
     "has_state",
     "misnamed_callbacks",
     "overridden_callbacks",
@@ -85,6 +88,8 @@ class _PluginBase:
     config: dict[str, Any]
     node: Node
     env: MujocoEnv  # a weak proxy: the env owns its plugins
+    # The plugin's world in a VectorEnv (SPEC §21), set with the others; 0 in a MujocoEnv.
+    world_index: int = 0
     # The configuration keys this type reads, and their types (mjfast.config_schema): an unknown
     # key or a mistyped value is then a load failure naming it. None: nothing is checked.
     config_keys: ClassVar[Mapping[str, Any] | None] = None
@@ -255,3 +260,9 @@ def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
             if close:
                 found.append((name, f"did you mean {close[0]}()?"))
     return sorted(set(found))
+
+
+def check_outside_callbacks(what: str) -> None:
+    """LogicError when called from inside any plugin callback (load/init and reset included)."""
+    if _core.in_plugin_callback():  # the message is the core's (src/_core/call_context.h)
+        raise LogicError(_core.refusal("simulation_control", what))

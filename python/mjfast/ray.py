@@ -362,8 +362,8 @@ def _job_task(job: Mapping[str, Any]) -> dict[str, Any]:
 
 def _checked_job(index: int, job: Any) -> dict[str, Any]:
     """`job` validated and normalised on the driver, before anything runs (ValueError/TypeError)."""
+    from mjfast.model_info import is_mjcf_string
     from mjfast.names import unknown
-    from mjfast.sim_control import is_mjcf_string
 
     where = f"jobs[{index}]"
     if not isinstance(job, Mapping):

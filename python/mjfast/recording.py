@@ -179,7 +179,7 @@ class Recording:
         self._bag = BagWriterProcess(str(target), self._metadata(env),
                                      CLOCK_TOPIC not in self._all_topics())
         try:
-            with env._paused("record"):
+            with env.hold_stepping("record", defer_interrupts=True):
                 if getattr(env, "_recording", None) is not None:  # started meanwhile
                     raise LogicError(f"the env is recording to {env._recording.path} already: "
                                      f"stop() that recording first")
@@ -207,9 +207,9 @@ class Recording:
         return self
 
     def _metadata(self, env: Any) -> dict[str, str]:
-        from mjfast.cli import _version
+        from mjfast import __version__  # (the package is imported by now: no cycle)
 
-        data = {"mjfast.format": FORMAT, "mjfast.version": _version(),
+        data = {"mjfast.format": FORMAT, "mjfast.version": __version__,
                 "mujoco.version": mujoco.__version__, "mjfast.namespace": env.namespace,
                 "mjfast.params": json.dumps(_jsonable(env.params.to_dict())),
                 "mjfast.state_every": str(self._state_every),
@@ -563,11 +563,10 @@ class RecordingFile:
     def messages(self, topic: str) -> list[tuple[float, Any]]:
         """(simulated time, message as a dict) of every message on `topic`, in recorded order."""
         if topic not in self._types_of:
-            from mjfast.sim_control import close_matches_hint
+            from mjfast.names import unknown
 
-            hint = close_matches_hint(topic, list(self._types_of))
-            raise KeyError(f"no topic {topic!r} in the recording{hint} (its topics: "
-                           f"{sorted(self._types_of)})")
+            raise KeyError(unknown("no topic", topic, sorted(self._types_of),
+                                   after=" in the recording", exists="its topics"))
         ros_type = self._types_of[topic]
         return [(timestamp / 1e9,
                  self._conversions.to_dict(self._types.deserialize(raw, ros_type)))

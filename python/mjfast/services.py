@@ -2,8 +2,8 @@
 taking and returning JSON-able dicts, so that a remote client or the CLI can drive an env.
 
 Each handler parses its request, calls the env's own method (which raises what it raises) and
-converts the result; it holds the env weakly. It owns no simulation logic (`mjfast.sim_control`
-and `MujocoEnv` do).
+converts the result; it holds the env weakly. It owns no simulation logic (`MujocoEnv` and
+the modules it delegates to do: `mjfast.joints`, `mjfast.kinematics`, `mjfast.options`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from mjfast.errors import LogicError
 from mjfast.names import unknown
-from mjfast.sim_control import check_outside_callbacks
+from mjfast.plugin import check_outside_callbacks
 
 if TYPE_CHECKING:
     from mjfast.env import MujocoEnv

@@ -118,7 +118,7 @@ class Viewer:
     def _open_window(self) -> None:
         env = self._env
         # The viewer's own model and data: the window reads these, never the env's.
-        with env._paused("launch_viewer", defer_interrupts=False):
+        with env.hold_stepping("launch_viewer"):
             self._generation = env.model_generation
             self._model = copy.copy(env.model)
             self._data = mujoco.MjData(self._model)
@@ -213,7 +213,7 @@ class Viewer:
         Returns "synced", "reloaded" (the env has a new model) or "closed" (the env is)."""
         env = self._env
         try:
-            with env._paused("viewer", defer_interrupts=False):
+            with env.hold_stepping("viewer"):
                 if env.model_generation != self._generation:
                     return "reloaded"
                 self._copy_state(handle)

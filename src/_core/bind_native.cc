@@ -196,7 +196,8 @@ void bind_native(py::module_& module) {
   module.def(
       "native_adapter",
       [](std::string name, std::string type, std::string library_path, std::string symbol,
-         const std::string& config_json, py::object camera_opener, py::object publisher) {
+         const std::string& config_json, py::object camera_opener, py::object publisher,
+         std::int64_t world_index) {
         auto entry = std::make_shared<FactoryEntry>();
         entry->name = name;
         entry->type = type;
@@ -205,15 +206,16 @@ void bind_native(py::module_& module) {
         entry->adapter = std::make_unique<NativePluginAdapter>(
             std::move(name), std::move(type), std::move(library_path), std::move(symbol),
             config_json, python_camera_opener(std::move(camera_opener)),
-            python_publisher(std::move(publisher)));
+            python_publisher(std::move(publisher)), world_index);
         return entry;
       },
       py::arg("name"), py::arg("type"), py::arg("library_path"), py::arg("symbol"),
       py::arg("config_json"), py::arg("camera_opener") = py::none(),
-      py::arg("publisher") = py::none(),
+      py::arg("publisher") = py::none(), py::arg("world_index") = 0,
       "Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library "
       "and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's "
-      "open_offscreen_camera() during its load(); `publisher(topic, message)` its publish().");
+      "open_offscreen_camera() during its load(); `publisher(topic, message)` its publish(); "
+      "`world_index` is its world's in a VectorEnv (0 in a MujocoEnv).");
 
   py::class_<NativePluginHandle>(module, "NativePluginHandle",
                                  "A native plugin as env.acquire_plugin() yields it.")

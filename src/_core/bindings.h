@@ -17,6 +17,7 @@ void bind_control(py::module_& module);
 void bind_native(py::module_& module);
 void bind_render(py::module_& module);
 void bind_recorder(py::module_& module);
+void bind_vector_env(py::module_& module);
 
 // total / count as a figure for Python, 0 when nothing was counted (a mean of no samples).
 inline double mean_or_zero(std::uint64_t total, std::uint64_t count) {

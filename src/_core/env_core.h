@@ -8,6 +8,13 @@
 // package, placed once, here (README and every other file point here). A thread may take a lock
 // only while it holds none that comes later in this list:
 //
+//   0. VectorCore::mutex_          (vector_core.h) a whole VectorEnv.step(n) over all its worlds,
+//                                  a gather of its arrays, and the façade's operations on its
+//                                  worlds (reset, state, close); then WorkerPool::run_mutex_ (one
+//                                  batch at a time). The holder waits for the pool's workers,
+//                                  which take 2-7 of each world as its EnvCore::step does, so it
+//                                  is refused where this thread holds any world (its plugin
+//                                  callback, load/reset, or a worker of that pool).
 //   1. MujocoEnv._lifecycle_lock   (Python) one lifecycle operation at a time: construction's
 //                                  load, reset, reload, close, geometry edits, section 13 calls.
 //   2. EnvCore::step_mutex_        whoever steps, for one step (physics thread) or one step(n)
@@ -23,17 +30,18 @@
 //      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
 //      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
 //      recording's ring: one state or command copy at the end of a step, or the writer's drain),
-//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras); in Python, Bus._lock
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), WorkerPool::mutex_ (a
+//      batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock
 //      and Node._lock (node.py: the subscribers and services are copied out, then called with no
 //      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
 //      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
 //      the collector may close a dropped env inside it, whose locks no other thread can hold).
 //      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
-//   8. the GIL: no thread holding it waits for 1-7 (the bindings release it first, with
+//   8. the GIL: no thread holding it waits for 0-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).
 //   9. native_plugin_adapter.cc's library_mutex: taken with the GIL held (the factory creates a
 //      native adapter from Python) around dlopen, whose loader lock and library initialisers
-//      know nothing of Python or of 1-8.
+//      know nothing of Python or of 0-8.
 //
 // Python locks of the interop layers, outside the core's order: each guards its own state,
 // takes none of 1-7 and is never held across a call into an env. remote/: BusServer's _state (a
@@ -134,6 +142,10 @@ class EnvCore : public hooks::HookTarget,
   void bind(const mjModel* model, mjData* data, mjData* control_scratch,
             std::shared_ptr<void> owner);
 
+  // The bound pair (null before the first bind); replaced only by bind(), inside a pause.
+  const mjModel* model() const { return model_; }
+  mjData* data() const { return data_; }
+
   ModelGeneration model_generation() const { return model_generation_.load(); }
   PluginGeneration plugin_generation() const { return plugin_generation_.load(); }
   // Loads the next plugin generation through the host (inside a pause, or before stepping).
@@ -194,6 +206,10 @@ class EnvCore : public hooks::HookTarget,
   void close();
   // Throws std::logic_error naming `what` if the env is closed.
   void check_open(const char* what) const;
+  // Throws std::logic_error naming `what` where this thread may not step the env: closed, inside
+  // its plugin callback, holding it paused (a plugin's load/reset/unload), in an acquire_plugin
+  // block.
+  void check_can_step(const char* what) const;
 
   // After a MuJoCo error the data is in an undefined state: stepping raises SimulationError
   // until the env's data is reset (env.reset) or replaced (reload), which calls this.
@@ -322,7 +338,6 @@ class EnvCore : public hooks::HookTarget,
   void set_reset_request_hooks(ResetRequestHooks hooks);
 
  private:
-  void check_can_step(const char* what) const;
   // Takes step_mutex_ for a step() call; from inside another env's plugin callback only if it is
   // free at once (waiting there could close a cycle of envs stepping each other).
   std::unique_lock<std::mutex> lock_for_step();

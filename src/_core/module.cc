@@ -14,7 +14,8 @@ PYBIND11_MODULE(_core, module) {
       "mjfast's compiled core: EnvCore (stepping, the physics thread, the control bridge's "
       "read/write), PluginHost with its Python and native plugin adapters and the callback table "
       "(CALLBACKS), RenderCore with offscreen cameras and frame leases, the MuJoCo callback "
-      "trampolines, and the translation of core errors to mjfast.errors.";
+      "trampolines, VectorCore (many worlds on a worker pool), and the translation of core "
+      "errors to mjfast.errors.";
   // The soname pins the library version, but a header/library mismatch inside one version would
   // still corrupt memory silently: refuse to load instead.
   if (mj_version() != mjVERSION_HEADER) {
@@ -31,4 +32,5 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_native(module);
   mjfast::bind_render(module);
   mjfast::bind_recorder(module);
+  mjfast::bind_vector_env(module);
 }

@@ -132,6 +132,10 @@ int request_reset(void* context, const char* keyframe, mjfast_error* error) {
                     [&] { static_cast<NativeHostServices*>(context)->request_reset(keyframe); });
 }
 
+std::int64_t world_index(void* context) {
+  return static_cast<NativeHostServices*>(context)->world_index();
+}
+
 int publish(void* context, const char* topic, const mjfast_message_field* fields, std::size_t count,
             mjfast_error* error) {
   return translated(
@@ -153,6 +157,7 @@ const mjfast_host_api kTable = {
     &request_pause,
     &request_reset,
     &publish,
+    &world_index,
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -36,10 +37,12 @@ void check_message_fields(const mjfast_message_field* fields, std::size_t count)
 
 class NativeHostServices {
  public:
-  explicit NativeHostServices(CameraOpener opener, Publisher publisher = {})
+  explicit NativeHostServices(CameraOpener opener, Publisher publisher = {},
+                              std::int64_t world_index = 0)
       : opener_(std::move(opener)),
         publisher_(std::move(publisher)),
-        requests_(SimulationRequests::current()) {}
+        requests_(SimulationRequests::current()),
+        world_index_(world_index) {}
   // Frees the cameras the plugin left open (it has been destroyed by now).
   ~NativeHostServices();
   NativeHostServices(const NativeHostServices&) = delete;
@@ -68,11 +71,14 @@ class NativeHostServices {
   void request_reset(const char* keyframe);
   // std::logic_error for malformed fields or no publisher; the publisher's errors otherwise.
   void publish(const char* topic, const mjfast_message_field* fields, std::size_t count);
+  // The instance's world in its VectorEnv (0 in a MujocoEnv).
+  std::int64_t world_index() const { return world_index_; }
 
  private:
   CameraOpener opener_;
   Publisher publisher_;
   std::weak_ptr<SimulationRequests> requests_;
+  std::int64_t world_index_;
   bool loading_ = false;  // set and read on the thread running the instance's load()
   // Close may come from any thread the host dispatches on. A leaf of the lock order (env_core.h).
   std::mutex cameras_mutex_;

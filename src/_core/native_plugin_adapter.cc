@@ -86,13 +86,13 @@ std::optional<std::map<std::string, double>> flat_figures(const std::string& tex
 NativePluginAdapter::NativePluginAdapter(std::string name, std::string type,
                                          std::string library_path, std::string symbol,
                                          const std::string& config_json, CameraOpener camera_opener,
-                                         Publisher publisher)
+                                         Publisher publisher, std::int64_t world_index)
     : name_(std::move(name)),
       type_(std::move(type)),
       library_path_(std::move(library_path)),
       symbol_(std::move(symbol)),
-      services_(
-          std::make_unique<NativeHostServices>(std::move(camera_opener), std::move(publisher))) {
+      services_(std::make_unique<NativeHostServices>(std::move(camera_opener), std::move(publisher),
+                                                     world_index)) {
   void* library = open_library(library_path_);
   dlerror();
   void* entry = dlsym(library, symbol_.c_str());

@@ -6,6 +6,7 @@
 // MJFAST_LOGIC_ERROR). Host services (cameras) reach the instance through NativeHostServices.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,10 +36,11 @@ class NativePluginAdapter final : public IPluginAdapter {
   // ABI version and creates the instance. Throws std::runtime_error naming the library and the
   // reason (a factory failure). `camera_opener` serves the instance's open_offscreen_camera()
   // (empty: the instance gets host services that refuse to open cameras); `publisher` serves its
-  // publish() (empty: refused).
+  // publish() (empty: refused); `world_index` is its world's in a VectorEnv.
   NativePluginAdapter(std::string name, std::string type, std::string library_path,
                       std::string symbol, const std::string& config_json,
-                      CameraOpener camera_opener = {}, Publisher publisher = {});
+                      CameraOpener camera_opener = {}, Publisher publisher = {},
+                      std::int64_t world_index = 0);
   ~NativePluginAdapter() override;
   NativePluginAdapter(const NativePluginAdapter&) = delete;
   NativePluginAdapter& operator=(const NativePluginAdapter&) = delete;

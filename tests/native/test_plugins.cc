@@ -154,6 +154,39 @@ class Liveness final : public mjfast::Plugin {
   long serial_;
 };
 
+// Knows its world (VectorEnv, SPEC section 21): remembers world_index() and the data it loaded
+// with, counts its pre_step/control/last_stage calls, and counts a call with other data as a
+// violation. call("world_index"), call("pre_step"|"control"|"last_stage"), call("violations").
+class WorldProbe final : public mjfast::Plugin {
+ public:
+  explicit WorldProbe(const mjfast::PluginContext& context) : Plugin(context) {}
+  bool load(const mjModel*, mjData* d) override {
+    world_ = world_index();
+    data_ = d;
+    return true;
+  }
+  void pre_step(const mjModel*, mjData* d) override { count(d, pre_step_); }
+  void control(const mjModel*, mjData* d) override { count(d, control_); }
+  void last_stage(const mjModel*, mjData* d) override { count(d, last_stage_); }
+  std::string call(const std::string& command, const std::string& argument) override {
+    if (command == "world_index") return std::to_string(world_);
+    if (command == "pre_step") return std::to_string(pre_step_);
+    if (command == "control") return std::to_string(control_);
+    if (command == "last_stage") return std::to_string(last_stage_);
+    if (command == "violations") return std::to_string(violations_);
+    return Plugin::call(command, argument);
+  }
+
+ private:
+  void count(const mjData* d, long& calls) {
+    ++calls;
+    if (d != data_) ++violations_;
+  }
+  std::int64_t world_ = -1;
+  const mjData* data_ = nullptr;
+  long pre_step_ = 0, control_ = 0, last_stage_ = 0, violations_ = 0;
+};
+
 }  // namespace
 
 MJFAST_PLUGIN(LoadFalse)
@@ -164,3 +197,4 @@ MJFAST_PLUGIN(ThrowingUnload)
 MJFAST_PLUGIN(ThrowingControl)
 MJFAST_PLUGIN(Tagger)
 MJFAST_PLUGIN(Liveness)
+MJFAST_PLUGIN(WorldProbe)

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.model_names import labelled_id, object_labels
 from mjfast.names import no_such_name
 from mjfast.plugin import ControlPlugin
 from mjfast.plugins._sensing import checked_state
-from mjfast.sim_control import labelled_id, object_labels
 
 __all__ = ["BaseVelocity"]
 

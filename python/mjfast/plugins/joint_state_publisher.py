@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.model_names import object_labels
 from mjfast.plugins._sensing import RatePublisher, listed_ids, number
 from mjfast.plugins.clock_publisher import topic_name
-from mjfast.sim_control import object_labels
 
 __all__ = ["JointStatePublisher"]
 

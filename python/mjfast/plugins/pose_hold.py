@@ -30,10 +30,10 @@ import mujoco
 import numpy as np
 
 from mjfast.errors import ConfigError
+from mjfast.model_names import named_entries, object_names
 from mjfast.names import no_such_name, unknown
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
-from mjfast.sim_control import named_entries, object_names
 
 __all__ = ["PoseHoldPD"]
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.model_names import named_entries, object_labels
 from mjfast.plugins._sensing import (
     RatePublisher,
     check_keys,
@@ -33,7 +34,6 @@ from mjfast.plugins._sensing import (
     number,
     seed_of,
 )
-from mjfast.sim_control import named_entries, object_labels
 
 __all__ = ["SensorPublisher"]
 

@@ -143,7 +143,7 @@ class WebViewer:
         self._server = server
         self._host, self._port = host, server.get_port()
         try:
-            with env._paused("launch_web_viewer", defer_interrupts=False):
+            with env.hold_stepping("launch_web_viewer"):
                 first = self._copy_model()
             self._build_panel()
             self._apply_snapshot(first)  # builds the scene
@@ -231,7 +231,7 @@ class WebViewer:
 
     def _turn(self) -> None:
         env = self._env
-        with env._paused("web viewer", defer_interrupts=False):
+        with env.hold_stepping("web viewer"):
             snapshot = self._copy_state()
         self._apply_snapshot(snapshot)
         self.turns += 1
@@ -419,7 +419,7 @@ class WebViewer:
         env = self._env
         self._time_field.value = f"{snapshot.time:.3f} s"
         self._steps_field.value = str(snapshot.step_count)
-        rtf = float(env._core.measured_realtime_factor())
+        rtf = env.measured_realtime_factor
         self._rtf_field.value = f"{rtf:.2f}x" if math.isfinite(rtf) else "-"
         self._show_paused(env.paused, env.running)
 

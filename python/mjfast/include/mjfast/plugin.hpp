@@ -779,6 +779,13 @@ class Plugin {
     detail::check_host(
         host_->publish(host_context_, topic.c_str(), fields.data(), fields.size(), &error), error);
   }
+  // The index of this instance's world in its VectorEnv (SPEC section 21), 0 in a MujocoEnv or
+  // from an mjfast without the service; known from load() on (not in the constructor).
+  std::int64_t world_index() const {
+    if (host_ == nullptr || !MJFAST_HOST_API_HAS_WORLD_INDEX(host_)) return 0;
+    return host_->world_index(host_context_);
+  }
+
   // Whether publish() can work here (a host with the publish service).
   bool can_publish() const { return host_ != nullptr && MJFAST_HOST_API_HAS_PUBLISH(host_); }
 

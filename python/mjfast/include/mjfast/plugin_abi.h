@@ -30,6 +30,10 @@
  * Publishing (later still, at the end of the host table): publish puts a message on the env's bus
  * as a Python dict; MJFAST_HOST_API_HAS_PUBLISH(host) says whether the host table has it.
  *
+ * World index (last, at the end of the host table): world_index returns the index of the world
+ * the instance belongs to in a VectorEnv (SPEC section 21), 0 in a MujocoEnv;
+ * MJFAST_HOST_API_HAS_WORLD_INDEX(host) says whether the host table has it.
+ *
  * State (SPEC section 20), added at the end of the plugin table after set_host: get_state and
  * set_state let env.get_state()/set_state() take and restore the instance's own state (a noise
  * generator, a schedule, an integrator) as bytes of the plugin's own format. Optional: mjfast
@@ -162,6 +166,11 @@ typedef struct mjfast_host_api {
    * ndim or shape, NULL key) or when the env provides no bus to this instance. */
   int (*publish)(void* host_context, const char* topic, const mjfast_message_field* fields,
                  size_t count, mjfast_error* error);
+
+  /* World index (later than publishing: check MJFAST_HOST_API_HAS_WORLD_INDEX). The index of this
+   * instance's world in its VectorEnv (0 .. num_envs - 1), 0 in a MujocoEnv; fixed for the
+   * instance's life. Never fails; from any callback or thread, load included. */
+  int64_t (*world_index)(void* host_context);
 } mjfast_host_api;
 
 /* The host table as first released (camera services only): the smallest struct_size a plugin
@@ -174,6 +183,10 @@ typedef struct mjfast_host_api {
 #define MJFAST_HOST_API_HAS_PUBLISH(host) \
   ((host)->struct_size >=                 \
    offsetof(mjfast_host_api, publish) + sizeof(((mjfast_host_api*)0)->publish))
+
+#define MJFAST_HOST_API_HAS_WORLD_INDEX(host) \
+  ((host)->struct_size >=                     \
+   offsetof(mjfast_host_api, world_index) + sizeof(((mjfast_host_api*)0)->world_index))
 
 /* Receives the reply of mjfast_plugin_api.call; may be called several times (appends). */
 typedef void (*mjfast_string_sink)(void* context, const char* data, size_t size);

@@ -1,0 +1,74 @@
+// WorkerPool: a fixed set of threads, started once and joined by shutdown() or the destructor,
+// that run one batch of tasks at a time: run(count, task) calls task(0) .. task(count - 1) on the
+// workers (each takes the next index until none is left) and returns when all have returned. It
+// knows nothing of Python or MuJoCo; VectorCore steps its worlds with it.
+//
+// Its one mutex is a leaf of the lock order (env_core.h): held to hand out a batch and to count
+// its end, never while a task runs or while another lock is taken.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace mjfast {
+
+class WorkerPool {
+ public:
+  // Called on each worker when it starts and before it ends (the bindings attach the thread to
+  // Python there, so that a Python plugin's call only swaps the GIL).
+  struct ThreadHooks {
+    std::function<void()> on_start;
+    std::function<void()> on_exit;
+  };
+  using Task = std::function<void(std::size_t)>;
+
+  // `threads` >= 1 workers (std::invalid_argument otherwise), started now.
+  explicit WorkerPool(int threads, ThreadHooks hooks = {});
+  ~WorkerPool();
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int size() const { return threads_; }
+
+  // Runs task(i) for every i < count on the workers and returns when all have returned; the first
+  // exception a task threw (the lowest index's) is rethrown then. While it waits, the calling
+  // thread calls `on_wait` (if set) every `poll_interval`. One batch at a time: a run() from a
+  // worker of this pool, from inside a batch, or after shutdown() throws std::logic_error; a
+  // second thread's run() waits for the first's to end.
+  void run(std::size_t count, const Task& task, const std::function<void()>& on_wait = {},
+           std::chrono::milliseconds poll_interval = std::chrono::milliseconds(20));
+
+  // Whether the calling thread is one of this pool's workers.
+  bool is_worker() const;
+
+  // Ends and joins the workers (after the batch in progress); idempotent. Refused from a worker.
+  void shutdown();
+
+ private:
+  void work();
+
+  ThreadHooks hooks_;
+  int threads_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // one run() at a time (taken before mutex_, never held by a worker)
+  std::mutex mutex_;
+  std::condition_variable wakeup_;  // workers: a batch or shutdown
+  std::condition_variable done_;    // run(): the batch's last worker has finished
+  // Under mutex_: the current batch, its id, how many workers have not finished it, its errors.
+  const Task* task_ = nullptr;
+  std::size_t count_ = 0;
+  std::size_t next_ = 0;
+  std::uint64_t batch_ = 0;
+  int busy_ = 0;
+  std::vector<std::exception_ptr> errors_;
+  bool stopping_ = false;
+};
+
+}  // namespace mjfast
