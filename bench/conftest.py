@@ -105,6 +105,8 @@ TARGETS = {
     # test_bench_record.py: recording and replay (SPEC §20)
     "record_rate": Target(0.9),  # steps/s under start(None): recording JointState+states / not
     "replay_check": Target(1.2),  # replay --check of a 10 s recording / the same 10 s live
+    # test_bench_gym.py: env steps/s, make_vec's 8 worlds / AsyncVectorEnv of 8 gymnasium envs
+    "gym_vector": Target(3.0),
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -260,6 +262,7 @@ GROUP_ROS2_PUBLISH = "JointState publish through the bridge"
 GROUP_ROS2_SERVICE = "std_srvs round trip"
 GROUP_RECORD_RATE = "recording JointState at 100 Hz"
 GROUP_REPLAY = "replay --check of 10 s"
+GROUP_GYM_VECTOR = "8-world gymnasium vector env"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -360,6 +363,9 @@ RATIOS = [
           "recording", "without", "record_rate", throughput=True, models=HUMANOID),
     Ratio(GROUP_REPLAY, "replay --check of 10 s / the same 10 s live",
           "replay", "live", "replay_check", models=HUMANOID),
+    # test_bench_gym.py
+    Ratio(GROUP_GYM_VECTOR, "steps/s: make_vec 8 worlds / AsyncVectorEnv of 8 (frame_skip 5)",
+          "mjfast", "async", "gym_vector", throughput=True, models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

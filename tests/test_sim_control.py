@@ -530,7 +530,8 @@ def test_info(make_env: Callable[..., mjfast.MujocoEnv], tmp_path: Path) -> None
     assert info == {"model_name": "simctl", "model_source": str(path), "model_generation": 1,
                     "plugin_generation": 1, "loads": 1, "running": False, "paused": False,
                     "step_count": 3, "time": pytest.approx(3 * DT), "realtime_factor": None,
-                    "measured_realtime_factor": pytest.approx(info["measured_realtime_factor"])}
+                    "measured_realtime_factor": pytest.approx(info["measured_realtime_factor"]),
+                    "randomization": []}
     env.reload(XML)
     assert {"model_source": "<string>", "loads": 2, "step_count": 0}.items() <= env.info().items()
     model_env = make_env(mujoco.MjModel.from_xml_string(XML))

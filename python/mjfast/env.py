@@ -56,6 +56,7 @@ from mjfast.plugin import (
     overridden_callbacks,
 )
 from mjfast.plugin_config import PluginSpec, load_plugin_specs
+from mjfast.randomize import Randomizer, checked_seed, world_generator
 from mjfast.services import advertise_simulation_services
 from mjfast.state import SimState, capture, restore
 
@@ -65,10 +66,11 @@ ModelLike: TypeAlias = str | os.PathLike[str] | mujoco.MjModel
 
 _log = logging.getLogger("mjfast.env")
 
-# The parameters the env itself reads in its namespace (SPEC §2, §5, §10, §13); with the plugins'
-# namespaces and whatever the plugins read while loading, nothing else there is read by mjfast.
+# The parameters the env itself reads in its namespace (SPEC §2, §5, §10, §13, §21); with the
+# plugins' namespaces and whatever the plugins read while loading, nothing else there is read by
+# mjfast.
 ENV_PARAMETERS = ("MujocoPlugins", "initial_joint_positions", "initial_joint_velocities",
-                  "options", "cameras")
+                  "options", "cameras", "randomize", "seed")
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,8 @@ class MujocoEnv:
     # Which world of a VectorEnv this env is (mjfast.vector_env sets it before construction);
     # every plugin is told (`world_index`).
     _world_index = 0
+    # A VectorEnv's `seed`, which its worlds draw from instead of the `seed` parameter (SPEC §21).
+    _world_seed: int | None = None
 
     def __init__(
         self,
@@ -223,8 +227,13 @@ class MujocoEnv:
         self._specs = load_plugin_specs(self._params, self._namespace)
         options.apply_options(new_model, self._params.get(
             resolve_name("options", self._namespace), None))
+        self._randomizer, self._rng = self._randomization(new_model, self._params)
+        if self._randomizer.randomizes_model and new_model is model:
+            new_model = copy.copy(new_model)  # draws go to the env's own model, not the caller's
+        self._randomizer.draw_model(new_model, self._rng)
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, self._params, self._namespace)
+        self._randomizer.perturb_state(new_model, new_data, self._rng)
         self._source_label = source_label(model)
 
         self.bus = Bus()
@@ -273,6 +282,18 @@ class MujocoEnv:
     def _model_source(self, model: ModelLike) -> _ModelSource:
         """Where reload() reads the model again (a VectorEnv's worlds share one)."""
         return _ModelSource.of(model)
+
+    def _randomization(self, model: mujoco.MjModel, params: ParameterServer
+                       ) -> tuple[Randomizer, np.random.Generator]:
+        """The `randomize` terms checked against `model`, and this world's generator, seeded by
+        the `seed` parameter (or the VectorEnv's seed) plus the world's index (SPEC §21);
+        ConfigError naming the bad term or seed."""
+        where = resolve_name("seed", self._namespace)
+        seed = checked_seed(params.get(where, None), where)
+        if self._world_seed is not None:
+            seed = self._world_seed
+        return (Randomizer.from_params(model, params, self._namespace),
+                world_generator(seed, self._world_index))
 
     # -- the plugin factory ------------------------------------------------------------------
 
@@ -461,40 +482,48 @@ class MujocoEnv:
         joint_positions: Mapping[str, Any] | None = None,
         joint_velocities: Mapping[str, Any] | None = None,
         keep_time: bool = False,
+        seed: int | None = None,
     ) -> None:
-        """World reset to the initial state or a keyframe, then the joint overrides; then every
-        plugin's reset/on_reset, which sees the final state (SPEC §5, §13)."""
+        """World reset to the initial state or a keyframe, with the `randomize` terms drawn
+        (`seed`: the generator is seeded anew with it first), then the joint overrides; then every
+        plugin's reset/on_reset, which sees the final state and the drawn model (SPEC §5, §13,
+        §21)."""
         check_outside_callbacks("reset()")
         with self.hold_stepping("reset", defer_interrupts=True):
-            self._reset_world(keyframe, joint_positions, joint_velocities, keep_time)
+            self._reset_world(keyframe, joint_positions, joint_velocities, keep_time, seed)
             self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
-                              joint_velocities=joint_velocities, keep_time=keep_time)
+                              joint_velocities=joint_velocities, keep_time=keep_time, seed=seed)
 
     def _reset_world(self, keyframe: int | str | None, joint_positions: object,
-                     joint_velocities: object, keep_time: object) -> None:
+                     joint_velocities: object, keep_time: object, seed: object = None) -> None:
         """The reset itself, with stepping held by the caller: the core carries it out."""
         self._core.reset_world(*self._reset_target(keyframe, joint_positions, joint_velocities,
-                                                   keep_time))
+                                                   keep_time, seed))
 
     def _reset_target(self, keyframe: int | str | None, joint_positions: object,
-                      joint_velocities: object, keep_time: object
+                      joint_velocities: object, keep_time: object, seed: object = None
                       ) -> tuple[int, np.ndarray, np.ndarray, bool]:
         """Where a reset goes, as EnvCore.reset_world takes it: the keyframe's index (-1: the
-        initial state) and the whole qpos and qvel, the initial_joint_* parameters (no keyframe)
-        and the overrides applied. Everything is checked here, before anything changes: the
-        overrides, the keyframe, the initial state (ConfigError)."""
+        initial state) and the whole qpos and qvel, the initial_joint_* parameters (no keyframe),
+        the `randomize` state perturbation and the overrides applied; the `randomize` model
+        terms are drawn here (Python's generator). Everything is checked first, before anything
+        changes: the overrides, the keyframe, the seed, the initial state (ConfigError)."""
         model = self._model
         if not isinstance(keep_time, bool):
             raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
         positions = joints.checked_joint_values(model, joint_positions, "positions")
         velocities = joints.checked_joint_values(model, joint_velocities, "velocities")
+        key_id = -1 if keyframe is None else object_id(
+            model, mujoco.mjtObj.mjOBJ_KEY, "keyframe", model.nkey, keyframe)
+        checked = checked_seed(seed, "seed")
         target = mujoco.MjData(model)
-        if keyframe is None:
-            key_id = -1
-            _apply_initial_state(model, target, self._params, self._namespace)
-        else:
-            key_id = object_id(model, mujoco.mjtObj.mjOBJ_KEY, "keyframe", model.nkey, keyframe)
+        _apply_initial_state(model, target, self._params, self._namespace)
+        if checked is not None:
+            self._rng = np.random.default_rng(checked)
+        self._randomizer.draw_model(model, self._rng)  # from the nominal model, never compounded
+        if key_id >= 0:
             mujoco.mj_resetDataKeyframe(model, target, key_id)
+        self._randomizer.perturb_state(model, target, self._rng)
         joints.write_joint_values(target, positions, velocities)
         return key_id, target.qpos.copy(), target.qvel.copy(), keep_time
 
@@ -537,8 +566,12 @@ class MujocoEnv:
         specs = load_plugin_specs(params, self._namespace)
         options.apply_options(new_model, params.get(resolve_name("options", self._namespace),
                                                         None))
+        # Seeded anew from the parameter, as at construction; the env's own until the swap.
+        randomizer, rng = self._randomization(new_model, params)
+        randomizer.draw_model(new_model, rng)
         new_data = mujoco.MjData(new_model)
         _apply_initial_state(new_model, new_data, params, self._namespace)
+        randomizer.perturb_state(new_model, new_data, rng)
         new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
@@ -550,6 +583,7 @@ class MujocoEnv:
             if params is not self._params:
                 self._params.set("/", params.to_dict())
             self._source, self._specs = source, specs
+            self._randomizer, self._rng = randomizer, rng
             if model is not None:
                 self._source_label = source_label(model)
             # The core holds the old model and data until no thread can reach them any more.
@@ -588,6 +622,10 @@ class MujocoEnv:
             geom_id = geometry.set_geom_properties(
                 self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
                 conaffinity=conaffinity)
+            # The edit is the geom's new nominal value: later draws start from it.
+            for attribute, value in (("geom_rgba", rgba), ("geom_friction", friction)):
+                if value is not None:
+                    self._randomizer.note_edit(self._model, attribute, geom_id)
             self._core.notify_geometry_changed(geom_id)
             self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
                               friction=friction, contype=contype, conaffinity=conaffinity)
@@ -715,6 +753,9 @@ class MujocoEnv:
             "time": float(self._data.time),
             "realtime_factor": self.realtime_factor,
             "measured_realtime_factor": self.measured_realtime_factor,
+            # What the `randomize` terms drew at the last reset (SPEC §21): per term, the model
+            # values of its objects, or the noise added to their joints.
+            "randomization": copy.deepcopy(self._randomizer.last),
         }
 
     def launch_viewer(self, **options: Any) -> Any:

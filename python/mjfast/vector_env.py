@@ -42,8 +42,9 @@ class _WorldEnv(MujocoEnv):
     vector's one source."""
 
     def __init__(self, world_index: int, source: _ModelSource, model: mujoco.MjModel, *,
-                 params: ParameterServer, namespace: str) -> None:
+                 params: ParameterServer, namespace: str, seed: int | None) -> None:
         self._world_index = world_index
+        self._world_seed = seed
         self._shared_source = source
         super().__init__(model, params=params, namespace=namespace)
 
@@ -124,7 +125,8 @@ class VectorEnv:
             for index in range(self._num_envs):
                 world_model = copy.copy(self._model) if own_models else self._model
                 self._worlds.append(_WorldEnv(index, self._source, world_model,
-                                              params=self._params, namespace=namespace))
+                                              params=self._params, namespace=namespace,
+                                              seed=self._seed))
             self._core = _core.VectorCore([world._core for world in self._worlds], requested)
         except BaseException:
             for world in self._worlds:
@@ -132,6 +134,9 @@ class VectorEnv:
                     world.close()
             raise
         self._namespace = self._worlds[0].namespace
+        # A world that randomises model fields made its model its own (SPEC §21).
+        self._own_models = own_models or any(world.model is not self._model
+                                             for world in self._worlds)
         self._closed = False
         _open_vectors.add(self)
 
@@ -283,7 +288,9 @@ class VectorEnv:
         with self._core.hold("VectorEnv.reset()"):
             if new_seed is not None:
                 self._seed = new_seed
-            self._each_world(chosen, lambda world: world.reset())
+            # Each world draws its `randomize` terms, seeded anew with seed + its index.
+            self._each_world(chosen, lambda world: world.reset(
+                seed=None if new_seed is None else new_seed + world._world_index))
 
     def _each_world(self, chosen: Sequence[int], operation: Any) -> None:
         """Runs `operation(world)` on every chosen world; the first world's error is raised once
@@ -434,10 +441,12 @@ class World:
     def reset(self, keyframe: int | str | None = None, *,
               joint_positions: Mapping[str, Any] | None = None,
               joint_velocities: Mapping[str, Any] | None = None,
-              keep_time: bool = False) -> None:
+              keep_time: bool = False, seed: int | None = None) -> None:
+        """As MujocoEnv.reset; `seed` reseeds this world's generator with it (the VectorEnv's
+        base seed stays as it is)."""
         with self._held("world reset()") as env:
             env.reset(keyframe, joint_positions=joint_positions,
-                      joint_velocities=joint_velocities, keep_time=keep_time)
+                      joint_velocities=joint_velocities, keep_time=keep_time, seed=seed)
 
     def get_state(self) -> SimState:
         with self._held("world get_state()") as env:
