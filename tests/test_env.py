@@ -1025,3 +1025,40 @@ def test_hold_stepping_is_a_lifecycle_operation(env, register):
 
 def test_measured_realtime_factor_is_the_info_figure(env):
     assert env.measured_realtime_factor == env.info()["measured_realtime_factor"]
+
+
+# -- issue 23: one place for re-entrancy ----------------------------------------------------------
+
+
+class ClosesItsEnv(mjfast.MujocoPlugin):
+    """Calls env.close() from its load, through the env the test hands it."""
+
+    env = None
+    refusal = ""
+
+    def load(self, model, data):
+        try:
+            type(self).env.close()
+        except mjfast.LogicError as error:
+            type(self).refusal = str(error)
+        return True
+
+
+def test_the_envs_refusals_are_the_cores_messages(make_env, arm, register):
+    # env.py builds none of its re-entrancy messages: they come from src/_core/call_context.h.
+    assert mjfast._core.refusal("acquire_block", "reload()") == (
+        "reload() inside an acquire_plugin() block would deadlock: leave the block first")
+    with pytest.raises(ValueError, match=r"unknown refusal 'acquire'.*acquire_block"):
+        mjfast._core.refusal("acquire", "reload()")
+    kind = register(ClosesItsEnv)
+    env = make_env(arm)
+    ClosesItsEnv.env = env
+    env.params.set("/mujoco_server/MujocoPlugins", [{"type": kind, "name": "closer"}])
+    env.reload()
+    assert ClosesItsEnv.refusal == (
+        "env.close() called from inside env.reload() (a plugin's load/init, reset/on_reset or "
+        "unload/cleanup calling back into the env) would recurse or deadlock")
+    with env.acquire_plugin("closer"), pytest.raises(mjfast.LogicError) as refused:
+        env.reload()
+    assert str(refused.value) == mjfast._core.refusal("acquire_block", "reload()")
+    env.reset()  # the marks ended with the operations: the env is usable

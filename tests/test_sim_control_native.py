@@ -92,3 +92,14 @@ def test_a_request_outside_callbacks_is_a_request_too(
     env = requester_env(make_env)
     assert ask(env, "request_pause") == "ok"
     assert env.paused
+
+
+def test_a_reset_request_is_carried_out_by_the_core(
+        make_env: Callable[..., mjfast.MujocoEnv], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Not a call up into the Python reset and back down: the core resets, asking env.py only
+    # where to (the keyframe names and the initial_joint_* parameters are Python's).
+    env = requester_env(make_env, reset_at_step=30, keyframe="lifted")
+    monkeypatch.setattr(env, "_reset_world", lambda *args: pytest.fail("called up into Python"))
+    env.step(40)
+    assert env.step_count == 10 and ask(env, "resets") == "1"
+    assert env.data.time == pytest.approx(10 * DT)

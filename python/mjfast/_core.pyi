@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -64,6 +64,11 @@ class PluginHost:
     @property
     def plugin_generation(self) -> int:
         ...
+class LifecycleContext:
+    def __enter__(self) -> None:
+        ...
+    def __exit__(self, *args) -> None:
+        ...
 class EnvCore:
     def __init__(self, render_sync: bool = False) -> None:
         ...
@@ -71,6 +76,8 @@ class EnvCore:
         """
         Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData; the core holds them until they are replaced and no thread can reach them.
         """
+    def check_call(self, what: str, refusals: collections.abc.Sequence[str]) -> None:
+        ...
     def check_open(self, what: str) -> None:
         ...
     def clear_simulation_fault(self) -> None:
@@ -89,31 +96,37 @@ class EnvCore:
         """
         (physics, step_count, model_signature, model_description, plugins) at a step boundary: physics a read-only float64 array, plugins ((name, type, value), ...).
         """
+    def hold_steps(self) -> None:
+        ...
+    def lifecycle(self, operation: str) -> LifecycleContext:
+        ...
     def load_next_plugin_generation(self) -> None:
         ...
     def measured_realtime_factor(self) -> float:
         ...
     def notify_geometry_changed(self, geom_id: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
-    def pause(self) -> None:
-        ...
     def pause_stepping(self) -> None:
+        ...
+    def release_steps(self) -> None:
         ...
     def reset_plugins(self) -> None:
         ...
     def reset_step_count(self) -> None:
         ...
-    def resume(self) -> None:
-        ...
+    def reset_world(self, keyframe: typing.SupportsInt | typing.SupportsIndex, qpos: typing.Any, qvel: typing.Any, keep_time: bool) -> None:
+        """
+        The world reset (EnvCore::reset_world), with the steps held by the caller.
+        """
     def resume_stepping(self) -> None:
         ...
     def set_factory(self, factory: typing.Any) -> None:
         ...
     def set_realtime_factor(self, realtime_factor: typing.Any) -> None:
         ...
-    def set_reset_request_handler(self, handler: typing.Any) -> None:
+    def set_reset_request_hooks(self, resolve: typing.Any, report: typing.Any) -> None:
         """
-        handler(keyframe | None) carries out a plugin's reset request at a step boundary.
+        A plugin's reset request: resolve(keyframe | None) gives its target as reset_world's (keyframe, qpos, qvel, keep_time) or None; report(keyframe | None, message) a reset that failed. The core carries the reset out.
         """
     def set_state(self, physics: typing.Annotated[numpy.typing.ArrayLike, numpy.float64], step_count: typing.SupportsInt | typing.SupportsIndex, signature: str, description: str, plugins: collections.abc.Iterable) -> None:
         ...
@@ -405,6 +418,10 @@ def passive_trampoline_address() -> int:
     ...
 def python_adapter(name: str, type: str, instance: typing.Any, style: str, model: typing.Any, data: typing.Any, control_data: typing.Any, node: typing.Any, callbacks: collections.abc.Iterable, stateful: bool = False) -> AdapterEntry:
     ...
+def refusal(kind: str, what: str, inside: str = '') -> str:
+    """
+    The message mjfast refuses `what` with inside the context `kind` (call_context.h).
+    """
 CALLBACKS: tuple = (('control_callback', 'control_callback', None), ('passive_callback', 'passive_callback', None), ('render_callback', 'render_callback', None), ('last_stage_callback', 'last_stage_callback', None), ('on_geom_changed', 'on_geom_changed', None), ('reset', 'reset', 'on_reset'), ('pre_step', None, 'pre_step'), ('update_read', None, 'update_read'), ('update_write', None, 'update_write'))
 CAMERA_KEYS: tuple = ('width', 'height', 'planes', 'rate_hz', 'max_geom')
 CONTROL_COMMAND_FIELDS: tuple = ('ctrl', 'qfrc_applied', 'xfrc_applied')

@@ -240,8 +240,6 @@ class MujocoEnv:
         # Serialises reset / reload / close / geom edits; the first lock of the lock order
         # (src/_core/env_core.h).
         self._lifecycle_lock = threading.Lock()
-        self._lifecycle_owner: int | None = None  # the thread inside a lifecycle operation
-        self._lifecycle_operation = ""
         self._model = new_model
         self._data = new_data
         # The control bridge's scratch data (update_read/update_write plugins run on it).
@@ -260,7 +258,8 @@ class MujocoEnv:
         # by the env, and a cycle through C++ would keep both alive forever.
         self._core.set_factory(_weak_method(self._make_adapters))
         self._cameras = CameraRig(self._core.render_core)
-        self._core.set_reset_request_handler(_weak_method(self._honour_reset_request))
+        self._core.set_reset_request_hooks(_weak_method(self._resolve_reset_request),
+                                           _weak_method(self._report_reset_request_failure))
         advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False
         _open_envs.add(self)
@@ -431,9 +430,8 @@ class MujocoEnv:
         a load phase's, an unload's or a statistics() call's): it holds the host's mutex, which
         the physics thread needs to finish its step, so taking the lifecycle lock or waiting for
         stepping there could deadlock (SPEC §18: refused, never waited for)."""
-        if not self._closed and self._core.host._in_callback():
-            raise LogicError(f"env.{operation}() called from inside a plugin callback of this env "
-                             f"(statistics() included) would deadlock")
+        if not self._closed:
+            self._core.check_call(f"env.{operation}()", ["own_callback"])
 
     @contextlib.contextmanager
     def _lifecycle(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
@@ -442,20 +440,13 @@ class MujocoEnv:
         of this env's (a plugin's load, reset or unload calling back into the env would recurse
         or deadlock), and, where it runs plugin code, not cut in half by Ctrl-C (see
         `_interrupts_deferred`)."""
-        me = threading.get_ident()
-        if self._lifecycle_owner == me:
-            raise LogicError(
-                f"env.{operation}() called from inside env.{self._lifecycle_operation}() "
-                f"(a plugin's load/init, reset/on_reset or unload/cleanup calling back into the "
-                f"env) would recurse or deadlock")
+        # Refused before the lock is taken (this thread may hold it); the messages and the
+        # thread's lifecycle marks are the core's (src/_core/call_context.h).
+        self._core.check_call(f"env.{operation}()", ["lifecycle"])
         self._check_outside_own_callbacks(operation)
         deferred = _interrupts_deferred() if defer_interrupts else contextlib.nullcontext()
-        with deferred, self._lifecycle_lock:
-            self._lifecycle_owner, self._lifecycle_operation = me, operation
-            try:
-                yield
-            finally:
-                self._lifecycle_owner, self._lifecycle_operation = None, ""
+        with deferred, self._lifecycle_lock, self._core.lifecycle(operation):
+            yield
 
     @contextlib.contextmanager
     def hold_stepping(self, holder: str = "hold_stepping", *,
@@ -470,11 +461,11 @@ class MujocoEnv:
         block that runs plugin code: a Ctrl-C during it is raised when it ends."""
         with self._lifecycle(holder, defer_interrupts=defer_interrupts):
             self._check_open()
-            self._core.pause()
+            self._core.hold_steps()
             try:
                 yield
             finally:
-                self._core.resume()
+                self._core.release_steps()
 
     @contextlib.contextmanager
     def _state_call(self, call: str) -> Iterator[None]:
@@ -505,48 +496,50 @@ class MujocoEnv:
 
     def _reset_world(self, keyframe: int | str | None, joint_positions: object,
                      joint_velocities: object, keep_time: object, seed: object = None) -> None:
-        """The reset itself, with stepping held by the caller."""
-        model, data = self._model, self._data
+        """The reset itself, with stepping held by the caller: the core carries it out."""
+        self._core.reset_world(*self._reset_target(keyframe, joint_positions, joint_velocities,
+                                                   keep_time, seed))
+
+    def _reset_target(self, keyframe: int | str | None, joint_positions: object,
+                      joint_velocities: object, keep_time: object, seed: object = None
+                      ) -> tuple[int, np.ndarray, np.ndarray, bool]:
+        """Where a reset goes, as EnvCore.reset_world takes it: the keyframe's index (-1: the
+        initial state) and the whole qpos and qvel, the initial_joint_* parameters (no keyframe),
+        the `randomize` state perturbation and the overrides applied; the `randomize` model
+        terms are drawn here (Python's generator). Everything is checked first, before anything
+        changes: the overrides, the keyframe, the seed, the initial state (ConfigError)."""
+        model = self._model
         if not isinstance(keep_time, bool):
             raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
-        # Everything is checked before anything changes: the overrides, the keyframe, the seed,
-        # the initial state (ConfigError).
         positions = joints.checked_joint_values(model, joint_positions, "positions")
         velocities = joints.checked_joint_values(model, joint_velocities, "velocities")
-        key_id = None if keyframe is None else object_id(
+        key_id = -1 if keyframe is None else object_id(
             model, mujoco.mjtObj.mjOBJ_KEY, "keyframe", model.nkey, keyframe)
         checked = checked_seed(seed, "seed")
-        initial = mujoco.MjData(model)
-        _apply_initial_state(model, initial, self._params, self._namespace)
+        target = mujoco.MjData(model)
+        _apply_initial_state(model, target, self._params, self._namespace)
         if checked is not None:
             self._rng = np.random.default_rng(checked)
         self._randomizer.draw_model(model, self._rng)  # from the nominal model, never compounded
-        time = data.time
-        if key_id is None:
-            mujoco.mj_resetData(model, data)
-            data.qpos[:] = initial.qpos
-            data.qvel[:] = initial.qvel
-        else:
-            mujoco.mj_resetDataKeyframe(model, data, key_id)
-        self._randomizer.perturb_state(model, data, self._rng)
-        joints.write_joint_values(data, positions, velocities)
-        if keep_time:
-            data.time = time
-        self._core.clear_simulation_fault()  # a MuJoCo error's undefined state is gone
-        with _core.CallbackFree():  # plugins learn of a reset through reset(), not control
-            mujoco.mj_forward(model, data)
-        self._core.reset_step_count()
-        self._cameras.notify_time_reset()
-        self._core.reset_plugins()
+        if key_id >= 0:
+            mujoco.mj_resetDataKeyframe(model, target, key_id)
+        self._randomizer.perturb_state(model, target, self._rng)
+        joints.write_joint_values(target, positions, velocities)
+        return key_id, target.qpos.copy(), target.qvel.copy(), keep_time
 
-    def _honour_reset_request(self, keyframe: str | None) -> None:
-        """A plugin's reset request, on the stepping thread at a step boundary: stepping is held
-        there already (so no pause), and an error has no caller to go to but the log."""
+    def _resolve_reset_request(self, keyframe: str | None
+                               ) -> tuple[int, np.ndarray, np.ndarray, bool] | None:
+        """A plugin's reset request, on the stepping thread at a step boundary: its target (the
+        keyframe names and the initial_joint_* parameters are this env's, in Python); the core
+        carries the reset out. None, logged, where there is none: no caller to raise it to."""
         try:
-            self._reset_world(keyframe, None, None, False)
+            return self._reset_target(keyframe, None, None, False)
         except Exception:
-            logging.getLogger("mjfast.env").exception(
-                "the reset a plugin requested (keyframe %r) failed", keyframe)
+            _log.exception("the reset a plugin requested (keyframe %r) failed", keyframe)
+            return None
+
+    def _report_reset_request_failure(self, keyframe: str | None, message: str) -> None:
+        _log.error("the reset a plugin requested (keyframe %r) failed: %s", keyframe, message)
 
     # -- reload -------------------------------------------------------------------------------
 
@@ -560,9 +553,7 @@ class MujocoEnv:
         # Refused before any work (the preparation reads the live cameras): from a plugin's
         # callback or inside an acquire_plugin() block the swap could only deadlock.
         check_outside_callbacks("reload()")
-        if self._core.host._scope_held():
-            raise LogicError("reload() inside an acquire_plugin() block would deadlock: leave the "
-                             "block first")
+        self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else _ModelSource.of(model)
         new_model = source.compile()
         if self._params_path is not None:
@@ -679,12 +670,12 @@ class MujocoEnv:
         if recording is None or self._core.host._in_callback():
             restore(self._core, state)  # (refused inside a callback, as it says)
             return
-        self._core.pause()  # one boundary for the restore and its record (re-entrant)
+        self._core.hold_steps()  # one boundary for the restore and its record (re-entrant)
         try:
             restore(self._core, state)
             recording.call("set_state", {"state": state})
         finally:
-            self._core.resume()
+            self._core.release_steps()
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one

@@ -264,7 +264,5 @@ def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
 
 def check_outside_callbacks(what: str) -> None:
     """LogicError when called from inside any plugin callback (load/init and reset included)."""
-    if _core.in_plugin_callback():
-        raise LogicError(f"{what} called from inside a plugin callback: a plugin has the model "
-                         f"and data in its callbacks, and a native one may request a pause or a "
-                         f"reset through its host services")
+    if _core.in_plugin_callback():  # the message is the core's (src/_core/call_context.h)
+        raise LogicError(_core.refusal("simulation_control", what))

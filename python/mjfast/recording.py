@@ -283,7 +283,7 @@ class Recording:
         stepping held, so that the step it takes effect at is the one recorded."""
         core = self._env._core
         try:
-            core.pause()
+            core.hold_steps()
         except Exception:  # closed meanwhile: as without a recording
             publish(topic, message)
             return
@@ -292,7 +292,7 @@ class Recording:
                 self.command("publish", topic=resolve_name(topic), message=message)
             publish(topic, message)
         finally:
-            core.resume()
+            core.release_steps()
 
     def command(self, kind: str, **fields: Any) -> None:
         """Records a call or a publish at the current step boundary (stepping held by the
@@ -436,13 +436,13 @@ class Recording:
             return
         env = self._env
         with contextlib.suppress(Exception):  # a closed env steps no more: nothing to add
-            env._core.pause()  # a step boundary (re-entrant: env.close() may hold one)
+            env._core.hold_steps()  # a step boundary (re-entrant: env.close() may hold one)
             try:
                 # The last state, where the recording ends (replay runs up to it).
                 self.call("stop", {})
                 _core.StepRecorder.detach(env._core)
             finally:
-                env._core.resume()
+                env._core.release_steps()
         self._closed = True
         if env.bus.__dict__.get("publish") == self._publish_and_record:
             env.bus.publish = self._inner_publish

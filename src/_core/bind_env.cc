@@ -16,6 +16,24 @@
 namespace mjfast {
 namespace {
 
+// reset_world's target from Python: a keyframe index (-1: none) and optional whole qpos/qvel.
+EnvCore::ResetTarget reset_target_of(int keyframe, const py::object& qpos, const py::object& qvel,
+                                     bool keep_time) {
+  EnvCore::ResetTarget target;
+  target.keyframe = keyframe;
+  if (!qpos.is_none()) target.qpos = qpos.cast<std::vector<double>>();
+  if (!qvel.is_none()) target.qvel = qvel.cast<std::vector<double>>();
+  target.keep_time = keep_time;
+  return target;
+}
+
+// The Python context manager of EnvCore.lifecycle(): a call_context::LifecycleMark for its block.
+struct LifecycleContext {
+  const EnvCore* env;
+  std::string operation;
+  std::unique_ptr<call_context::LifecycleMark> mark;
+};
+
 // A real-time factor from Python, by EnvCore's one rule: None, or a real number (not a bool)
 // that is positive and finite; anything else is refused with the rule's message, naming it as
 // Python shows it.
@@ -85,6 +103,20 @@ void bind_env(py::module_& module) {
       py::arg("realtime_factor"),
       "realtime_factor as a float, or None; ValueError unless it is None or a positive finite "
       "number (the rule of EnvCore.start and EnvCore.set_realtime_factor).");
+  py::class_<LifecycleContext>(module, "LifecycleContext")
+      .def("__enter__",
+           [](LifecycleContext& self) {
+             self.mark = std::make_unique<call_context::LifecycleMark>(self.env, self.operation);
+           })
+      .def("__exit__", [](LifecycleContext& self, const py::args&) { self.mark.reset(); });
+  module.def(
+      "refusal",
+      [](const std::string& kind, const std::string& what, const std::string& inside) {
+        return call_context::refusal(call_context::refusal_named(kind), what, inside);
+      },
+      py::arg("kind"), py::arg("what"), py::arg("inside") = "",
+      "The message mjfast refuses `what` with inside the context `kind` (call_context.h).");
+
   py::class_<EnvCore, std::shared_ptr<EnvCore>>(module, "EnvCore")
       .def(py::init([](bool render_sync) {
              std::shared_ptr<EnvCore> env(new EnvCore(render_sync), [](EnvCore* core) {
@@ -179,11 +211,30 @@ void bind_env(py::module_& module) {
            // The physics thread may be waiting for the GIL in a Python callback.
            [](EnvCore& env) { without_gil([&] { env.stop(); }); })
       .def_property_readonly("running", &EnvCore::running)
-      .def("pause",  // waits for the step in progress
-           [](EnvCore& env) { without_gil([&] { env.pause(); }); })
+      .def("hold_steps",  // waits for the step in progress
+           [](EnvCore& env) { without_gil([&] { env.hold_steps(); }); })
       // resume notifies the physics thread; reset_plugins and notify_geometry_changed take the
       // bridge and host mutexes and call Python plugins, which re-take the GIL.
-      .def("resume", [](EnvCore& env) { without_gil([&] { env.resume(); }); })
+      .def("release_steps", [](EnvCore& env) { without_gil([&] { env.release_steps(); }); })
+      // The re-entrancy checks of the Python façade (call_context.h builds the messages): each
+      // named context in `refusals`, in order, refuses `what` where this thread is in it.
+      .def(
+          "check_call",
+          [](const EnvCore& env, const std::string& what,
+             const std::vector<std::string>& refusals) {
+            for (const std::string& name : refusals) {
+              env.check_call(what, call_context::refusal_named(name));
+            }
+          },
+          py::arg("what"), py::arg("refusals"))
+      // `with core.lifecycle("reset"):` marks this thread as inside the env's lifecycle
+      // operation; check_call(..., ["lifecycle"]) refuses another one of the same env inside it.
+      .def(
+          "lifecycle",
+          [](const py::object& self, const std::string& operation) {
+            return LifecycleContext{self.cast<EnvCore*>(), operation, nullptr};
+          },
+          py::arg("operation"))
       .def("reset_plugins", [](EnvCore& env) { without_gil([&] { env.reset_plugins(); }); })
       .def(
           "notify_geometry_changed",
@@ -230,18 +281,45 @@ void bind_env(py::module_& module) {
       .def("measured_realtime_factor", &EnvCore::measured_realtime_factor,
            py::call_guard<py::gil_scoped_release>())  // takes the statistics mutex
       .def(
-          "set_reset_request_handler",
-          [](EnvCore& env, py::object handler) {
-            const GilSafeObject callable(std::move(handler));
-            env.set_reset_request_handler([callable](const std::optional<std::string>& keyframe) {
-              // On the stepping thread at a step boundary, holding step_mutex_ (before the GIL
-              // in the lock order) and no other lock.
-              py::gil_scoped_acquire gil;
-              callable.get()(keyframe ? py::object(py::str(*keyframe)) : py::none());
-            });
+          "reset_world",
+          [](EnvCore& env, int keyframe, const py::object& qpos, const py::object& qvel,
+             bool keep_time) {
+            const EnvCore::ResetTarget target = reset_target_of(keyframe, qpos, qvel, keep_time);
+            // reset_plugins calls Python plugins, which re-take the GIL; the caller holds the
+            // steps, so no stepping thread waits for the GIL meanwhile.
+            without_gil([&] { env.reset_world(target); });
           },
-          py::arg("handler"),
-          "handler(keyframe | None) carries out a plugin's reset request at a step boundary.")
+          py::arg("keyframe"), py::arg("qpos"), py::arg("qvel"), py::arg("keep_time"),
+          "The world reset (EnvCore::reset_world), with the steps held by the caller.")
+      .def(
+          "set_reset_request_hooks",
+          [](EnvCore& env, py::object resolve, py::object report) {
+            const GilSafeObject resolver(std::move(resolve));
+            const GilSafeObject reporter(std::move(report));
+            // Both on the stepping thread at a step boundary, holding step_mutex_ (before the
+            // GIL in the lock order) and no other lock.
+            EnvCore::ResetRequestHooks hooks;
+            hooks.resolve = [resolver](const std::optional<std::string>& keyframe)
+                -> std::optional<EnvCore::ResetTarget> {
+              py::gil_scoped_acquire gil;
+              const py::object target =
+                  resolver.get()(keyframe ? py::object(py::str(*keyframe)) : py::none());
+              if (target.is_none()) return std::nullopt;
+              const auto parts = target.cast<py::tuple>();
+              return reset_target_of(parts[0].cast<int>(), parts[1], parts[2],
+                                     parts[3].cast<bool>());
+            };
+            hooks.report = [reporter](const std::optional<std::string>& keyframe,
+                                      const std::string& message) {
+              py::gil_scoped_acquire gil;
+              reporter.get()(keyframe ? py::object(py::str(*keyframe)) : py::none(), message);
+            };
+            env.set_reset_request_hooks(std::move(hooks));
+          },
+          py::arg("resolve"), py::arg("report"),
+          "A plugin's reset request: resolve(keyframe | None) gives its target as reset_world's "
+          "(keyframe, qpos, qvel, keep_time) or None; report(keyframe | None, message) a reset "
+          "that failed. The core carries the reset out.")
       // ---- State (SPEC §20; mjfast.state builds the SimState) ----
       .def_property_readonly("state_size", &EnvCore::state_size)
       .def(

@@ -19,7 +19,7 @@
 //   1. MujocoEnv._lifecycle_lock   (Python) one lifecycle operation at a time: construction's
 //                                  load, reset, reload, close, geometry edits, section 13 calls.
 //   2. EnvCore::step_mutex_        whoever steps, for one step (physics thread) or one step(n)
-//                                  stretch (caller's thread); a pause() holder for its pause.
+//                                  stretch (caller's thread); a hold_steps() holder for its hold.
 //   3. EnvCore::control_mutex_     one control read()/write() at a time (enter_control); the
 //                                  bridge's rebind/clear/arm.
 //   4. PluginHost::control_mutex_  update_read/update_write dispatch; generation changes.
@@ -69,12 +69,12 @@
 // What would wait on the caller's own lock is refused with std::logic_error (mjfast.LogicError),
 // never waited for: stepping, pausing, reset/reload/close or a blocking control call from inside
 // this env's plugin callback (hooks::in_dispatch_of), from a plugin's load/reset/unload (the
-// thread holds 2: pause_owner_), or inside an acquire_plugin block (holds 4 and 6); RenderCore's
+// thread holds 2: hold_owner_), or inside an acquire_plugin block (holds 4 and 6); RenderCore's
 // binding calls from a render_callback or an acquire_plugin block; step() of another env that is
 // busy, from inside a plugin callback (try_lock: two envs stepping each other would deadlock).
 //
 // EnvCore's own mutexes: step_mutex_ (2) and control_mutex_ (3) above; thread_mutex_ guards the
-// physics thread's lifecycle, pause requests and pacing waits (never held across a step);
+// physics thread's lifecycle, hold requests and pacing waits (never held across a step);
 // stats_mutex_ the figures; pending_mutex_ a plugin error or fault waiting to be raised;
 // request_mutex_ a plugin's reset request and its handler.
 #pragma once
@@ -94,6 +94,7 @@
 #include <thread>
 #include <vector>
 
+#include "call_context.h"
 #include "control_bridge.h"
 #include "generation.h"
 #include "hooks.h"
@@ -180,10 +181,21 @@ class EnvCore : public hooks::HookTarget,
   // stepping paused; attaching captures the first state at once.
   void set_step_recorder(std::shared_ptr<StepRecorder> recorder);
 
-  // Stops stepping at the next step boundary and holds it there until resume(). Re-entrant on the
-  // same thread.
-  void pause();
-  void resume();
+  // THE STEP HOLD (internal; not the user's pause() below): stops stepping at the next step
+  // boundary and holds it there until release_steps(), for reset, reload, close, geometry edits,
+  // state calls and arming the control bridge. Re-entrant on the same thread, which is then
+  // marked (call_context.h) as holding this env's step boundary.
+  void hold_steps();
+  void release_steps();
+  // Whether this thread holds the step hold.
+  bool holds_steps() const { return hold_owner_.load() == std::this_thread::get_id(); }
+
+  // Refuses `what` (call_context::refuse) if this thread's context is `kind` for this env: one of
+  // kSimulationControl (any plugin callback), kOwnCallback (this env's host held: a callback of
+  // its own), kAcquireBlock (inside this env's acquire_plugin block), kLifecycle (inside a
+  // lifecycle operation of this env; see call_context::LifecycleMark). Python's checks
+  // (_core.EnvCore.check_call) come through here.
+  void check_call(const std::string& what, call_context::Refusal kind) const;
 
   // Calls of the host's reset / notify entry points made with the env paused; a plugin error is
   // thrown as PluginDispatchError. reset_plugins() also clears the control bridge.
@@ -275,9 +287,9 @@ class EnvCore : public hooks::HookTarget,
   void on_passive(const mjModel* m, mjData* d) override;
 
   // ---- Simulation control (SPEC §13) --------------------------------------------------------
-  // The user's pause, distinct from the re-entrant pause()/resume() holds above: while set, the
-  // physics thread steps nothing (running() stays true) and step(n) is allowed while it runs.
-  // pause_stepping() returns once the step in progress (if any) has ended; the next start()
+  // The user's pause (env.pause()/resume()), distinct from the re-entrant step hold above: while
+  // set, the physics thread steps nothing (running() stays true) and step(n) is allowed while it
+  // runs. pause_stepping() returns once the step in progress (if any) has ended; the next start()
   // begins paused if it is set; stop() clears it. resume_stepping() re-anchors the pacing.
   void pause_stepping();
   void resume_stepping();
@@ -293,13 +305,37 @@ class EnvCore : public hooks::HookTarget,
   // spans a fifth of kMeasureWindow, else the last full window, else the whole history; 0
   // before any step. A new real-time factor starts a new window.
   double measured_realtime_factor() const;
-  // SimulationRequests. A reset is carried out by `handler(keyframe)`, called on the stepping
-  // thread at a step boundary with step_mutex_ held (so it must not pause the env itself) and
-  // outside any dispatch; it should report its own errors. Without a handler it is dropped.
+  // ---- The world reset (SPEC §5, §13): env.reset() and a plugin's request alike ------------
+  // Where a reset goes, resolved and checked by the env before anything changes: the keyframe's
+  // id (-1: the model's default state), then, where given, the whole qpos and qvel written over
+  // it (the initial_joint_* parameters and the call's overrides); `keep_time` keeps data->time.
+  struct ResetTarget {
+    int keyframe = -1;
+    std::vector<double> qpos;  // empty, or nq values
+    std::vector<double> qvel;  // empty, or nv values
+    bool keep_time = false;
+  };
+  // With the steps held (env.reset) or on the stepping thread at a step boundary (a request):
+  // the data reset to `target`, a MuJoCo error's undefined state cleared, mj_forward with no
+  // plugin callbacks (plugins learn of a reset through reset()), the step count zeroed, the
+  // step observer's schedule restarted, then the staged commands dropped and every plugin's
+  // reset (a plugin error thrown as PluginDispatchError). std::invalid_argument for a target
+  // that does not fit the bound model, before anything changes.
+  void reset_world(const ResetTarget& target);
+  // SimulationRequests. A reset request is carried out by the core at the next step boundary
+  // (on the stepping thread, step_mutex_ held, outside any dispatch): hooks.resolve(keyframe)
+  // gives its target, or nullopt having reported why there is none (the keyframe names and
+  // the initial_joint_* parameters are the Python env's); a reset that fails is handed to
+  // hooks.report(keyframe, message), as there is no caller to raise it to. Without hooks a
+  // request is dropped.
   void request_pause() override;
   void request_reset(std::optional<std::string> keyframe) override;
-  using ResetRequestHandler = std::function<void(const std::optional<std::string>& keyframe)>;
-  void set_reset_request_handler(ResetRequestHandler handler);
+  struct ResetRequestHooks {
+    std::function<std::optional<ResetTarget>(const std::optional<std::string>& keyframe)> resolve;
+    std::function<void(const std::optional<std::string>& keyframe, const std::string& message)>
+        report;
+  };
+  void set_reset_request_hooks(ResetRequestHooks hooks);
 
  private:
   // Takes step_mutex_ for a step() call; from inside another env's plugin callback only if it is
@@ -342,7 +378,7 @@ class EnvCore : public hooks::HookTarget,
     bool faulted;           // a fault ended stepping (recorded)
   };
   void run_physics();
-  // Whether a pause() or the user's pause holds the thread before its next step.
+  // Whether a hold_steps() or the user's pause holds the thread before its next step.
   bool physics_held() const;
   void wait_while_held();
   // One step under step_mutex_, counted in `tally`; none if the user paused meanwhile.
@@ -394,9 +430,9 @@ class EnvCore : public hooks::HookTarget,
   // there are any, and step() refuses once the thread runs (each checks the other's flag after
   // setting its own, so one of them sees the other).
   std::atomic<int> step_calls_{0};
-  std::atomic<int> pause_requests_{0};
-  std::atomic<std::thread::id> pause_owner_{};
-  int pause_depth_ = 0;  // only touched by the pause owner
+  std::atomic<int> hold_requests_{0};
+  std::atomic<std::thread::id> hold_owner_{};
+  int hold_depth_ = 0;  // only touched by the hold owner
 
   mutable std::mutex thread_mutex_;
   std::condition_variable thread_wakeup_;
@@ -411,9 +447,13 @@ class EnvCore : public hooks::HookTarget,
 
   mutable std::mutex stats_mutex_;
   EnvStatistics stats_;
+  // Running time over which measured_realtime_factor() is taken.
+  static constexpr double kMeasureWindow = 0.5;
 
   // Simulation control (see the block of public methods above).
-  void honour_reset_request_locked();
+  void carry_out_reset_request_locked();
+  void report_reset_failure(const ResetRequestHooks& hooks,
+                            const std::optional<std::string>& keyframe, const std::string& message);
   void restart_measure();
   bool reset_requested() const { return reset_requested_.load(std::memory_order_acquire); }
   std::atomic<bool> user_paused_{false};
@@ -421,7 +461,7 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<double> realtime_factor_{0.0};  // <= 0: unbounded
   std::mutex request_mutex_;                  // guards the two below
   std::optional<std::string> requested_keyframe_;
-  ResetRequestHandler reset_request_handler_;
+  ResetRequestHooks reset_request_hooks_;
   std::atomic<bool> reset_requested_{false};
   struct MeasureWindow {  // under stats_mutex_
     double simulated_s = 0.0;

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "call_context.h"
 #include "errors.h"
 #include "hooks.h"
 
@@ -691,13 +692,10 @@ std::unique_lock<std::mutex> PluginHost::lock_for_query() const {
 std::unique_lock<std::mutex> PluginHost::lock_for_dispatch(Callback callback) const {
   const bool control_side = is_control_side(callback);
   if (scope_held_by_this_thread()) {
-    throw std::logic_error(std::string(callback_name(callback)) +
-                           " inside an acquire_plugin() block would deadlock: leave the block "
-                           "first");
+    call_context::refuse(call_context::Refusal::kAcquireBlock, callback_name(callback));
   }
   if ((control_side ? control_held_host : step_locked_host) == this) {
-    throw std::logic_error(std::string(callback_name(callback)) +
-                           " called from inside a plugin callback");
+    call_context::refuse(call_context::Refusal::kPluginCallback, callback_name(callback));
   }
   return std::unique_lock<std::mutex>(control_side ? control_mutex_ : mutex_);
 }
@@ -705,13 +703,9 @@ std::unique_lock<std::mutex> PluginHost::lock_for_dispatch(Callback callback) co
 std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> PluginHost::lock_for_change(
     const char* what) const {
   if (step_locked_host == this || control_held_host == this) {
-    throw std::logic_error(std::string(what) + " called from inside a plugin callback");
+    call_context::refuse(call_context::Refusal::kPluginCallback, what);
   }
-  if (scope_held_by_this_thread()) {
-    throw std::logic_error(std::string(what) +
-                           " inside an acquire_plugin() block would deadlock: leave the block "
-                           "first");
-  }
+  if (scope_held_by_this_thread()) call_context::refuse(call_context::Refusal::kAcquireBlock, what);
   std::unique_lock<std::mutex> control_lock(control_mutex_);
   std::unique_lock<std::mutex> lock(mutex_);
   return {std::move(control_lock), std::move(lock)};
@@ -719,12 +713,10 @@ std::pair<std::unique_lock<std::mutex>, std::unique_lock<std::mutex>> PluginHost
 
 void PluginHost::acquire_scope() {
   if (scope_held_by_this_thread()) {
-    throw std::logic_error("acquire_plugin() is already held by this thread");
+    call_context::refuse(call_context::Refusal::kAcquireAgain, "acquire_plugin()");
   }
   if (step_locked_host == this || control_held_host == this) {
-    throw std::logic_error(
-        "acquire_plugin() called from inside a plugin callback would "
-        "deadlock: the step holds the host");
+    call_context::refuse(call_context::Refusal::kAcquireFromCallback, "acquire_plugin()");
   }
   control_mutex_.lock();
   mutex_.lock();

@@ -140,7 +140,7 @@ class RenderCore final : public StepObserver {
   // retire() for good, then the render thread stops and the GL context is destroyed.
   void close();
   // The simulated time moved back (reset): every camera is due at the next step.
-  void notify_time_reset();
+  void notify_time_reset() override;
 
   // Takes only stats_mutex_: callable from anywhere (see above).
   RenderStatistics statistics() const;

@@ -28,6 +28,10 @@ class StepObserver {
   // Whether after_step must run at the end of a step that reached simulated `time`: time reached
   // the next due time, or went back past the time of the last call (time can only move back
   // between steps, so this fires once per jump). Both are false while nothing is scheduled.
+  // Time was reset (env.reset(), a plugin's reset request): the schedule restarts from the new
+  // time. With the stepping held, or on the stepping thread between steps.
+  virtual void notify_time_reset() {}
+
   bool due(double time) const {
     return time >= next_due_time_.load(std::memory_order_relaxed) ||
            time < last_observed_time_.load(std::memory_order_relaxed);
