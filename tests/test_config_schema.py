@@ -4,6 +4,7 @@ the declared types in words for the messages, nested sections and model names.""
 from __future__ import annotations
 
 import math
+import types
 from typing import Any
 
 import mujoco
@@ -22,6 +23,10 @@ KEYS = {"kp": float, "steps": int, "enabled": bool, "name": str, "joints": list[
     (list, "a list"), (dict, "a mapping"), (object, "any value"),
     (list[str], "a list of strings"), (list[float], "a list of numbers"),
     (dict[str, float], "a mapping of strings to numbers"),
+    (list[list[float]], "a list of lists of numbers"), (list[bool], "a list of true/false values"),
+    (dict[str, list[int]], "a mapping of strings to lists of integers"),
+    (list[ModelName("site")], "a list of names of sites"),
+    (types.GenericAlias(list, ({"kp": float},)), "a list of mappings with keys kp"),
     (("position", "velocity"), "one of 'position', 'velocity'"),
     ((int, str), "an integer or a string"),
 ])
@@ -32,6 +37,8 @@ def test_declared_types_read_as_words(spec: Any, words: str) -> None:
 def test_a_declaration_that_is_no_type_is_refused_naming_it() -> None:
     with pytest.raises(TypeError, match=r"config_keys: 3 is not a type"):
         describe_type(3)
+    with pytest.raises(TypeError, match=r"config_keys: 3 is not a type"):
+        describe_type(list[3])
 
 
 def test_a_configuration_of_declared_keys_and_types_passes() -> None:

@@ -62,16 +62,37 @@ def describe_type(spec: Any) -> str:
             return f"a mapping of {_plural(args[0])} to {_plural(args[1])}"
     if isinstance(spec, type):
         return _NAMES.get(spec, f"a {spec.__name__}")
-    raise TypeError(f"config_keys: {spec!r} is not a type, a list[...]/dict[...] type or a tuple")
+    raise _not_a_type(spec)
+
+
+def _not_a_type(spec: Any) -> TypeError:
+    return TypeError(f"config_keys: {spec!r} is not a type, a list[...]/dict[...] type or a tuple")
+
+
+_PLURALS: dict[type, str] = {float: "numbers", int: "integers", bool: "true/false values",
+                             str: "strings", list: "lists", dict: "mappings", object: "values"}
 
 
 def _plural(spec: Any) -> str:
-    words = describe_type(spec)
-    for article in ("a ", "an "):
-        if words.startswith(article):
-            words = words[len(article):]
-            return words[:-1] + "ies" if words.endswith("y") else words + "s"
-    return words
+    """What a list of `spec`s holds, in words: the head noun made plural, not the phrase's last
+    word (`list[list[float]]` holds 'lists of numbers')."""
+    if isinstance(spec, ModelName):
+        return f"names of {spec.kind}s"
+    if isinstance(spec, Mapping):
+        return f"mappings with keys {', '.join(sorted(str(key) for key in spec))}"
+    if isinstance(spec, tuple):
+        if spec and all(isinstance(item, str) for item in spec):
+            return "values among " + ", ".join(repr(item) for item in spec)
+        return " or ".join(_plural(item) for item in spec)
+    if isinstance(spec, types.GenericAlias):
+        origin, args = spec.__origin__, spec.__args__
+        if origin is list and len(args) == 1:
+            return f"lists of {_plural(args[0])}"
+        if origin is dict and len(args) == 2:
+            return f"mappings of {_plural(args[0])} to {_plural(args[1])}"
+    if isinstance(spec, type):
+        return _PLURALS.get(spec, f"{spec.__name__} values")
+    raise _not_a_type(spec)
 
 
 def _mismatch(value: object, spec: Any, path: str = "") -> tuple[str, object, Any] | None:
