@@ -96,3 +96,21 @@ def test_a_json_round_trip_formats_the_same() -> None:
 ])
 def test_one_line_joins_a_message_of_several(text: object, line: str) -> None:
     assert one_line(text) == line
+
+
+def test_long_names_types_and_figures_wrap_inside_their_columns_within_the_width() -> None:
+    name = "arm_" + "Z" * 150
+    kind = "acme/" + "Q" * 90
+    failed = plugin(name, type=kind, state="FAILED", custom={"note": "whose value is long " * 8},
+                    failure={"phase": "update", "message": "it failed " * 30, "traceback": ""},
+                    callbacks={"control_callback": {"calls": 3, "timed_calls": 3, "mean_ns": 5.0,
+                                                    "last_ns": 5.0}})
+    table = format_statistics(statistics(failed))
+    assert max(len(line) for line in table.splitlines()) <= WIDTH, table
+    # Wrapped, nothing cut: the name in each of the three sections, the type, the value and
+    # the failure, every character of them.
+    assert table.count("Z") == 3 * 150
+    assert table.count("Q") == 90
+    assert table.count("whose") == 8
+    assert table.count("failed") == 30
+    assert "arm_" in table and "acme/" in table

@@ -18,6 +18,7 @@ WIDTH = 119
 _INDENT = "  "
 _GAP = "  "
 _MIN_FAILURE_WIDTH = 24
+_MIN_COLUMN = 12
 
 
 def one_line(text: object) -> str:
@@ -31,25 +32,36 @@ def one_line(text: object) -> str:
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: set[int],
            wrap_last: bool = False) -> list[str]:
-    """Aligned columns; with `wrap_last`, the last column wraps within what `WIDTH` leaves."""
-    widths = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(len(header))]
+    """Aligned columns within `WIDTH`. A cell wider than its column wraps inside it (the row
+    takes several lines, nothing is cut). With `wrap_last`, the last column gets what the others
+    leave; any column still too wide for the line (a long plugin name or type) is narrowed,
+    widest first, down to `_MIN_COLUMN` characters."""
+    count = len(header)
+    widths = [max([len(header[i])] + [len(row[i]) for row in rows]) for i in range(count)]
+    room = WIDTH - len(_INDENT) - len(_GAP) * (count - 1)
     if wrap_last:
-        used = len(_INDENT) + sum(widths[:-1]) + len(_GAP) * (len(widths) - 1)
-        widths[-1] = min(widths[-1], max(_MIN_FAILURE_WIDTH, WIDTH - used))
+        widths[-1] = min(widths[-1], max(_MIN_FAILURE_WIDTH, room - sum(widths[:-1])))
+    while sum(widths) > room:
+        widest = max(range(count), key=lambda i: widths[i])
+        floor = max(_MIN_COLUMN, len(header[widest]))
+        if widths[widest] <= floor:
+            break  # only headers left to cut: more columns than WIDTH can hold
+        widths[widest] = max(floor, widths[widest] - (sum(widths) - room))
 
-    def line(cells: Sequence[str]) -> str:
-        return _GAP.join(cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i])
-                         for i, cell in enumerate(cells)).rstrip()
+    def cell(text: str, i: int) -> str:
+        return text.rjust(widths[i]) if i in numeric else text.ljust(widths[i])
 
-    lines = [line(header), line(["-" * w for w in widths])]
+    def lines_of(cells: Sequence[str]) -> list[str]:
+        pieces = [[text] if len(text) <= widths[i]
+                  else textwrap.wrap(text, widths[i], break_long_words=True) or [""]
+                  for i, text in enumerate(cells)]
+        depth = max(len(column) for column in pieces)
+        return [_GAP.join(cell(column[k] if k < len(column) else "", i)
+                          for i, column in enumerate(pieces)).rstrip() for k in range(depth)]
+
+    lines = lines_of(header) + lines_of(["-" * w for w in widths])
     for row in rows:
-        if not wrap_last or len(row[-1]) <= widths[-1]:
-            lines.append(line(row))
-            continue
-        pieces = textwrap.wrap(row[-1], widths[-1], break_long_words=True) or [""]
-        lines.append(line([*row[:-1], pieces[0]]))
-        lead = " " * (sum(widths[:-1]) + len(_GAP) * (len(widths) - 1))
-        lines += [(lead + piece).rstrip() for piece in pieces[1:]]
+        lines += lines_of(row)
     return [_INDENT + text for text in lines]
 
 
@@ -131,7 +143,7 @@ def format_statistics(stats: Mapping[str, Any], wall_s: float | None = None, *,
                for plugin in plugins for name, value in (plugin.get("custom") or {}).items()]
     if figures:
         lines += ["", "plugin figures (each plugin's statistics())"]
-        lines += _table(["plugin", "figure", "value"], figures, numeric={2})
+        lines += _table(["plugin", "figure", "value"], figures, numeric={2}, wrap_last=True)
     callback_rows = [
         [plugin["name"], callback, f"{figures['calls']:,}",
          _ns(figures["mean_ns"]) if figures.get("timed_calls", 1) else "-",
