@@ -49,12 +49,12 @@
 // Condition) and _publishers_lock (held across declaring a Zenoh publisher), _Counters._lock,
 // Client's and RemoteSubscription's _lock; ros2/: Bridge._lock (held across Zenoh declares and
 // undeclares) and types.py's _lock (rosbags' type store); viewer.py's _window_lock; web/:
-// WebViewer._close_lock (held while the web server stops); cli.py's echo lock. Those on the
+// WebViewer._close_lock (held while the web server stops); cli/remote.py's echo lock. Those on the
 // publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
-// publish. The one Python lock held across a call into an env: ForwardCommand._lock (the
-// shipped mjfast/ForwardCommand), around a command's env.control.read() and write(), so
-// between 1 and 2; it is taken in a bus subscriber, which must not run inside this env's
-// plugin callback (the control call is refused there, but would first wait for the lock).
+// publish. No Python lock is held across a call into an env: ForwardCommand._lock (the shipped
+// mjfast/ForwardCommand) is a leaf of 7, held to hand a command over, never across its
+// env.control.read() and write() (a physics-thread publish must not wait for a thread that
+// waits for a step boundary).
 //
 // The one reverse edge: a plugin's load() runs under 4 and 6 and may open a camera (5). Loads run
 // with stepping paused (the loader holds 2), so no capture holds 5 meanwhile.

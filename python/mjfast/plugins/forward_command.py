@@ -6,7 +6,8 @@ names), exactly one of them, and `topic` (default `~commands`). A message is `{"
 listed joint/actuator in that order; it is written to those actuators' `ctrl` through
 `env.control.write` and holds until the next command (the other entries keep their values). A
 message of the wrong length or with a non-finite value is counted (`rejected` in the plugin's
-statistics), logged, and never applied.
+statistics), logged, and never applied. Commands are applied one at a time; one that is still
+waiting when a newer one arrives is counted as `superseded` and not applied.
 """
 
 from __future__ import annotations
@@ -57,17 +58,24 @@ class ForwardCommand(MujocoPlugin):
         if not ids:
             raise ValueError(f"{who}: the list of joints or actuators is empty")
         self._ids = np.array(ids, dtype=np.intp)
-        # Held across env.control.read()/write(): its place in the lock order is in
-        # src/_core/env_core.h.
+        # A leaf lock (src/_core/env_core.h's order), never held across a control call: a command
+        # is applied by whichever thread finds none being applied (it drains `_pending`), so a
+        # physics-thread publish never waits for a thread that waits for the physics thread.
         self._lock = threading.Lock()
+        self._pending: np.ndarray | None = None
+        self._applying = False
         self._applied = 0
+        self._superseded = 0
         self._rejected = 0
         self.subscription = self.node.subscribe(
             topic_name(who, self.config.get("topic", "~commands")), self.command)
         return True
 
     def command(self, message: Any) -> None:
-        """One command: applied at once through the control interface, or rejected."""
+        """One command: applied at once through the control interface, or rejected. While
+        another thread is applying one, that thread applies this one next (a command still
+        waiting when a newer one comes is superseded, as in forward_command_controller's
+        realtime buffer)."""
         values = message.get("data") if isinstance(message, Mapping) else message
         try:
             if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
@@ -82,15 +90,40 @@ class ForwardCommand(MujocoPlugin):
                 self._rejected += 1
             _log.warning("%s: command rejected, not applied: %s", self.name, error)
             return
-        with self._lock:  # read-modify-write of ctrl: one command at a time
-            ctrl = self.env.control.read().ctrl
-            ctrl[self._ids] = command
-            self.env.control.write(ctrl=ctrl)
-            self._applied += 1
+        with self._lock:
+            if self._pending is not None:
+                self._superseded += 1  # never reached ctrl: the newest command wins
+            self._pending = command
+            if self._applying:
+                return  # the thread applying commands takes this one next
+            self._applying = True
+        self._apply_pending()
+
+    def _apply_pending(self) -> None:
+        """Applies the newest pending command until none is left (one thread at a time: the one
+        that set `_applying`). A read-modify-write of ctrl, so the other entries keep theirs."""
+        try:
+            while True:
+                with self._lock:
+                    command, self._pending = self._pending, None
+                    if command is None:
+                        self._applying = False
+                        return
+                ctrl = self.env.control.read().ctrl
+                ctrl[self._ids] = command
+                self.env.control.write(ctrl=ctrl)
+                with self._lock:
+                    self._applied += 1
+        except BaseException:
+            with self._lock:
+                self._pending = None
+                self._applying = False
+            raise
 
     def statistics(self) -> dict[str, Any]:
         return {"applied": float(getattr(self, "_applied", 0)),
-                "rejected": float(getattr(self, "_rejected", 0))}
+                "rejected": float(getattr(self, "_rejected", 0)),
+                "superseded": float(getattr(self, "_superseded", 0))}
 
     def unload(self) -> None:
         subscription = getattr(self, "subscription", None)
