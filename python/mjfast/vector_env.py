@@ -21,7 +21,8 @@ import mujoco
 import numpy as np
 
 from mjfast._core_loader import _core
-from mjfast.env import ModelLike, MujocoEnv, _ModelSource, _parameter_server
+from mjfast._env_config import ModelSource, parameter_server
+from mjfast.env import ModelLike, MujocoEnv
 from mjfast.errors import LogicError, MjfastError
 from mjfast.host import EnvHost
 from mjfast.joints import JointState
@@ -41,14 +42,14 @@ class _WorldEnv(MujocoEnv):
     """One world of a VectorEnv: a MujocoEnv that knows its index and reads its model from the
     vector's one source."""
 
-    def __init__(self, world_index: int, source: _ModelSource, model: mujoco.MjModel, *,
+    def __init__(self, world_index: int, source: ModelSource, model: mujoco.MjModel, *,
                  params: ParameterServer, namespace: str, seed: int | None) -> None:
         self._world_index = world_index
         self._world_seed = seed
         self._shared_source = source
         super().__init__(model, params=params, namespace=namespace)
 
-    def _model_source(self, model: ModelLike) -> _ModelSource:
+    def _model_source(self, model: ModelLike) -> ModelSource:
         return self._shared_source
 
 
@@ -116,8 +117,8 @@ class VectorEnv:
         if not isinstance(own_models, bool):
             raise TypeError(f"own_models must be a bool, got {type(own_models).__name__}")
         self._own_models = own_models
-        self._params, _ = _parameter_server(params)
-        self._source = _ModelSource.of(model)
+        self._params, _ = parameter_server(params)
+        self._source = ModelSource.of(model)
         # The nominal model: the worlds' shared one, or what each world's copy starts from.
         self._model = self._source.compile()
         self._worlds: list[_WorldEnv] = []
