@@ -52,6 +52,15 @@ class _WorldEnv(MujocoEnv):
     def _model_source(self, model: ModelLike) -> ModelSource:
         return self._shared_source
 
+    @property
+    def world_index(self) -> int:
+        return self._world_index
+
+    @property
+    def core(self) -> Any:
+        """This world's EnvCore, which the VectorCore steps."""
+        return self._core
+
 
 _open_vectors: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
 
@@ -128,7 +137,7 @@ class VectorEnv:
                 self._worlds.append(_WorldEnv(index, self._source, world_model,
                                               params=self._params, namespace=namespace,
                                               seed=self._seed))
-            self._core = _core.VectorCore([world._core for world in self._worlds], requested)
+            self._core = _core.VectorCore([world.core for world in self._worlds], requested)
         except BaseException:
             for world in self._worlds:
                 with contextlib.suppress(Exception):
@@ -291,7 +300,7 @@ class VectorEnv:
                 self._seed = new_seed
             # Each world draws its `randomize` terms, seeded anew with seed + its index.
             self._each_world(chosen, lambda world: world.reset(
-                seed=None if new_seed is None else new_seed + world._world_index))
+                seed=None if new_seed is None else new_seed + world.world_index))
 
     def _each_world(self, chosen: Sequence[int], operation: Any) -> None:
         """Runs `operation(world)` on every chosen world; the first world's error is raised once
