@@ -34,7 +34,8 @@ from mjfast.plugin_config import PluginSpec, load_plugin_specs
 from mjfast.randomize import Randomizer, checked_seed, world_generator
 
 __all__ = ["ENV_PARAMETERS", "ConfiguredWorld", "ModelLike", "ModelSource", "ParamsLike",
-           "ResetTarget", "apply_initial_state", "parameter_server", "reset_target",
+           "ResetTarget", "apply_initial_state", "parameter_server", "reread_parameters",
+           "reset_target",
            "warn_unread_parameters"]
 
 ModelLike: TypeAlias = str | os.PathLike[str] | mujoco.MjModel
@@ -112,6 +113,17 @@ def parameter_server(params: ParamsLike) -> tuple[ParameterServer, Path | None]:
         f"params must be a ParameterServer, a dict or a path to a YAML file, "
         f"got {type(params).__name__}"
     )
+
+
+def reread_parameters(params: ParameterServer, path: Path | None) -> ParameterServer:
+    """What a reload reads: the YAML file `path` again over what `params` holds (its values win),
+    in a new server that the reload copies into `params` once it commits (the env keeps its one
+    ParameterServer, so references to env.params stay valid); `params` itself without a file."""
+    if path is None:
+        return params
+    reread = ParameterServer(params.to_dict())
+    reread.load_yaml(path)
+    return reread
 
 
 def apply_initial_state(

@@ -34,6 +34,7 @@ from mjfast._env_config import (
     ParamsLike,
     ResetTarget,
     parameter_server,
+    reread_parameters,
     reset_target,
     warn_unread_parameters,
 )
@@ -332,13 +333,7 @@ class MujocoEnv:
         check_outside_callbacks("reload()")
         self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else ModelSource.of(model)
-        if self._params_path is not None:
-            # The file is read again over what the server holds (its values win); the env keeps
-            # its one ParameterServer, so references to env.params stay valid.
-            params = ParameterServer(self._params.to_dict())
-            params.load_yaml(self._params_path)
-        else:
-            params = self._params
+        params = reread_parameters(self._params, self._params_path)
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
         world = self._configured(source.compile(), params)
         new_model, new_data = world.model, world.data
