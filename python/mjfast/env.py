@@ -333,9 +333,10 @@ class MujocoEnv:
         check_outside_callbacks("reload()")
         self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else ModelSource.of(model)
+        compiled = source.compile()
         params = reread_parameters(self._params, self._params_path)
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
-        world = self._configured(source.compile(), params)
+        world = self._configured(compiled, params)
         new_model, new_data = world.model, world.data
         new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
