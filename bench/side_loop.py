@@ -1,5 +1,6 @@
-"""The physics rate of a running env with and without a Python thread doing some work at 1 kHz
-(a control loop, a state reader): shared by the benchmarks that compare the two.
+"""The physics rate of a running env, with and without a Python thread doing some work at 1 kHz
+(a control loop, a state reader), paced or not: shared by the benchmarks that compare a running
+env's rate with and without something beside it (a side thread, a recording, a ROS 2 bridge).
 
 Imported as `side_loop` (pytest puts bench/ on sys.path for its conftest.py). Owns the timing
 window and the paced thread; what the thread does is the caller's.
@@ -17,10 +18,12 @@ WINDOW_S = 0.5  # physics-rate measurement window per round
 SIDE_RATE_HZ = 1000.0
 
 
-def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | None,
-                             side_rates: list[float]) -> float:
-    """Wall time per physics step of env.start(None) over WINDOW_S, with `work` called at
-    SIDE_RATE_HZ on a Python thread (its achieved rate appended to `side_rates`), or alone."""
+def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | None = None,
+                             side_rates: list[float] | None = None, *,
+                             realtime_factor: float | None = None) -> float:
+    """Wall time per physics step of env.start(realtime_factor) over WINDOW_S, with `work`
+    called at SIDE_RATE_HZ on a Python thread (its achieved rate appended to `side_rates`), or
+    alone."""
     stop = threading.Event()
     calls = [0]
     failures: list[BaseException] = []
@@ -41,7 +44,7 @@ def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | N
             failures.append(error)
 
     thread = threading.Thread(target=side, daemon=True) if work is not None else None
-    env.start(None)
+    env.start(realtime_factor)
     try:
         if thread is not None:
             thread.start()
@@ -61,6 +64,6 @@ def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | N
     assert thread is None or not thread.is_alive()
     assert not failures, failures
     assert steps > 0
-    if thread is not None:
+    if thread is not None and side_rates is not None:
         side_rates.append(call_count / elapsed)
     return elapsed / steps

@@ -27,11 +27,11 @@ pytest.importorskip("rosbags", reason="recording needs the extra mjfast[ros2]")
 import mjfast
 from mjfast.recording import replay
 from models import humanoid_xml
+from side_loop import seconds_per_physics_step
 
 GROUP_RECORD_RATE = "recording JointState at 100 Hz"
 GROUP_REPLAY = "replay --check of 10 s"
 
-WINDOW_S = 0.5
 RATE_ROUNDS = 3
 REPLAY_ROUNDS = 3
 REPLAY_SECONDS = 10.0
@@ -45,21 +45,6 @@ def joint_state_env() -> mjfast.MujocoEnv:
     return mjfast.MujocoEnv(humanoid_xml(), params=params)
 
 
-def seconds_per_step(env: mjfast.MujocoEnv) -> float:
-    env.start(None)
-    try:
-        time.sleep(0.1)
-        before = env.statistics()["env"]["steps"]
-        start = time.perf_counter()
-        time.sleep(WINDOW_S)
-        steps = env.statistics()["env"]["steps"] - before
-        elapsed = time.perf_counter() - start
-    finally:
-        env.stop()
-    assert steps > 0
-    return elapsed / steps
-
-
 def test_physics_rate_while_recording(benchmark: Any, record: Any, bench_model: Any,
                                       tmp_path: Path) -> None:
     plain, recorded = joint_state_env(), joint_state_env()
@@ -69,14 +54,14 @@ def test_physics_rate_while_recording(benchmark: Any, record: Any, bench_model: 
     def recording() -> float:
         handle = recorded.record(next(bags), state_every=100)
         try:
-            return seconds_per_step(recorded)
+            return seconds_per_physics_step(recorded)
         finally:
             handle.stop()
             written.append(handle.statistics())
 
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_RECORD_RATE, RATE_ROUNDS,
-                                  {"without": lambda: seconds_per_step(plain),
+                                  {"without": lambda: seconds_per_physics_step(plain),
                                    "recording": recording})
     finally:
         plain.close()

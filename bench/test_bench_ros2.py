@@ -36,6 +36,7 @@ import mjfast
 from mjfast.ros2 import Bridge, wire
 from mjfast.ros2 import types as ros_types
 from models import arm7_xml
+from side_loop import seconds_per_physics_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_ros2 import free_port, start_router, stop_router, write_definitions
@@ -45,7 +46,6 @@ GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
 GROUP_ROS2_PUBLISH = "JointState publish through the bridge"
 GROUP_ROS2_SERVICE = "std_srvs round trip"
 
-WINDOW_S = 0.5
 RATE_ROUNDS = 3
 PUBLISHES = 2000
 PUBLISH_ROUNDS = 5
@@ -96,21 +96,6 @@ def client_session(router: tuple[str, int]) -> zenoh.Session:
     return zenoh.open(config)
 
 
-def seconds_per_step(env: mjfast.MujocoEnv, realtime: float | None) -> float:
-    env.start(realtime)
-    try:
-        time.sleep(0.1)
-        before = env.statistics()["env"]["steps"]
-        start = time.perf_counter()
-        time.sleep(WINDOW_S)
-        steps = env.statistics()["env"]["steps"] - before
-        elapsed = time.perf_counter() - start
-    finally:
-        env.stop()
-    assert steps > 0
-    return elapsed / steps
-
-
 @pytest.mark.parametrize("realtime", [1.0, None], ids=["real_time", "unpaced"])
 def test_physics_rate_with_joint_states_over_ros2(benchmark: Any, record: Any, bench_model: Any,
                                                   router: tuple[str, int], ros: Any,
@@ -125,8 +110,8 @@ def test_physics_rate_with_joint_states_over_ros2(benchmark: Any, record: Any, b
     try:
         timings = record.measured(
             benchmark, bench_model.name, group, RATE_ROUNDS,
-            {"without": lambda: seconds_per_step(plain, realtime),
-             "with_bridge": lambda: seconds_per_step(bridged, realtime)})
+            {"without": lambda: seconds_per_physics_step(plain, realtime_factor=realtime),
+             "with_bridge": lambda: seconds_per_physics_step(bridged, realtime_factor=realtime)})
     finally:
         subscriber.close()
         bridge.close()

@@ -3,6 +3,7 @@ mujoco.Renderer."""
 
 from __future__ import annotations
 
+import gc
 import os
 
 os.environ.setdefault("MUJOCO_GL", "egl")  # before anything imports mujoco's renderer
@@ -89,6 +90,18 @@ def test_handles_are_independent(env):
     second.enable_frames()  # enabling one handle does not enable the other
     with pytest.raises(mjfast.LogicError):
         first.take_latest()
+
+
+def test_the_env_lists_the_handles_someone_holds(env):
+    # What the browser viewer shows the frames of (SPEC §22).
+    assert env.offscreen_cameras == ()
+    first = env.open_offscreen_camera("front")
+    second = env.open_offscreen_camera("side")
+    assert sorted(id(handle) for handle in env.offscreen_cameras) == sorted([id(first),
+                                                                             id(second)])
+    del second
+    gc.collect()
+    assert len(env.offscreen_cameras) == 1 and env.offscreen_cameras[0] is first
 
 
 class OpensFromStep(mjfast.MujocoPlugin):

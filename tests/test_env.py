@@ -1062,3 +1062,33 @@ def test_the_envs_refusals_are_the_cores_messages(make_env, arm, register):
         env.reload()
     assert str(refused.value) == mjfast._core.refusal("acquire_block", "reload()")
     env.reset()  # the marks ended with the operations: the env is usable
+
+
+# -- issue 23: what the env's collaborators read instead of its private members -----------------
+
+
+def test_plugin_specs_are_the_configured_plugins_until_a_reload_replaces_them(make_env, arm,
+                                                                            register):
+    kind = register(Recording)
+    env = make_env(arm, params=plugins_param(kind, {"type": kind, "name": "second", "k": 1}))
+    specs = env.plugin_specs
+    assert isinstance(specs, tuple) and all(isinstance(s, mjfast.PluginSpec) for s in specs)
+    assert [(s.name, s.type, s.config) for s in specs] == [
+        ("Recording", kind, {}), ("second", kind, {"k": 1})]
+    env.step(2)
+    env.reset()
+    # The same tuple while the generation lasts: the bridge and the recorder tell a reload by it.
+    assert env.plugin_specs is specs
+    env.reload()
+    assert env.plugin_specs is not specs and env.plugin_specs == specs
+    with pytest.raises(AttributeError):
+        env.plugin_specs = ()  # read-only
+
+
+def test_closed_says_whether_the_env_is_closed(make_env, arm):
+    env = make_env(arm)
+    assert env.closed is False
+    env.close()
+    assert env.closed is True
+    with pytest.raises(AttributeError):
+        env.closed = False  # read-only

@@ -190,7 +190,7 @@ def test_the_example_params_give_the_usual_topic_names() -> None:
         assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), env.plugins
         out: dict[str, str] = {}
         ins: dict[str, str] = {}
-        for spec in env._specs:
+        for spec in env.plugin_specs:
             ctx = Context(spec.name, spec.type, spec.config,
                           f"{env.namespace}/{spec.name}", env.model)
             out.update({r.topic: r.ros_type for r in conversions.outbound_routes(ctx)})

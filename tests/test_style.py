@@ -91,3 +91,63 @@ def test_the_lock_order_places_every_lock() -> None:
                if owner.rsplit(".", 1)[0] not in order or name not in order]
     assert not missing, ("locks not placed in the lock order at the top of src/_core/env_core.h "
                          f"(name each with its owner): {missing}")
+
+
+# The env's own layer: env.py and the modules split out of it, each one concept of the env that
+# reads its members as env.py does (SPEC §5; README's architecture table).
+ENV_LAYER = {"env.py", "_env_config.py", "_core_requests.py", "_interrupts.py", "_env_reports.py",
+             "_recording_tap.py"}
+# Reaches into an env's private members outside that layer, each with the reason it stays:
+# (module, attribute).
+ENV_REACHES_ALLOWED = {
+    # The Gymnasium wrapper asks every camera for a frame at the end of the coming step through
+    # RenderCore.notify_time_reset, whose refusal names reset() (src/_core): a public
+    # env.request_frames() needs that message of its own first.
+    ("gym.py", "_cameras"),
+}
+
+
+def _receiver_name(node: ast.expr) -> str:
+    """The last name of an attribute's object: `env`, `self._env` -> `_env`, `world`."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _env_reaches(source: str) -> list[tuple[int, str]]:
+    """(line, expression) of every `<env>._private` in `source`, where <env> is a name or an
+    attribute that holds an env: `env`, `_env`, `mujoco_env`, `world` (a VectorEnv's)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            continue
+        name = _receiver_name(node.value).lstrip("_")
+        if name == "env" or name.endswith("_env") or name in ("world", "worlds"):
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_the_env_reach_check_finds_a_reach() -> None:
+    reaches = _env_reaches("env._core.step()\nself._env._specs\nx = self.mujoco_env._cameras\n"
+                           "world._core\nenv.model\nself._env.data\nself._core\n")
+    assert [line for line, _ in reaches] == [1, 2, 3, 4], reaches
+
+
+def test_no_module_reaches_into_the_envs_private_members() -> None:
+    # Layers point one way (STYLE.md): the recorder, replay, the bridge and the viewers use the
+    # env's public API, or what the env hands them (the RecordingTap of env.record()).
+    package = ROOT / "python/mjfast"
+    reaches = []
+    for path in sorted(package.rglob("*.py")):
+        module = str(path.relative_to(package))
+        if module in ENV_LAYER:
+            continue
+        reaches += [f"{module}:{line}: {expression}"
+                    for line, expression in _env_reaches(path.read_text())
+                    if (module, expression.rsplit(".", 1)[1]) not in ENV_REACHES_ALLOWED]
+    assert not reaches, ("modules outside the env's layer reach into its private members "
+                         "(give the env a small public API, or hand the collaborator what it "
+                         "needs):\n" + "\n".join(reaches))

@@ -1,196 +1,64 @@
 """MujocoEnv: the server that alone owns a model, its data, stepping and the plugin lifecycle.
 
-The env compiles models, reads the parameter server, creates plugins (the factory) and runs the
-reload transaction, and holds stepping around every operation that changes the model or data;
-stepping, the hooks and dispatch are in the compiled EnvCore and PluginHost. What its public
-methods do once stepping is held is elsewhere: geometry editing in `mjfast.geometry`, simulation
-control in `mjfast.joints`, `mjfast.kinematics` and `mjfast.options`, `env.host` and
-`acquire_plugin`'s scoped plugin in `mjfast.host`.
-It does not own MuJoCo's global callbacks' implementation (`mjfast.hooks`) nor parse configuration
+The env reads its configuration, runs the construction and reload transactions, and holds
+stepping around every operation that changes the model or data; stepping, the hooks and dispatch
+are in the compiled EnvCore and PluginHost. Beside it, one concept each: what the configuration
+makes of a model and where a reset goes (`mjfast._env_config`), the plugin factory and reset
+requests the core asks for (`mjfast._core_requests`), Ctrl-C deferral and the close at exit
+(`mjfast._interrupts`), `info()` / `statistics()` (`mjfast._env_reports`) and what the recorder
+may do (`mjfast._recording_tap`). What its public methods do once stepping is held is elsewhere:
+geometry editing in `mjfast.geometry`, simulation control in `mjfast.joints`,
+`mjfast.kinematics` and `mjfast.options`, `env.host` and `acquire_plugin`'s scoped plugin in
+`mjfast.host`. It does not own MuJoCo's global callbacks (`mjfast.hooks`) nor parse configuration
 (`mjfast.plugin_config`).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
-import copy
 import logging
 import os
-import signal
 import threading
-import traceback
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any
 
 import mujoco
-import numpy as np
 
 from mjfast import geometry, joints, kinematics, options
 from mjfast._core_loader import _core
+from mjfast._core_requests import answer_core_requests
+from mjfast._env_config import (
+    ConfiguredWorld,
+    ModelLike,
+    ModelSource,
+    ParamsLike,
+    ResetTarget,
+    parameter_server,
+    reread_parameters,
+    reset_target,
+    warn_unread_parameters,
+)
+from mjfast._env_reports import env_info, env_statistics, strict_error
+from mjfast._interrupts import close_at_exit, interrupts_deferred, no_close_at_exit
+from mjfast._recording_tap import RecordingTap
 from mjfast.camera import CameraRig, OffscreenCamera
-from mjfast.config_schema import check_config
 from mjfast.control import ControlInterface
-from mjfast.discovery import resolve_plugin
-from mjfast.errors import ConfigError, LogicError, MjfastError, PluginError
+from mjfast.errors import LogicError
 from mjfast.hooks import hold_hooks, release_hooks
 from mjfast.host import EnvHost, plugin_info, scoped_plugin
 from mjfast.joints import JointState
 from mjfast.kinematics import BodyState
-from mjfast.model_info import is_mjcf_string, model_name, source_label
-from mjfast.model_names import object_id
-from mjfast.names import close_matches
-from mjfast.native import config_json
-from mjfast.node import Bus, Node
+from mjfast.model_info import source_label
+from mjfast.node import Bus
 from mjfast.params import ParameterServer, resolve_name
-from mjfast.plugin import (
-    ControlPlugin,
-    MujocoPlugin,
-    PluginInfo,
-    PluginState,
-    check_outside_callbacks,
-    has_state,
-    overridden_callbacks,
-)
-from mjfast.plugin_config import PluginSpec, load_plugin_specs
-from mjfast.randomize import Randomizer, checked_seed, world_generator
+from mjfast.plugin import PluginInfo, check_outside_callbacks
+from mjfast.plugin_config import PluginSpec
 from mjfast.services import advertise_simulation_services
 from mjfast.state import SimState, capture, restore
 
-__all__ = ["MujocoEnv"]
-
-ModelLike: TypeAlias = str | os.PathLike[str] | mujoco.MjModel
+__all__ = ["ModelLike", "MujocoEnv"]
 
 _log = logging.getLogger("mjfast.env")
-
-# The parameters the env itself reads in its namespace (SPEC §2, §5, §10, §13, §21); with the
-# plugins' namespaces and whatever the plugins read while loading, nothing else there is read by
-# mjfast.
-ENV_PARAMETERS = ("MujocoPlugins", "initial_joint_positions", "initial_joint_velocities",
-                  "options", "cameras", "randomize", "seed")
-
-
-@dataclass(frozen=True)
-class _ModelSource:
-    """Where a model comes from, so that reload() can read it again."""
-
-    path: Path | None = None
-    xml: str | None = None
-    model: mujoco.MjModel | None = None
-
-    @classmethod
-    def of(cls, model: ModelLike) -> _ModelSource:
-        if isinstance(model, mujoco.MjModel):
-            return cls(model=copy.copy(model))
-        if is_mjcf_string(model):
-            return cls(xml=model)  # type: ignore[arg-type]
-        if isinstance(model, (str, os.PathLike)):
-            # Resolved now: reload() re-reads the same file whatever the working directory then.
-            return cls(path=Path(os.fspath(model)).resolve())
-        raise TypeError(
-            f"model must be a path to an MJCF/URDF file, an MJCF string or a mujoco.MjModel, "
-            f"got {type(model).__name__}"
-        )
-
-    def compile(self) -> mujoco.MjModel:
-        if self.model is not None:
-            return copy.copy(self.model)
-        if self.xml is not None:
-            try:
-                return mujoco.MjModel.from_xml_string(self.xml)
-            except ValueError as error:
-                raise ValueError(f"the MJCF string does not compile: {error}") from error
-        assert self.path is not None
-        if not self.path.is_file():
-            raise FileNotFoundError(f"model file not found: {self.path}")
-        try:
-            return mujoco.MjModel.from_xml_path(str(self.path))
-        except ValueError as error:
-            raise ValueError(f"model {self.path} does not compile: {error}") from error
-
-
-def _parameter_server(params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None
-                      ) -> tuple[ParameterServer, Path | None]:
-    if params is None:
-        return ParameterServer(), None
-    if isinstance(params, ParameterServer):
-        return params, None
-    if isinstance(params, Mapping):
-        return ParameterServer(dict(params)), None
-    if isinstance(params, (str, os.PathLike)):
-        path = Path(params)
-        if not path.is_file():
-            raise FileNotFoundError(f"parameter file not found: {path}")
-        server = ParameterServer()
-        server.load_yaml(path)
-        return server, path
-    raise TypeError(
-        f"params must be a ParameterServer, a dict or a path to a YAML file, "
-        f"got {type(params).__name__}"
-    )
-
-
-def _apply_initial_state(
-    model: mujoco.MjModel, data: mujoco.MjData, params: ParameterServer, namespace: str
-) -> None:
-    """Writes `initial_joint_positions` / `initial_joint_velocities` over the default state, both
-    checked first (ConfigError naming the parameter)."""
-    writes = []
-    for key, kind in (("initial_joint_positions", "positions"),
-                      ("initial_joint_velocities", "velocities")):
-        name = resolve_name(key, namespace)
-        try:
-            writes.append(joints.checked_joint_values(model, params.get(name, None), kind))
-        except (KeyError, ValueError) as error:
-            raise ConfigError(f"{name}: {error.args[0]}") from error
-    joints.write_joint_values(data, *writes)
-
-
-@contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Holds off Ctrl-C until the block ends, so that a lifecycle transaction (a reload, a load)
-    is never left half-done: the first SIGINT is remembered and raised when the block ends; a
-    second one goes through at once (the user insists). Only Python's main thread receives
-    signals; elsewhere, or where SIGINT has no Python handler, the block runs as it is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    handler = signal.getsignal(signal.SIGINT)
-    if not callable(handler):
-        yield
-        return
-    received: list[tuple[int, Any]] = []
-
-    def defer(signum: int, frame: Any) -> None:
-        if received:
-            handler(signum, frame)
-        received.append((signum, frame))
-
-    signal.signal(signal.SIGINT, defer)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, handler)
-        if received:
-            handler(*received[0])
-
-
-# MuJoCo's warning kinds, as mujoco names them (mjWARN_CONTACTFULL -> "contactfull").
-_WARNING_KINDS = {name[len("mjWARN_"):].lower(): int(kind)
-                  for name, kind in mujoco.mjtWarning.__members__.items()
-                  if name.startswith("mjWARN_")}
-
-_open_envs: weakref.WeakSet[MujocoEnv] = weakref.WeakSet()
-
-
-@atexit.register
-def _close_open_envs() -> None:
-    # Physics threads take the GIL for Python plugins: stop them before the interpreter goes.
-    for env in list(_open_envs):
-        env.close()
 
 
 class MujocoEnv:
@@ -206,7 +74,7 @@ class MujocoEnv:
         self,
         model: ModelLike,
         *,
-        params: ParameterServer | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+        params: ParamsLike = None,
         namespace: str = "/mujoco_server",
         render_sync: bool = False,
         strict: bool = False,
@@ -221,19 +89,12 @@ class MujocoEnv:
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         self._strict = strict
         self._namespace = resolve_name(namespace)
-        self._params, self._params_path = _parameter_server(params)
+        self._params, self._params_path = parameter_server(params)
         self._source = self._model_source(model)
-        new_model = model if isinstance(model, mujoco.MjModel) else self._source.compile()
-        self._specs = load_plugin_specs(self._params, self._namespace)
-        options.apply_options(new_model, self._params.get(
-            resolve_name("options", self._namespace), None))
-        self._randomizer, self._rng = self._randomization(new_model, self._params)
-        if self._randomizer.randomizes_model and new_model is model:
-            new_model = copy.copy(new_model)  # draws go to the env's own model, not the caller's
-        self._randomizer.draw_model(new_model, self._rng)
-        new_data = mujoco.MjData(new_model)
-        _apply_initial_state(new_model, new_data, self._params, self._namespace)
-        self._randomizer.perturb_state(new_model, new_data, self._rng)
+        world = self._configured(model if isinstance(model, mujoco.MjModel)
+                                 else self._source.compile(), self._params, given=model)
+        new_model, new_data = world.model, world.data
+        self._specs, self._randomizer, self._rng = world.specs, world.randomizer, world.rng
         self._source_label = source_label(model)
 
         self.bus = Bus()
@@ -254,15 +115,12 @@ class MujocoEnv:
         hold_hooks(self)
         self._core.bind(new_model, new_data, self._control_data)
         mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
-        # The factory holds the env weakly: the core (and so the host and its factory) is owned
-        # by the env, and a cycle through C++ would keep both alive forever.
-        self._core.set_factory(_weak_method(self._make_adapters))
+        # The factory and the reset requests' targets (mjfast._core_requests).
+        answer_core_requests(self, self._core)
         self._cameras = CameraRig(self._core.render_core)
-        self._core.set_reset_request_hooks(_weak_method(self._resolve_reset_request),
-                                           _weak_method(self._report_reset_request_failure))
         advertise_simulation_services(self)  # before plugins load: they may call them later
         self._closed = False
-        _open_envs.add(self)
+        close_at_exit(self)
         try:
             # A plugin's load() stepping or resetting is refused.
             with self.hold_stepping("__init__", defer_interrupts=True):
@@ -279,94 +137,28 @@ class MujocoEnv:
                 self.close()
             raise
 
-    def _model_source(self, model: ModelLike) -> _ModelSource:
+    def _model_source(self, model: ModelLike) -> ModelSource:
         """Where reload() reads the model again (a VectorEnv's worlds share one)."""
-        return _ModelSource.of(model)
+        return ModelSource.of(model)
 
-    def _randomization(self, model: mujoco.MjModel, params: ParameterServer
-                       ) -> tuple[Randomizer, np.random.Generator]:
-        """The `randomize` terms checked against `model`, and this world's generator, seeded by
-        the `seed` parameter (or the VectorEnv's seed) plus the world's index (SPEC §21);
-        ConfigError naming the bad term or seed."""
-        where = resolve_name("seed", self._namespace)
-        seed = checked_seed(params.get(where, None), where)
-        if self._world_seed is not None:
-            seed = self._world_seed
-        return (Randomizer.from_params(model, params, self._namespace),
-                world_generator(seed, self._world_index))
-
-    # -- the plugin factory ------------------------------------------------------------------
-
-    def _make_adapters(self, model_generation: int, plugin_generation: int) -> list[Any]:
-        """Instantiates the configured plugins of a new generation (phase `factory`)."""
-        entries = []
-        for spec in self._specs:
-            try:
-                entries.append(self._make_adapter(spec))
-            except (KeyboardInterrupt, SystemExit) as interrupt:
-                # The user's, not the plugin's failure (SPEC §18): it is left unloaded, the
-                # others load, and the host raises this once they have.
-                entries.append(_core.interrupted_adapter(spec.name, spec.type, interrupt))
-            except BaseException as error:  # one plugin's failure is its own: isolate it
-                message = f"{type(error).__name__}: {error}"
-                text = "".join(traceback.format_exception(error))
-                _log.debug("plugin %s (%s) failed in factory: %s\n%s", spec.name, spec.type,
-                           message, text)
-                entries.append(_core.failed_adapter(spec.name, spec.type, message, text))
-        return entries
-
-    def _make_adapter(self, spec: PluginSpec) -> Any:
-        target = resolve_plugin(spec.type)
-        # A factory failure of this plugin, which the report already names.
-        check_config("", spec.config, getattr(target, "config_keys", None), self._model)
-        if getattr(target, "__mjfast_native__", False):
-            return _core.native_adapter(
-                name=spec.name, type=spec.type, library_path=target.library_path(),
-                symbol=target.symbol, config_json=config_json(spec.config),
-                camera_opener=_weak_method(self.open_offscreen_camera),
-                publisher=Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}",
-                               self.bus, spec.name).publish,
-                world_index=self._world_index)
-        if not (isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin))):
-            raise TypeError(f"{spec.type} resolves to {target!r}, which is not a plugin class")
-        instance = target()
-        node = Node(self._params, f"{self._namespace.rstrip('/')}/{spec.name}", self.bus,
-                    spec.name)
-        instance.name = spec.name
-        instance.type = spec.type
-        instance.config = copy.deepcopy(spec.config)
-        instance.node = node
-        instance.env = weakref.proxy(self)
-        instance.world_index = self._world_index
-        style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
-        return _core.python_adapter(
-            name=spec.name, type=spec.type, instance=instance, style=style, model=self._model,
-            data=self._data, control_data=self._control_data, node=node,
-            callbacks=sorted(overridden_callbacks(target)), stateful=has_state(target),
-        )
+    def _configured(self, model: mujoco.MjModel, params: ParameterServer,
+                    given: object = None) -> ConfiguredWorld:
+        """`model` as `params` configure it for this world (mjfast._env_config)."""
+        return ConfiguredWorld.of(model, params, self._namespace, world_seed=self._world_seed,
+                                  world_index=self._world_index, given=given)
 
     def _load_plugins(self) -> None:
         """Loads the next plugin generation (stepping held by the caller), then warns about the
         parameters in the env's namespace that nothing read."""
         with self._params.reads_recorded() as read:
             self._core.load_next_plugin_generation()
-        _warn_unread_parameters(self._params, self._namespace, self._specs, read)
+        warn_unread_parameters(self._params, self._namespace, self._specs, read)
 
     def _check_strict(self, when: str) -> None:
         """strict=True: PluginError naming every plugin that failed to load."""
-        if not self._strict:
-            return
-        failed = [info for info in self.plugins
-                  if info.state is PluginState.FAILED and info.failure is not None]
-        if not failed:
-            return
-        first = failed[0].failure
-        assert first is not None
-        described = "; ".join(
-            f"plugin '{info.name}' ({info.type}) failed in {info.failure.phase}: "
-            f"{info.failure.message}" for info in failed if info.failure is not None)
-        raise PluginError(f"{described} (strict=True, at {when})", first.name, first.type,
-                          first.phase)
+        error = strict_error(self, when) if self._strict else None
+        if error is not None:
+            raise error
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -408,6 +200,23 @@ class MujocoEnv:
         """The configured plugins of the current generation, in load order."""
         return tuple(plugin_info(report) for report in self._core.host.report())
 
+    @property
+    def plugin_specs(self) -> tuple[PluginSpec, ...]:
+        """The plugin configuration of the current generation (`MujocoPlugins`, parsed), in load
+        order: the same tuple until a reload replaces it, so `is` tells a reload apart."""
+        return self._specs
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() has run (or construction failed)."""
+        return self._closed
+
+    @property
+    def offscreen_cameras(self) -> tuple[OffscreenCamera, ...]:
+        """The offscreen cameras opened on this env that someone still holds, in no particular
+        order (the browser viewer shows their frames)."""
+        return tuple(self._cameras.open_handles())
+
     # -- stepping -----------------------------------------------------------------------------
 
     def step(self, n: int = 1) -> None:
@@ -439,12 +248,12 @@ class MujocoEnv:
         serialised with the others, refused (LogicError) when this thread is already inside one
         of this env's (a plugin's load, reset or unload calling back into the env would recurse
         or deadlock), and, where it runs plugin code, not cut in half by Ctrl-C (see
-        `_interrupts_deferred`)."""
+        `mjfast._interrupts`)."""
         # Refused before the lock is taken (this thread may hold it); the messages and the
         # thread's lifecycle marks are the core's (src/_core/call_context.h).
         self._core.check_call(f"env.{operation}()", ["lifecycle"])
         self._check_outside_own_callbacks(operation)
-        deferred = _interrupts_deferred() if defer_interrupts else contextlib.nullcontext()
+        deferred = interrupts_deferred() if defer_interrupts else contextlib.nullcontext()
         with deferred, self._lifecycle_lock, self._core.lifecycle(operation):
             yield
 
@@ -502,44 +311,13 @@ class MujocoEnv:
 
     def _reset_target(self, keyframe: int | str | None, joint_positions: object,
                       joint_velocities: object, keep_time: object, seed: object = None
-                      ) -> tuple[int, np.ndarray, np.ndarray, bool]:
-        """Where a reset goes, as EnvCore.reset_world takes it: the keyframe's index (-1: the
-        initial state) and the whole qpos and qvel, the initial_joint_* parameters (no keyframe),
-        the `randomize` state perturbation and the overrides applied; the `randomize` model
-        terms are drawn here (Python's generator). Everything is checked first, before anything
-        changes: the overrides, the keyframe, the seed, the initial state (ConfigError)."""
-        model = self._model
-        if not isinstance(keep_time, bool):
-            raise ValueError(f"keep_time must be a bool, got {keep_time!r}")
-        positions = joints.checked_joint_values(model, joint_positions, "positions")
-        velocities = joints.checked_joint_values(model, joint_velocities, "velocities")
-        key_id = -1 if keyframe is None else object_id(
-            model, mujoco.mjtObj.mjOBJ_KEY, "keyframe", model.nkey, keyframe)
-        checked = checked_seed(seed, "seed")
-        target = mujoco.MjData(model)
-        _apply_initial_state(model, target, self._params, self._namespace)
-        if checked is not None:
-            self._rng = np.random.default_rng(checked)
-        self._randomizer.draw_model(model, self._rng)  # from the nominal model, never compounded
-        if key_id >= 0:
-            mujoco.mj_resetDataKeyframe(model, target, key_id)
-        self._randomizer.perturb_state(model, target, self._rng)
-        joints.write_joint_values(target, positions, velocities)
-        return key_id, target.qpos.copy(), target.qvel.copy(), keep_time
-
-    def _resolve_reset_request(self, keyframe: str | None
-                               ) -> tuple[int, np.ndarray, np.ndarray, bool] | None:
-        """A plugin's reset request, on the stepping thread at a step boundary: its target (the
-        keyframe names and the initial_joint_* parameters are this env's, in Python); the core
-        carries the reset out. None, logged, where there is none: no caller to raise it to."""
-        try:
-            return self._reset_target(keyframe, None, None, False)
-        except Exception:
-            _log.exception("the reset a plugin requested (keyframe %r) failed", keyframe)
-            return None
-
-    def _report_reset_request_failure(self, keyframe: str | None, message: str) -> None:
-        _log.error("the reset a plugin requested (keyframe %r) failed: %s", keyframe, message)
+                      ) -> ResetTarget:
+        """Where a reset goes, as EnvCore.reset_world takes it (mjfast._env_config); the env's
+        generator draws from then on (a new one for a `seed`)."""
+        target, self._rng = reset_target(self._model, self._params, self._namespace,
+                                         self._randomizer, self._rng, keyframe, joint_positions,
+                                         joint_velocities, keep_time, seed)
+        return target
 
     # -- reload -------------------------------------------------------------------------------
 
@@ -554,24 +332,12 @@ class MujocoEnv:
         # callback or inside an acquire_plugin() block the swap could only deadlock.
         check_outside_callbacks("reload()")
         self._core.check_call("reload()", ["acquire_block"])
-        source = self._source if model is None else _ModelSource.of(model)
-        new_model = source.compile()
-        if self._params_path is not None:
-            # The file is read again over what the server holds (its values win); the env keeps
-            # its one ParameterServer, so references to env.params stay valid.
-            params = ParameterServer(self._params.to_dict())
-            params.load_yaml(self._params_path)
-        else:
-            params = self._params
-        specs = load_plugin_specs(params, self._namespace)
-        options.apply_options(new_model, params.get(resolve_name("options", self._namespace),
-                                                        None))
+        source = self._source if model is None else ModelSource.of(model)
+        compiled = source.compile()
+        params = reread_parameters(self._params, self._params_path)
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
-        randomizer, rng = self._randomization(new_model, params)
-        randomizer.draw_model(new_model, rng)
-        new_data = mujoco.MjData(new_model)
-        _apply_initial_state(new_model, new_data, params, self._namespace)
-        randomizer.perturb_state(new_model, new_data, rng)
+        world = self._configured(compiled, params)
+        new_model, new_data = world.model, world.data
         new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
@@ -582,8 +348,8 @@ class MujocoEnv:
             self._control_data = new_control_data
             if params is not self._params:
                 self._params.set("/", params.to_dict())
-            self._source, self._specs = source, specs
-            self._randomizer, self._rng = randomizer, rng
+            self._source, self._specs = source, world.specs
+            self._randomizer, self._rng = world.randomizer, world.rng
             if model is not None:
                 self._source_label = source_label(model)
             # The core holds the old model and data until no thread can reach them any more.
@@ -741,22 +507,7 @@ class MujocoEnv:
     def info(self) -> dict[str, Any]:
         """What is loaded and how it runs (SPEC §13)."""
         check_outside_callbacks("info()")
-        return {
-            "model_name": model_name(self._model),
-            "model_source": self._source_label,
-            "model_generation": self.model_generation,
-            "plugin_generation": self.plugin_generation,
-            "loads": self.model_generation,  # one bind at construction, one per reload
-            "running": self.running,
-            "paused": self.paused,
-            "step_count": self.step_count,
-            "time": float(self._data.time),
-            "realtime_factor": self.realtime_factor,
-            "measured_realtime_factor": self.measured_realtime_factor,
-            # What the `randomize` terms drew at the last reset (SPEC §21): per term, the model
-            # values of its objects, or the noise added to their joints.
-            "randomization": copy.deepcopy(self._randomizer.last),
-        }
+        return env_info(self, self._source_label, self._randomizer.last)
 
     def launch_viewer(self, **options: Any) -> Any:
         """MuJoCo's viewer on this env (SPEC §15): a handle with `is_running()` and `close()`;
@@ -800,29 +551,7 @@ class MujocoEnv:
 
     def statistics(self) -> dict[str, Any]:
         """Per-plugin and env figures (SPEC §8)."""
-        env = dict(self._core.statistics())
-        env["model_generation"] = self.model_generation
-        env["plugin_generation"] = self.plugin_generation
-        env["timing_sample_interval"] = int(_core.TIMING_SAMPLE_INTERVAL)
-        # MuJoCo's own counts in the data, by kind (since the data's last reset): a warning is
-        # otherwise only a line in MUJOCO_LOG.TXT.
-        warnings = self._data.warning
-        env["warnings"] = {name: int(warnings[index].number)
-                           for name, index in _WARNING_KINDS.items()}
-        env["paused"] = self.paused
-        env["step_count"] = self.step_count
-        plugins = []
-        for report in self._core.host.report():
-            info = plugin_info(report)
-            # JSON-able as it is: the state is a str enum, the failure a plain dict.
-            failure = None if info.failure is None else {"phase": info.failure.phase,
-                                                         "message": info.failure.message,
-                                                         "traceback": info.failure.traceback}
-            plugins.append({"name": info.name, "type": info.type, "state": info.state,
-                            "failure": failure, **info.stats})
-        return {"env": env, "plugins": plugins, "render": self._cameras.statistics()}
-
-    # -- lifecycle ----------------------------------------------------------------------------
+        return env_statistics(self, self._core.statistics(), self._cameras.statistics())
 
     # -- recording (SPEC §20; mjfast.recording) -------------------------------------------------
 
@@ -836,13 +565,15 @@ class MujocoEnv:
         self._check_open()
         from mjfast.recording import Recording  # rosbags is loaded only by those who record
 
-        return Recording._start(self, path, topics, state_every)
+        return Recording._start(self, RecordingTap(self, self._core), path, topics, state_every)
 
     def _record_call(self, call: str, /, **args: Any) -> None:
         """A call that changed the simulation, recorded at this step boundary (held)."""
         recording = self._recording
         if recording is not None:
             recording.call(call, args)
+
+    # -- lifecycle ----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self._closed:
@@ -863,7 +594,7 @@ class MujocoEnv:
             self._core.close()  # refuses (LogicError) inside an acquire_plugin block
             self._closed = True
             self._cameras.close()  # the physics thread has stopped: retire, stop rendering
-        _open_envs.discard(self)
+        no_close_at_exit(self)
         release_hooks(self)
 
     def __enter__(self) -> MujocoEnv:
@@ -881,61 +612,3 @@ class MujocoEnv:
         return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
                 f"plugins={len(self._specs)} {state}>")
 
-
-def _warn_unread_parameters(params: ParameterServer, namespace: str, specs: Sequence[PluginSpec],
-                             read: set[str]) -> None:
-    """One warning per parameter directly in the env's namespace that nothing reads: not one the
-    env reads (ENV_PARAMETERS), not a plugin's namespace, not read by a plugin while it loaded
-    (a key dedented out of its plugin entry lands here). It names the closest plugin
-    configuration key, or env parameter, if one is close."""
-    try:
-        tree = params.to_dict(namespace)
-    except ValueError:  # the namespace holds a value, not parameters
-        return
-    owned = set(ENV_PARAMETERS) | {spec.name for spec in specs}
-    no_plugins = params.search(namespace, "MujocoPlugins") is None
-    for key, value in tree.items():
-        name = resolve_name(key, namespace)
-        if key in owned or any(seen == name or seen.startswith(name + "/")
-                               or name.startswith(seen.rstrip("/") + "/") for seen in read):
-            continue
-        if namespace == "/" and isinstance(value, dict):
-            continue  # at the root, a mapping is most likely another env's or tool's namespace
-        if no_plugins and close_matches(key, ["MujocoPlugins"], cutoff=0.8):
-            # A misspelt MujocoPlugins: the CLI says where it looked for the plugin list.
-            continue
-        _log.warning("parameter %s is not read by mjfast%s", name,
-                     _closest_key_hint(key, specs))
-
-
-def _closest_key_hint(key: str, specs: Sequence[PluginSpec]) -> str:
-    """"; did you mean ..." naming the configuration key of a plugin (from its entry or its
-    type's config_keys) or the env parameter closest to `key`, or ""."""
-    candidates: list[tuple[str, str]] = []  # (key, where)
-    for spec in specs:
-        keys = set(spec.config)
-        with contextlib.suppress(Exception):  # a type that does not resolve has no schema
-            keys |= set(getattr(resolve_plugin(spec.type), "config_keys", None) or ())
-        candidates += [(known, f"the key '{known}' of plugin '{spec.name}' ({spec.type})")
-                       for known in sorted(keys)]
-    candidates += [(known, f"the env parameter '{known}'") for known in ENV_PARAMETERS]
-    for known, where in candidates:
-        if known == key:
-            return f"; did you mean {where}?"
-    close = close_matches(key, [known for known, _ in candidates], n=1, cutoff=0.75)
-    if close:
-        where = next(where for known, where in candidates if known == close[0])
-        return f"; did you mean {where}?"
-    return ""
-
-
-def _weak_method(method: Any) -> Any:
-    reference = weakref.WeakMethod(method)
-
-    def call(*args: Any) -> Any:
-        bound = reference()
-        if bound is None:
-            raise MjfastError("the env that owns this plugin host was garbage-collected")
-        return bound(*args)
-
-    return call

@@ -21,7 +21,8 @@ import mujoco
 import numpy as np
 
 from mjfast._core_loader import _core
-from mjfast.env import ModelLike, MujocoEnv, _ModelSource, _parameter_server
+from mjfast._env_config import ModelSource, parameter_server
+from mjfast.env import ModelLike, MujocoEnv
 from mjfast.errors import LogicError, MjfastError
 from mjfast.host import EnvHost
 from mjfast.joints import JointState
@@ -41,15 +42,24 @@ class _WorldEnv(MujocoEnv):
     """One world of a VectorEnv: a MujocoEnv that knows its index and reads its model from the
     vector's one source."""
 
-    def __init__(self, world_index: int, source: _ModelSource, model: mujoco.MjModel, *,
+    def __init__(self, world_index: int, source: ModelSource, model: mujoco.MjModel, *,
                  params: ParameterServer, namespace: str, seed: int | None) -> None:
         self._world_index = world_index
         self._world_seed = seed
         self._shared_source = source
         super().__init__(model, params=params, namespace=namespace)
 
-    def _model_source(self, model: ModelLike) -> _ModelSource:
+    def _model_source(self, model: ModelLike) -> ModelSource:
         return self._shared_source
+
+    @property
+    def world_index(self) -> int:
+        return self._world_index
+
+    @property
+    def core(self) -> Any:
+        """This world's EnvCore, which the VectorCore steps."""
+        return self._core
 
 
 _open_vectors: weakref.WeakSet[VectorEnv] = weakref.WeakSet()
@@ -116,8 +126,8 @@ class VectorEnv:
         if not isinstance(own_models, bool):
             raise TypeError(f"own_models must be a bool, got {type(own_models).__name__}")
         self._own_models = own_models
-        self._params, _ = _parameter_server(params)
-        self._source = _ModelSource.of(model)
+        self._params, _ = parameter_server(params)
+        self._source = ModelSource.of(model)
         # The nominal model: the worlds' shared one, or what each world's copy starts from.
         self._model = self._source.compile()
         self._worlds: list[_WorldEnv] = []
@@ -127,7 +137,7 @@ class VectorEnv:
                 self._worlds.append(_WorldEnv(index, self._source, world_model,
                                               params=self._params, namespace=namespace,
                                               seed=self._seed))
-            self._core = _core.VectorCore([world._core for world in self._worlds], requested)
+            self._core = _core.VectorCore([world.core for world in self._worlds], requested)
         except BaseException:
             for world in self._worlds:
                 with contextlib.suppress(Exception):
@@ -290,7 +300,7 @@ class VectorEnv:
                 self._seed = new_seed
             # Each world draws its `randomize` terms, seeded anew with seed + its index.
             self._each_world(chosen, lambda world: world.reset(
-                seed=None if new_seed is None else new_seed + world._world_index))
+                seed=None if new_seed is None else new_seed + world.world_index))
 
     def _each_world(self, chosen: Sequence[int], operation: Any) -> None:
         """Runs `operation(world)` on every chosen world; the first world's error is raised once

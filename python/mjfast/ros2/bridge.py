@@ -169,7 +169,7 @@ class Bridge:
     def _contexts(self) -> list[tuple[Context, Any]]:
         env = self._env
         out = []
-        for spec in env._specs:  # the configured plugins of the current generation
+        for spec in env.plugin_specs:  # the configured plugins of the current generation
             try:
                 cls = resolve_plugin(spec.type)
             except Exception:
@@ -181,7 +181,7 @@ class Bridge:
     def _rebuild(self) -> None:
         """(Re)declares the publishers and subscribers of the env's current plugins."""
         with self._lock:
-            self._specs = self._env._specs
+            self._specs = self._env.plugin_specs
             old, self._publishers = self._publishers, {}
             for entry in old.values():
                 self._undeclare_publisher(entry)
@@ -255,7 +255,7 @@ class Bridge:
         """What the bridge adds to a bus publish: the message out on ROS 2, if it has a type."""
         if self._closed:
             return
-        if self._env._specs is not self._specs:  # a reload changed the plugins
+        if self._env.plugin_specs is not self._specs:  # a reload changed the plugins
             self._rebuild()
         entry = self._publishers.get(topic)
         if entry is None:

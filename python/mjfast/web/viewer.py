@@ -205,7 +205,8 @@ class WebViewer:
                     # Nobody watching: no hold, no work; a connect wakes the thread at once.
                     self._wake.wait(IDLE_POLL_S)
                     self._wake.clear()
-                    self._env._check_open()  # LogicError once the env is closed
+                    if self._env.closed:
+                        break
                     next_turn = time.monotonic()
                     continue
                 self._turn()
@@ -426,7 +427,7 @@ class WebViewer:
     def _update_cameras(self) -> None:
         """The latest frame of each open offscreen camera with frames enabled."""
         shown: set[str] = set()
-        for handle in self._env._cameras.open_handles():
+        for handle in self._env.offscreen_cameras:
             name = handle.name
             if name in shown:
                 continue

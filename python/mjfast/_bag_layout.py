@@ -1,0 +1,55 @@
+"""The layout of a bag that `env.record()` writes (SPEC §20), shared by the writer
+(`mjfast.recording`), the reader (`mjfast.recording_file`) and replay (`mjfast.replay`): its
+topics and message type, its format version, and the extras it needs, imported on first use.
+
+The layout itself: the bridged topics through `mjfast.ros2.conversions` (the one table),
+`/clock`, the commands that reached the simulation on `/mjfast/commands` and `SimState` bytes on
+`/mjfast/state` (both `std_msgs/msg/UInt8MultiArray`; a state's layout carries the step it was
+taken at and, for a state taken after a call, its order among that step's commands), the model,
+parameters and versions in the bag's custom metadata.
+
+Commands carry the step they took effect at, counted from the recording's first state (`step`):
+a control write is copied by the stepping thread as the bridge applies it (after any
+update_write plugins), a call (reset, set_joint_state, ...) and a publish from outside the env
+(a remote client, a ROS 2 node) are recorded with stepping held at the boundary where they
+happen. Replay applies them at the same boundaries, so it reproduces the run bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["BYTES_TYPE", "CLOCK_TOPIC", "COMMANDS_TOPIC", "FORMAT", "RING_CAPACITY",
+           "STATE_TOPIC", "bytes_message", "ros2", "state_module"]
+
+COMMANDS_TOPIC = "/mjfast/commands"
+STATE_TOPIC = "/mjfast/state"
+CLOCK_TOPIC = "/clock"
+BYTES_TYPE = "std_msgs/msg/UInt8MultiArray"
+FORMAT = "1"  # the layout of this module's docstring; custom metadata "mjfast.format"
+# The compiled StepRecorder's ring (control writes and periodic states), recording and replaying.
+RING_CAPACITY = 1 << 14
+
+
+def ros2() -> tuple[Any, Any, Any]:
+    """(conversions, types, rosbags.rosbag2), with the one-line error naming the extra."""
+    import rosbags.rosbag2 as rosbag2
+
+    from mjfast.ros2 import conversions, types  # raises the one-line ImportError
+
+    return conversions, types, rosbag2
+
+
+def state_module() -> Any:
+    from mjfast import state
+
+    return state
+
+
+def bytes_message(payload: bytes) -> Any:
+    _, types, _ = ros2()
+    cls = types.message_class(BYTES_TYPE)
+    layout = types.message_class("std_msgs/msg/MultiArrayLayout")(dim=[], data_offset=0)
+    return cls(layout=layout, data=np.frombuffer(payload, dtype=np.uint8))

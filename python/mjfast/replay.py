@@ -1,0 +1,201 @@
+"""Replay (SPEC §20): `replay(path)` re-simulates a recording from its first state with its
+recorded commands, each applied at the step boundary where it took effect, and compares the
+recorded states bit for bit (`check`), optionally viewed and paced (`view`, `realtime`);
+`RecordingFile.env_at` replays up to a time.
+
+It does not own the bag (`mjfast.recording_file` reads it) nor the state format
+(`mjfast.state`); what it does to the env beyond its public API goes through a `RecordingTap`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time as wall_time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mjfast._bag_layout import RING_CAPACITY, state_module
+from mjfast._core_loader import _core
+from mjfast._recording_tap import RecordingTap
+from mjfast.recording_file import RecordingFile, _command_key, _StateRecord, open_recording
+
+__all__ = ["ReplayResult", "replay"]
+
+# Commands applied by the replay of a call, by name (the env's method of that name).
+_CALLS = ("reset", "set_joint_state", "set_body_state", "apply_options", "set_equality_active",
+          "reload", "set_geom_properties", "set_state")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What a replay compared: `states` matched; `first_difference` is the time of the first
+    state that differs (None: all matched)."""
+
+    states: int
+    first_difference: float | None
+    detail: str = ""
+
+
+class _Replayer:
+    """Re-simulates a recording on `env` from one of its states: every command applied at the
+    step boundary where it took effect, every state to check compared where it was taken.
+
+    Order at one boundary (items keyed (step, phase, seq)): the periodic state taken at the end
+    of the step that reached it (phase 0), then the calls and publishes made there and the full
+    states taken after them (phase 1, in recorded order), then the control commands the next step
+    applied (phase 2)."""
+
+    def __init__(self, recording: RecordingFile, env: Any, start: _StateRecord) -> None:
+        self.recording, self.env, self.start = recording, env, start
+        self.tap = RecordingTap.of(env)
+        env.set_state(start.state)  # (an env replay made records nothing)
+        self.step = start.step  # steps since the recording's start
+        self.start_key = _state_key(start)
+        self.commands = [c for c in recording.commands() if _command_key(c) > self.start_key]
+
+    def _advance(self, steps: int) -> None:
+        if steps > 0:
+            self.env.step(steps)
+            self.step += steps
+
+    def _apply(self, command: Mapping[str, Any]) -> None:
+        env, kind = self.env, command["kind"]
+        if kind == "control":
+            data = env.data
+            for name, values in command["fields"].items():
+                getattr(data, name).reshape(-1)[:] = values
+        elif kind == "publish":
+            env.bus.publish(command["topic"], command["message"])
+        elif kind == "call":
+            name, args = command["name"], dict(command["args"])
+            if name not in _CALLS:
+                raise ValueError(f"the recording holds an unknown call {name!r}")
+            if name == "set_state":
+                args["state"] = state_module().SimState.from_bytes(args["state"])
+            getattr(env, name)(**args)
+
+    def _steps_within(self, time: float) -> int:
+        """How many steps from here keep simulated time at or before `time` (exact: each step
+        adds the timestep to time, as this counts)."""
+        data, dt = self.env.data, float(self.env.model.opt.timestep)
+        now, count = float(data.time), 0
+        bulk = int((time - now) / dt) - 2
+        if bulk > 0:
+            return bulk  # the caller asks again for the rest
+        while now + dt <= time:
+            now += dt
+            count += 1
+        return count
+
+    def run_until_time(self, time: float) -> None:
+        tap = _core.StepRecorder(1, 0, 0.0, replaying=True)  # takes no state: drops staging
+        self.tap.attach(tap)
+        try:
+            self._run_until_time(time)
+        finally:
+            self.tap.detach()
+
+    def _run_until_time(self, time: float) -> None:
+        for command in self.commands:
+            target = int(command["step"])
+            while self.step < target:
+                n = min(target - self.step, self._steps_within(time))
+                if n == 0:
+                    return
+                self._advance(n)
+            if self._steps_within(time) == 0:
+                return  # the last boundary at or before `time`: what a state taken there holds
+            self._apply(command)
+        while (n := self._steps_within(time)) > 0:
+            self._advance(n)
+
+    def run_checked(self, states: Sequence[_StateRecord], on_chunk: Any = None,
+                    check: bool = True) -> ReplayResult:
+        env = self.env
+        items: list[tuple[tuple[int, int, int], str, Any]] = [
+            (_command_key(c), "command", c) for c in self.commands]
+        items += [(_state_key(r), "state", r) for r in states if _state_key(r) > self.start_key]
+        items.sort(key=lambda item: item[0])
+        tap = _core.StepRecorder(RING_CAPACITY, self.recording.state_every,
+                                 self.recording.state_period, replaying=True)
+        self.tap.attach(tap)
+        taken: dict[int, tuple[int, bytes]] = {}
+        matched = 1  # the state replay starts from
+        try:
+            for key, kind, item in items:
+                while self.step < key[0]:
+                    n = key[0] - self.step
+                    if on_chunk is not None:
+                        n = max(1, min(n, on_chunk()))
+                    self._advance(n)
+                    for entry in tap.drain():
+                        if entry[0] == "state":
+                            taken[int(entry[1]) + self.start.step] = (int(entry[2]), entry[6])
+                if kind == "command":
+                    self._apply(item)
+                    continue
+                if not check:
+                    continue
+                expected = item.state
+                if item.seq < 0:
+                    got = taken.pop(item.step, None)
+                    same = got is not None and got[0] == expected.step_count and got[1] == (
+                        expected.physics.astype("<f8", copy=False).tobytes())
+                else:
+                    same = env.get_state() == expected
+                if not same:
+                    return ReplayResult(matched, item.time, f"the state at step {item.step} "
+                                                            f"(time {item.time!r}) differs")
+                matched += 1
+        finally:
+            self.tap.detach()
+        return ReplayResult(matched, None)
+
+
+def _state_key(record: _StateRecord) -> tuple[int, int, int]:
+    return (record.step, 0, 0) if record.seq < 0 else (record.step, 1, record.seq)
+
+
+def replay(path: str | os.PathLike[str], *, check: bool = False, view: bool = False,
+           realtime: float | None = None) -> ReplayResult:
+    """Re-simulates the recording at `path` from its first state with its recorded commands
+    (SPEC §20). `check`: every recorded state is compared bit for bit (the result says which
+    differs first). `view`: MuJoCo's viewer shows it; `realtime`: paced at that factor."""
+    recording = open_recording(path)
+    records = recording._state_records()
+    if not records:
+        raise ValueError(f"{recording.path} holds no state")
+    env = recording.make_env()
+    viewer = None
+    try:
+        replayer = _Replayer(recording, env, records[0])
+        if view:
+            viewer = env.launch_viewer()
+        pace = _Pacer(env, realtime) if realtime is not None else None
+        return replayer.run_checked(records, on_chunk=pace.chunk if pace is not None else None,
+                                    check=check)
+    finally:
+        if viewer is not None:
+            with contextlib.suppress(Exception):
+                viewer.close()
+        env.close()
+
+
+class _Pacer:
+    """Steps in chunks of ~10 ms of wall time, each waiting until simulated time is due at
+    `factor` x real time."""
+
+    def __init__(self, env: Any, factor: float) -> None:
+        self.env, self.factor = env, float(factor)
+        self.started = wall_time.perf_counter()
+        self.sim_start = float(env.data.time)
+        self.dt = float(env.model.opt.timestep)
+
+    def chunk(self) -> int:
+        due = self.started + (float(self.env.data.time) - self.sim_start) / self.factor
+        delay = due - wall_time.perf_counter()
+        if delay > 0:
+            wall_time.sleep(delay)
+        return max(1, int(0.01 * self.factor / self.dt))
