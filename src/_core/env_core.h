@@ -350,6 +350,11 @@ class EnvCore : public hooks::HookTarget,
   // Raises the recorded fault, if any (once); else, with `refuse_undefined_state`, a
   // SimulationError while a MuJoCo error has left the data undefined.
   void raise_fault_if_any(bool refuse_undefined_state = true);
+  // mj_forward on the bound pair with no plugin callbacks (plugins learn of a reset or a new
+  // state otherwise) and MuJoCo's errors guarded: an error leaves the data undefined, as after a
+  // failed mj_step, and is thrown as SimulationError("<caller>: MuJoCo error in mj_forward: ...").
+  // The one forward of reset_world ("reset") and set_state ("set_state()").
+  void forward_callback_free(const char* caller);
   // Stops and joins the physics thread, raising nothing.
   void stop_thread();
   // Joins a physics thread that ended by itself after a fault.
