@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "call_context.h"
 #include "env_core.h"
 #include "errors.h"
 #include "mujoco_guard.h"
@@ -84,7 +85,7 @@ void EnvCore::stop_thread() {
       return;
     }
     if (physics_thread_.get_id() == std::this_thread::get_id()) {
-      throw std::logic_error("stop() called from a plugin callback on the physics thread");
+      call_context::refuse(call_context::Refusal::kPhysicsThread, "stop()");
     }
     stop_requested_ = true;
     finished = std::move(physics_thread_);
