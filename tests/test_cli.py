@@ -10,7 +10,7 @@ import pytest
 
 import mjfast
 from mjfast import cli
-from support import run_cli, write
+from support import SMALL_ARENA_XML, run_cli, write
 
 
 def assert_one_error_line(err: str, *fragments: str) -> None:
@@ -119,8 +119,12 @@ def test_a_plugin_load_failure_is_shown_not_an_error(capsys: pytest.CaptureFixtu
     assert "Traceback" not in err
 
 
+# Paced, the run is the env's physics thread's: the same one warning per failed plugin (the
+# thread's own log of the failure is not repeated), the same exact step count.
+@pytest.mark.parametrize("pacing", [[], ["--realtime", "100"]], ids=["unpaced", "paced"])
 def test_a_plugin_raising_while_stepping_is_a_warning(capsys: pytest.CaptureFixture[str],
-                                                      tmp_path: Path, arm_file: Path) -> None:
+                                                      tmp_path: Path, arm_file: Path,
+                                                      pacing: list[str]) -> None:
     class Raising(mjfast.MujocoPlugin):
         def load(self, model: object, data: object) -> bool:
             return True
@@ -132,7 +136,7 @@ def test_a_plugin_raising_while_stepping_is_a_warning(capsys: pytest.CaptureFixt
     try:
         params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: test_cli/Raising\n")
         code, out, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
-                                 "--steps", "50", "--no-progress")
+                                 "--steps", "50", "--no-progress", *pacing)
     finally:
         mjfast.unregister_plugin("test_cli/Raising")
     assert code == 0
@@ -141,6 +145,19 @@ def test_a_plugin_raising_while_stepping_is_a_warning(capsys: pytest.CaptureFixt
     lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("mjfast: warning: ")
     assert "deliberate failure" in lines[0] and "Traceback" not in err
+
+
+@pytest.mark.parametrize("pacing", [[], ["--realtime", "100"]], ids=["unpaced", "paced"])
+def test_a_mujoco_error_ends_the_run_with_one_error_line(tmp_path: Path,
+                                                         pacing: list[str]) -> None:
+    # In a child: MuJoCo's fatal error. Paced, the physics thread ends on it and stop() raises it.
+    model = tmp_path / "arena.xml"
+    model.write_text(SMALL_ARENA_XML)
+    result = subprocess.run([sys.executable, "-m", "mjfast", "run", str(model), "--steps", "300",
+                             "--no-progress", *pacing], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 1
+    assert_one_error_line(result.stderr, "MuJoCo error in mj_step at time 0.202000")
 
 
 def _raise_deep() -> None:

@@ -55,6 +55,40 @@ def test_mujoco_error_in_step_raises_simulation_error_and_reset_recovers() -> No
     assert out.split("\n")[:3] == ["raised True", "refused True", "recovered 0.02"]
 
 
+def test_mujoco_error_in_the_forward_of_a_reset_or_set_state_is_raised_naming_the_call() -> None:
+    # A keyframe with the eight boxes sunk into the floor and each other: the mj_forward that
+    # follows a reset to it, or a set_state to its state, runs out of the small arena.
+    out = _check(run_python("""
+        import mjfast
+        from support import SMALL_ARENA_XML
+        sunk = " ".join(f"{0.05 * i} 0 0 1 0 0 0" for i in range(8))
+        keyframe = f'<keyframe><key name="sunk" qpos="{sunk}"/></keyframe>'
+        xml = SMALL_ARENA_XML.replace("</mujoco>", keyframe + "</mujoco>")
+        env = mjfast.MujocoEnv(xml)
+        try:
+            env.reset("sunk")
+        except mjfast.SimulationError as error:
+            print(str(error).startswith("reset: MuJoCo error in mj_forward: MuJoCo error: "),
+                  str(error).endswith("(the simulation state is undefined until env.reset())"))
+        sunk_state = env.get_state()
+        try:
+            env.step(1)
+        except mjfast.SimulationError as error:
+            print("refused", "env.reset()" in str(error))
+        other = mjfast.MujocoEnv(xml)
+        try:
+            other.set_state(sunk_state)
+        except mjfast.SimulationError as error:
+            print(str(error).startswith("set_state(): MuJoCo error in mj_forward: MuJoCo error: "))
+        env.reset()
+        env.step(10)
+        print("recovered", round(env.data.time, 6))
+        env.close()
+        other.close()
+    """))
+    assert out.split("\n")[:4] == ["True True", "refused True", "True", "recovered 0.02"]
+
+
 def test_mujoco_error_after_a_plugin_called_mujocos_bindings_is_still_raised() -> None:
     # mujoco's bindings install their own MuJoCo error handler around each call they make (4.0
     # puts the previous one back): the guard's must be in place for the mj_step that fails.

@@ -1,5 +1,5 @@
-"""The physics thread (SPEC §5): pacing, statistics, stop, step while running, and reload while
-it runs (no callback reaches an unloaded instance)."""
+"""The physics thread (SPEC §5): pacing, statistics, stop, step while running, reload while it
+runs (no callback reaches an unloaded instance), and a step budget with wait()."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import mjfast
 from _native_build import plugin_library_path
 from mjfast.native import NativePlugin
-from support import wait_for
+from support import run_python, wait_for
 
 MODEL = """
 <mujoco>
@@ -177,3 +178,184 @@ def test_reload_from_another_thread_while_running(liveness: str) -> None:
         assert not errors
         with env.acquire_plugin("Liveness") as plugin:
             assert plugin.call("violations") == "0"
+
+
+# -- a step budget: start(..., steps=N) and wait() ----------------------------------------------
+
+
+def _control_calls(env: mjfast.MujocoEnv) -> int:
+    return env.statistics()["plugins"][0]["callbacks"]["control_callback"]["calls"]
+
+
+@pytest.mark.parametrize("realtime_factor", [None, 10.0])
+def test_a_step_budget_runs_exactly_that_many_steps_and_stops(
+        realtime_factor: float | None) -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        env.start(realtime_factor, steps=100)
+        assert env.wait(timeout=30)
+        assert not env.running
+        assert env.step_count == 100
+        assert env.statistics()["env"]["steps"] == 100
+        assert _control_calls(env) == 100
+        assert env.data.time == pytest.approx(100 * 0.002)
+        env.stop()  # nothing to stop: returns, raises nothing
+        env.start(None, steps=5)  # and it starts again
+        assert env.wait(30)
+        assert env.step_count == 105
+
+
+def test_a_paced_budget_ends_at_its_last_steps_wall_time() -> None:
+    # 50 steps of 2 ms at 1x real time: 0.1 s of wall time, the last step's pace waited out.
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        started = time.perf_counter()
+        env.start(1.0, steps=50)
+        assert env.wait(30)
+        assert time.perf_counter() - started >= 0.1
+        assert env.step_count == 50
+
+
+def test_wait_returns_false_while_the_thread_runs_and_true_without_one() -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        assert env.wait() and env.wait(0)  # no thread: nothing to wait for
+        env.start(1.0, steps=5000)  # 10 s of simulated time at real time
+        try:
+            assert env.wait(0.05) is False
+            assert env.wait(0) is False
+            assert env.running and env.step_count < 5000
+        finally:
+            env.stop()
+        assert env.wait(0) is True
+
+
+def test_stop_during_a_budgeted_run_ends_it_and_wakes_a_waiter() -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        env.start(1.0, steps=5000)
+        waited: list[bool] = []
+        waiter = threading.Thread(target=lambda: waited.append(env.wait()))
+        waiter.start()
+        assert wait_for(lambda: env.step_count > 0)
+        env.stop()
+        waiter.join(10)
+        assert not waiter.is_alive() and waited == [True]
+        assert not env.running
+        stopped_at = env.step_count
+        assert 0 < stopped_at < 5000
+        env.start(None, steps=10)  # a new budget, counted from this start
+        assert env.wait(30)
+        assert env.step_count == stopped_at + 10
+
+
+def test_a_pause_holds_the_budget_and_steps_while_paused_are_not_counted() -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        env.pause()  # before start(): it starts paused
+        env.start(None, steps=50)
+        try:
+            assert env.wait(0.05) is False and env.step_count == 0
+            env.step(7)  # the user's steps while paused: not the thread's
+            assert env.step_count == 7 and env.running
+            env.resume()
+            assert env.wait(30)
+        finally:
+            env.stop()
+        assert env.step_count == 57
+        assert not env.running and not env.paused
+
+
+def test_pause_and_resume_during_a_paced_budgeted_run() -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        env.start(1.0, steps=500)  # 1 s at real time
+        try:
+            assert wait_for(lambda: env.step_count > 0)
+            env.pause()
+            held = env.step_count
+            assert held < 500
+            assert env.wait(0.05) is False
+            assert env.step_count == held  # paused: the budget waits
+            env.resume()
+            assert env.wait(30)
+        finally:
+            env.stop()
+        assert env.step_count == 500
+
+
+@pytest.mark.parametrize("steps", [-1, 1.5, "10", True, np.float64(3.0), 2**64, 10**5000],
+                         ids=["-1", "1.5", "str", "True", "float64", "2**64", "10**5000"])
+def test_a_bad_step_budget_is_a_value_error_naming_it(steps: object) -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        huge = isinstance(steps, int) and steps.bit_length() > 256
+        shown = "an integer of 16610 bits" if huge else repr(steps)
+        with pytest.raises(ValueError) as raised:
+            env.start(1.0, steps=steps)  # type: ignore[arg-type]
+        assert str(raised.value) == (
+            f"start(steps) takes None or an integer 0 <= steps <= 2**64-1, got {shown}")
+        assert not env.running
+        env.start(None, steps=np.int64(3))  # an integer type that is not int is fine
+        assert env.wait(30) and env.step_count == 3
+
+
+@pytest.mark.parametrize("timeout", [-1, -0.5, float("nan"), "1", True])
+def test_a_bad_wait_timeout_is_a_value_error_naming_it(timeout: object) -> None:
+    with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
+        with pytest.raises(ValueError) as raised:
+            env.wait(timeout)  # type: ignore[arg-type]
+        assert str(raised.value) == (
+            f"wait(timeout) takes None or a number of seconds >= 0, got {timeout!r}")
+        assert env.wait(float("inf"))  # no thread: at once, whatever the limit
+
+
+def test_wait_from_a_plugin_on_the_physics_thread_is_refused_not_deadlocked() -> None:
+    out = run_python(f"""
+        import mjfast
+        class Waits(mjfast.MujocoPlugin):
+            seen = []
+            def load(self, model, data):
+                return True
+            def control_callback(self, model, data):
+                if not Waits.seen:
+                    try:
+                        self.env.wait()
+                    except mjfast.LogicError as error:
+                        Waits.seen.append(str(error))
+        mjfast.register_plugin("test/Waits", Waits)
+        with mjfast.MujocoEnv({MODEL!r}, params={{"MujocoPlugins": [{{"type": "test/Waits"}}]}}
+                              ) as env:
+            env.start(None, steps=3)
+            print(env.wait(30), env.step_count)
+        print(Waits.seen[0])
+    """, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "True 3", "wait() called from inside a plugin callback"]
+
+
+def test_ctrl_c_interrupts_wait_on_the_main_thread() -> None:
+    out = run_python(f"""
+        import os, signal, threading, mjfast
+        with mjfast.MujocoEnv({MODEL!r}) as env:
+            env.start(1.0)
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            try:
+                env.wait()
+            except KeyboardInterrupt:
+                print("interrupted", env.running)
+            env.stop()
+    """, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "interrupted True"
+
+
+def test_a_fault_ends_a_budgeted_run_and_stop_raises_it() -> None:
+    out = run_python("""
+        import mjfast
+        from support import SMALL_ARENA_XML
+        env = mjfast.MujocoEnv(SMALL_ARENA_XML)
+        env.start(None, steps=1000)
+        print(env.wait(30), env.running, 100 <= env.step_count < 1000)  # ended at the fault
+        try:
+            env.stop()
+        except mjfast.SimulationError as error:
+            print("stop raised", "mj_stackAlloc" in str(error))
+        env.close()
+    """, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["True False True", "stop raised True"]

@@ -130,8 +130,10 @@ class EnvCore:
         """
     def set_state(self, physics: typing.Annotated[numpy.typing.ArrayLike, numpy.float64], step_count: typing.SupportsInt | typing.SupportsIndex, signature: str, description: str, plugins: collections.abc.Iterable) -> None:
         ...
-    def start(self, realtime_factor: typing.Any) -> None:
-        ...
+    def start(self, realtime_factor: typing.Any, steps: typing.Any = None) -> None:
+        """
+        Start the physics thread; with `steps`, it stops by itself after exactly that many.
+        """
     def statistics(self) -> dict:
         ...
     def step(self, n: typing.Any = 1) -> None:
@@ -140,6 +142,10 @@ class EnvCore:
         """
     def stop(self) -> None:
         ...
+    def wait(self, timeout: typing.Any = None) -> bool:
+        """
+        Wait until the physics thread has stopped (stop(), its steps run, a fault) or `timeout` seconds have passed; True once it has stopped. Ctrl-C raises KeyboardInterrupt.
+        """
     @property
     def host(self) -> PluginHost:
         ...

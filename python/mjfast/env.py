@@ -223,10 +223,16 @@ class MujocoEnv:
         """Runs `n` physics steps in compiled code (SPEC §5)."""
         self._core.step(n)
 
-    def start(self, realtime_factor: float | None = 1.0) -> None:
-        """Starts the physics thread, paced to wall clock at `realtime_factor` (None: unpaced)."""
+    def start(self, realtime_factor: float | None = 1.0, *, steps: int | None = None) -> None:
+        """Starts the physics thread, paced to wall clock at `realtime_factor` (None: unpaced);
+        with `steps`, it stops by itself after exactly that many of its own steps (wait())."""
         self._check_open()
-        self._core.start(realtime_factor)
+        self._core.start(realtime_factor, steps)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits until the physics thread has stopped (stop(), its `steps` run, or a fault, which
+        stop() raises) or `timeout` seconds have passed; True once it has stopped."""
+        return bool(self._core.wait(timeout))
 
     def stop(self) -> None:
         """Stops the physics thread after the step in progress; idempotent."""

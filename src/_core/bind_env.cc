@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,15 @@ std::exception_ptr poll_signals() {
   return std::make_exception_ptr(py::error_already_set());
 }
 
+// A Python int as a message shows it: its str, or for one too long to print (str() of a huge int
+// may itself fail, at Python's digit limit) its size.
+std::string shown_integer(const py::handle& value) {
+  const auto bits = value.attr("bit_length")().cast<std::int64_t>();
+  if (bits <= 256) return py::str(value).cast<std::string>();
+  return std::string(value < py::int_(0) ? "-" : "") + "an integer of " + std::to_string(bits) +
+         " bits";
+}
+
 // step()'s n: what operator.index() takes (int, numpy integers, bool), in 0..2**63-1. Anything else
 // is a TypeError naming the type, and an integer out of range a ValueError naming the limit, not
 // pybind11's "incompatible function arguments" (which shows the env object's address).
@@ -84,12 +94,48 @@ std::int64_t step_count_of(const py::handle& n) {
   int overflow = 0;
   const long long count = PyLong_AsLongLongAndOverflow(index, &overflow);
   if (overflow == 0 && count >= 0) return count;
-  // str() of a huge int may itself fail (Python's digit limit): say its size instead.
-  const auto bits = value.attr("bit_length")().cast<std::int64_t>();
-  const std::string shown = bits <= 256 ? std::string(py::str(value))
-                                        : std::string(overflow < 0 ? "-" : "") + "an integer of " +
-                                              std::to_string(bits) + " bits";
-  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " + shown);
+  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " + shown_integer(value));
+}
+
+// start()'s steps: None (until stop()), or what operator.index() takes but a bool, in
+// 0..2**64-1. Anything else is a ValueError naming it (as for start()'s realtime_factor).
+std::optional<std::uint64_t> step_budget_of(const py::handle& steps) {
+  if (steps.is_none()) return std::nullopt;
+  const auto refuse = [](const std::string& shown) {
+    return py::value_error("start(steps) takes None or an integer 0 <= steps <= 2**64-1, got " +
+                           shown);
+  };
+  PyObject* index = PyBool_Check(steps.ptr()) ? nullptr : PyNumber_Index(steps.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw refuse(py::repr(steps).cast<std::string>());
+  }
+  const py::object value = py::reinterpret_steal<py::object>(index);
+  const unsigned long long count = PyLong_AsUnsignedLongLong(index);
+  if (count == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    PyErr_Clear();  // negative, or too large
+    throw refuse(shown_integer(value));
+  }
+  return static_cast<std::uint64_t>(count);
+}
+
+// wait()'s timeout: None (no limit), or a real number (not a bool) >= 0, inf included.
+std::optional<double> wait_timeout_of(const py::handle& timeout) {
+  if (timeout.is_none()) return std::nullopt;
+  double value = std::nan("");
+  if (!PyBool_Check(timeout.ptr()) &&
+      py::isinstance(timeout, py::module_::import("numbers").attr("Real"))) {
+    value = PyFloat_AsDouble(timeout.ptr());
+    if (value == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();  // an int too large for a float: as good as no limit
+      value = std::numeric_limits<double>::infinity();
+    }
+  }
+  if (!(value >= 0.0)) {
+    throw py::value_error("wait(timeout) takes None or a number of seconds >= 0, got " +
+                          py::repr(timeout).cast<std::string>());
+  }
+  return value;
 }
 
 }  // namespace
@@ -202,11 +248,26 @@ void bind_env(py::module_& module) {
       .def("check_open", &EnvCore::check_open, py::arg("what"))
       .def(
           "start",
-          [](EnvCore& env, const py::object& realtime_factor) {
+          [](EnvCore& env, const py::object& realtime_factor, const py::object& steps) {
             const std::optional<double> factor = realtime_factor_of(realtime_factor);
-            without_gil([&] { env.start(factor); });
+            const std::optional<std::uint64_t> budget = step_budget_of(steps);
+            without_gil([&] { env.start(factor, budget); });
           },
-          py::arg("realtime_factor"))
+          py::arg("realtime_factor"), py::arg("steps") = py::none(),
+          "Start the physics thread; with `steps`, it stops by itself after exactly that many.")
+      .def(
+          "wait",
+          [](EnvCore& env, const py::object& timeout) {
+            const std::optional<double> limit = wait_timeout_of(timeout);
+            const bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
+            const EnvCore::InterruptPoll poll(poll_signals);
+            // Released while waiting: the physics thread may need the GIL to end (a Python
+            // plugin's step, its exit); the interrupt poll re-takes it.
+            return without_gil([&] { return env.wait(limit, on_main_thread ? &poll : nullptr); });
+          },
+          py::arg("timeout") = py::none(),
+          "Wait until the physics thread has stopped (stop(), its steps run, a fault) or `timeout` "
+          "seconds have passed; True once it has stopped. Ctrl-C raises KeyboardInterrupt.")
       .def("stop",
            // The physics thread may be waiting for the GIL in a Python callback.
            [](EnvCore& env) { without_gil([&] { env.stop(); }); })

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "call_context.h"
 #include "errors.h"
 #include "hooks.h"
 #include "plugin_host.h"
@@ -73,7 +74,7 @@ void dispatch_from_python(Dispatch&& dispatch) {
   // A dispatch nested in another (a plugin calling env.host.dispatch_*) would iterate the tables
   // the outer one is iterating.
   if (hooks::in_dispatch()) {
-    throw std::logic_error("host dispatch called from inside a plugin callback");
+    call_context::refuse(call_context::Refusal::kPluginCallback, "host dispatch");
   }
   DispatchError error;
   {

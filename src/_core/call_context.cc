@@ -10,7 +10,7 @@ struct Named {
   Refusal kind;
   const char* name;
 };
-constexpr std::array<Named, 12> kNames{{
+constexpr std::array<Named, 16> kNames{{
     {Refusal::kPluginCallback, "plugin_callback"},
     {Refusal::kStepHold, "step_hold"},
     {Refusal::kAcquireBlock, "acquire_block"},
@@ -23,6 +23,10 @@ constexpr std::array<Named, 12> kNames{{
     {Refusal::kRenderCallback, "render_callback"},
     {Refusal::kAcquireFromCallback, "acquire_from_callback"},
     {Refusal::kAcquireAgain, "acquire_again"},
+    {Refusal::kPhysicsThread, "physics_thread"},
+    {Refusal::kVectorOwnWorld, "vector_own_world"},
+    {Refusal::kBusyVectorFromCallback, "busy_vector_from_callback"},
+    {Refusal::kCameraFromStep, "camera_from_step"},
 }};
 
 // The innermost lifecycle operation on this thread (a linked stack through the marks).
@@ -73,6 +77,19 @@ std::string refusal(Refusal kind, const std::string& what, const std::string& in
     case Refusal::kAcquireFromCallback:
       return what + " called from inside a plugin callback would deadlock: the step holds the host";
     case Refusal::kAcquireAgain: return what + " is already held by this thread";
+    case Refusal::kPhysicsThread:
+      // Stopping or waiting for the thread from the thread itself would wait for ever.
+      return what + " called from a plugin callback on the physics thread";
+    case Refusal::kVectorOwnWorld:
+      return what +
+             " from inside a plugin callback of one of the VectorEnv's own worlds would deadlock";
+    case Refusal::kBusyVectorFromCallback:
+      // Waiting there could close a cycle (the VectorEnv's lock is first in the lock order).
+      return what +
+             " of a VectorEnv that is busy, from inside a plugin callback: waiting there could "
+             "deadlock";
+    case Refusal::kCameraFromStep:
+      return what + " called from a step callback: open cameras from load() (or outside callbacks)";
   }
   return what + " refused";
 }

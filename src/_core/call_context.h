@@ -28,6 +28,10 @@ enum class Refusal {
   kRenderCallback,       // a camera binding call from a render_callback
   kAcquireFromCallback,  // acquire_plugin() from inside a plugin callback
   kAcquireAgain,         // acquire_plugin() while this thread holds it
+  kPhysicsThread,        // stop() or wait() on the env's own physics thread (a plugin's callback)
+  kVectorOwnWorld,       // a VectorEnv call from one of its own worlds (a worker of its pool)
+  kBusyVectorFromCallback,  // a call of a busy VectorEnv from inside a plugin callback
+  kCameraFromStep,          // opening an offscreen camera from a step callback
 };
 
 // The message of a refusal of `what` (a call, as the user wrote it: "step()", "env.reset()"),

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "call_context.h"
 #include "errors.h"
 #include "hooks.h"
 
@@ -13,9 +14,7 @@ namespace mjfast {
 
 void check_can_open_camera() {
   if (hooks::in_dispatch()) {
-    throw std::logic_error(
-        "open_offscreen_camera() called from a step callback: open cameras "
-        "from load() (or outside callbacks)");
+    call_context::refuse(call_context::Refusal::kCameraFromStep, "open_offscreen_camera()");
   }
 }
 namespace {

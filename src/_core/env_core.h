@@ -169,9 +169,22 @@ class EnvCore : public hooks::HookTarget,
   // (unbounded); else std::invalid_argument naming it as `shown` (default: the number's %g).
   static std::optional<double> checked_realtime_factor(std::optional<double> factor,
                                                        const std::string& shown = "");
-  void start(std::optional<double> realtime_factor);
+  // Starts the physics thread, paced at `realtime_factor` (nullopt: unbounded). With
+  // `max_steps`, its step budget: the thread stops by itself once it has run exactly that many
+  // steps (its own steps: step(n) calls made while it is paused are not counted; a pause holds
+  // the budget too), paced to the end of the last one, as if stop() had been called then.
+  void start(std::optional<double> realtime_factor,
+             std::optional<std::uint64_t> max_steps = std::nullopt);
   void stop();
   bool running() const { return running_.load(std::memory_order_acquire); }
+  // Waits until the physics thread is not running (stopped, its step budget spent, or ended by
+  // a fault, which stop() then raises) or `timeout_s` seconds have passed (nullopt: no limit);
+  // true once it is not running. Woken by the thread's end (a condition variable); with
+  // `interrupted` (the main thread), it asks that poll every 20 ms (SPEC §18: Ctrl-C within 100 ms)
+  // and throws Interrupted with what it returns. std::invalid_argument for a negative or NaN
+  // timeout; refused (std::logic_error) where the thread could not end meanwhile: on the physics
+  // thread, inside this env's plugin callback, its step hold or an acquire_plugin block.
+  bool wait(std::optional<double> timeout_s, const InterruptPoll* interrupted = nullptr);
   void set_thread_hooks(ThreadHooks hooks) { thread_hooks_ = std::move(hooks); }
   // The env's cameras and the render turn's owner (SPEC §10): made and owned here, called at the
   // end of a step when a camera is due; the bindings only expose it.
@@ -350,6 +363,11 @@ class EnvCore : public hooks::HookTarget,
   // Raises the recorded fault, if any (once); else, with `refuse_undefined_state`, a
   // SimulationError while a MuJoCo error has left the data undefined.
   void raise_fault_if_any(bool refuse_undefined_state = true);
+  // mj_forward on the bound pair with no plugin callbacks (plugins learn of a reset or a new
+  // state otherwise) and MuJoCo's errors guarded: an error leaves the data undefined, as after a
+  // failed mj_step, and is thrown as SimulationError("<caller>: MuJoCo error in mj_forward: ...").
+  // The one forward of reset_world ("reset") and set_state ("set_state()").
+  void forward_callback_free(const char* caller);
   // Stops and joins the physics thread, raising nothing.
   void stop_thread();
   // Joins a physics thread that ended by itself after a fault.
@@ -392,8 +410,10 @@ class EnvCore : public hooks::HookTarget,
   // the next step is due, and counts the running time.
   void pace(Pacer& pacer, StatisticsTally& tally, double sim_time, Clock::time_point now);
   void wait_for_pace(Clock::time_point due, double factor);
-  // The thread ends on a fault: reports it and clears running_.
+  // The thread ends on a fault: reports it, then ends (end_thread).
   void end_on_fault();
+  // The thread ends by itself (a fault, its step budget spent): clears running_ and wakes wait().
+  void end_thread();
   // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
   // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
   void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
@@ -436,8 +456,12 @@ class EnvCore : public hooks::HookTarget,
 
   mutable std::mutex thread_mutex_;
   std::condition_variable thread_wakeup_;
+  std::condition_variable thread_ended_;  // running_ cleared (under thread_mutex_): wait()
   std::thread physics_thread_;
   std::atomic<bool> running_{false};
+  // The steps the next thread may run (nullopt: until stop()): set by start() before the thread
+  // begins, then read by that thread only.
+  std::optional<std::uint64_t> step_budget_;
   // Written under thread_mutex_ (so that waits see it), read by the physics thread without it.
   std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;

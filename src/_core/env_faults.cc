@@ -1,10 +1,14 @@
 // EnvCore's fault records: a plugin error waiting for the end of its step, a fault that ends
 // stepping (MuJoCo error, lost hooks, an interrupt on the physics thread) and the undefined-data
-// flag a MuJoCo error leaves; each raised once, by whoever steps next.
+// flag a MuJoCo error leaves; each raised once, by whoever steps next. Also the one guarded,
+// callback-free mj_forward of a reset and a set_state, whose MuJoCo error sets that flag.
+#include <string>
 #include <utility>
 
 #include "env_core.h"
 #include "errors.h"
+#include "hooks.h"
+#include "mujoco_guard.h"
 
 namespace mjfast {
 
@@ -47,6 +51,22 @@ void EnvCore::raise_fault_if_any(bool refuse_undefined_state) {
     }
   }
   if (fault) std::rethrow_exception(fault);
+}
+
+void EnvCore::forward_callback_free(const char* caller) {
+  const hooks::DispatchScope callback_free;
+  const mujoco_guard::Scope guard;
+  try {
+    mj_forward(model_, data_);
+  } catch (const mujoco_guard::MujocoCallError& error) {
+    {
+      std::lock_guard<std::mutex> lock(pending_mutex_);
+      simulation_error_ = error.what();
+    }
+    simulation_invalid_.store(true, std::memory_order_release);
+    throw SimulationError(std::string(caller) + ": MuJoCo error in mj_forward: " + error.what() +
+                          " (the simulation state is undefined until env.reset())");
+  }
 }
 
 void EnvCore::clear_simulation_fault() {

@@ -1,11 +1,13 @@
-// EnvCore's physics thread (start()/stop()): its loop, the Pacer that holds it to a real-time
-// factor, the StatisticsTally that hands its figures over without a lock per step, and the
-// figures themselves.
+// EnvCore's physics thread (start()/stop()/wait()): its loop and step budget, the Pacer that
+// holds it to a real-time factor, the StatisticsTally that hands its figures over without a lock
+// per step, and the figures themselves.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
+#include "call_context.h"
 #include "env_core.h"
 #include "errors.h"
 #include "mujoco_guard.h"
@@ -21,6 +23,9 @@ constexpr auto kMaxPacingLag = std::chrono::milliseconds(100);
 // The furthest a paced step may be due from its anchor and still get a deadline: 100 years, far
 // inside the 292 years of the steady clock's nanosecond ticks (see Pacer::wait_until).
 constexpr std::chrono::duration<double> kFarFuture{100.0 * 365.25 * 24 * 3600};
+// wait() on the main thread asks its interrupt poll (which takes the GIL) this often: SPEC §18
+// wants Ctrl-C honoured within 100 ms. The wait itself ends when the thread does.
+constexpr auto kInterruptPollInterval = std::chrono::milliseconds(20);
 
 }  // namespace
 
@@ -35,7 +40,7 @@ std::optional<double> EnvCore::checked_realtime_factor(std::optional<double> fac
   return factor;
 }
 
-void EnvCore::start(std::optional<double> realtime_factor) {
+void EnvCore::start(std::optional<double> realtime_factor, std::optional<std::uint64_t> max_steps) {
   check_can_step("start()");
   checked_realtime_factor(realtime_factor);
   join_ended_thread();
@@ -52,6 +57,7 @@ void EnvCore::start(std::optional<double> realtime_factor) {
   }
   stop_requested_ = false;
   realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
+  step_budget_ = max_steps;
   physics_thread_ = std::thread([this] { run_physics(); });
 }
 
@@ -59,7 +65,7 @@ void EnvCore::join_ended_thread() {
   std::thread ended;
   {
     std::lock_guard<std::mutex> lock(thread_mutex_);
-    // A thread that ended by itself (a fault) cleared running_ on its way out.
+    // A thread that ended by itself (a fault, its step budget) cleared running_ on its way out.
     if (!physics_thread_.joinable() || running_.load()) return;
     if (physics_thread_.get_id() == std::this_thread::get_id()) return;
     ended = std::move(physics_thread_);
@@ -84,7 +90,7 @@ void EnvCore::stop_thread() {
       return;
     }
     if (physics_thread_.get_id() == std::this_thread::get_id()) {
-      throw std::logic_error("stop() called from a plugin callback on the physics thread");
+      call_context::refuse(call_context::Refusal::kPhysicsThread, "stop()");
     }
     stop_requested_ = true;
     finished = std::move(physics_thread_);
@@ -92,7 +98,46 @@ void EnvCore::stop_thread() {
   thread_wakeup_.notify_all();
   finished.join();
   user_paused_.store(false, std::memory_order_release);
-  running_.store(false, std::memory_order_release);
+  end_thread();
+}
+
+bool EnvCore::wait(std::optional<double> timeout_s, const InterruptPoll* interrupted) {
+  if (timeout_s && !(*timeout_s >= 0.0)) {  // NaN included
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", *timeout_s);
+    throw std::invalid_argument(
+        std::string("wait(timeout) takes None or a number of seconds >= 0, got ") + text);
+  }
+  using call_context::Refusal;
+  if (call_context::in_callback_of(this)) call_context::refuse(Refusal::kPluginCallback, "wait()");
+  if (host_.held_by_this_thread()) call_context::refuse(Refusal::kOwnCallback, "wait()");
+  if (holds_steps()) call_context::refuse(Refusal::kStepHold, "wait()");
+  if (host_.scope_held_by_this_thread()) call_context::refuse(Refusal::kAcquireBlock, "wait()");
+  const auto stopped = [&] { return !running_.load(std::memory_order_acquire); };
+  // No deadline past kFarFuture (the conversion to clock ticks would overflow): as good as none.
+  std::optional<Clock::time_point> deadline;
+  if (timeout_s && *timeout_s < kFarFuture.count()) {
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(*timeout_s));
+  }
+  std::unique_lock<std::mutex> lock(thread_mutex_);
+  if (physics_thread_.get_id() == std::this_thread::get_id()) {
+    call_context::refuse(Refusal::kPhysicsThread, "wait()");
+  }
+  while (!stopped()) {
+    if (!interrupted && !deadline) {
+      thread_ended_.wait(lock, stopped);
+      break;
+    }
+    Clock::time_point until = deadline.value_or(Clock::time_point::max());
+    if (interrupted) until = std::min(until, Clock::now() + kInterruptPollInterval);
+    if (thread_ended_.wait_until(lock, until, stopped)) break;
+    if (deadline && Clock::now() >= *deadline) return false;
+    lock.unlock();  // the poll takes the GIL: no lock of ours held meanwhile
+    if (const std::exception_ptr interrupt = (*interrupted)()) throw Interrupted(interrupt);
+    lock.lock();
+  }
+  return true;
 }
 
 // The physics thread's pace at a real-time factor: when the next step is due. Simulated time is
@@ -198,8 +243,11 @@ void EnvCore::run_physics() {
   const auto start = Clock::now();
   StatisticsTally tally(*this, start);
   Pacer pacer(realtime_factor_.load(std::memory_order_acquire), start, data_->time);
+  // Counted down per step this thread runs (nullopt: no budget); none left ends the thread.
+  std::optional<std::uint64_t> steps_left = step_budget_;
+  const auto budget_spent = [&] { return steps_left && *steps_left == 0; };
   bool faulted = false;
-  while (!stop_requested_.load(std::memory_order_acquire)) {
+  while (!stop_requested_.load(std::memory_order_acquire) && !budget_spent()) {
     if (physics_held()) {
       tally.run_until(Clock::now());
       tally.flush();
@@ -210,6 +258,7 @@ void EnvCore::run_physics() {
     }
     const std::optional<PhysicsStep> step = physics_step(pacer, tally);
     if (!step) continue;  // paused since the check above: not one more step
+    if (steps_left) --*steps_left;
     if (step->faulted) {
       faulted = true;
       break;
@@ -219,7 +268,11 @@ void EnvCore::run_physics() {
   }
   tally.run_until(Clock::now());
   tally.flush();
-  if (faulted || fault_pending_.load(std::memory_order_acquire)) end_on_fault();
+  if (faulted || fault_pending_.load(std::memory_order_acquire)) {
+    end_on_fault();
+  } else if (budget_spent()) {
+    end_thread();  // as if stopped after the last step: wait() returns, start() joins it
+  }
   if (thread_hooks_.on_exit) thread_hooks_.on_exit();
 }
 
@@ -317,8 +370,15 @@ void EnvCore::end_on_fault() {
     fault = fault_;
   }
   report_quietly(fault);
-  std::lock_guard<std::mutex> lock(thread_mutex_);
-  running_.store(false, std::memory_order_release);
+  end_thread();
+}
+
+void EnvCore::end_thread() {
+  {
+    std::lock_guard<std::mutex> lock(thread_mutex_);
+    running_.store(false, std::memory_order_release);
+  }
+  thread_ended_.notify_all();
 }
 
 void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint64_t steps,

@@ -152,22 +152,8 @@ void EnvCore::reset_world(const ResetTarget& target) {
   std::copy(target.qpos.begin(), target.qpos.end(), data_->qpos);
   std::copy(target.qvel.begin(), target.qvel.end(), data_->qvel);
   if (target.keep_time) data_->time = time;
-  clear_simulation_fault();  // a MuJoCo error's undefined state is gone
-  {
-    const hooks::DispatchScope callback_free;  // plugins learn of a reset through reset()
-    const mujoco_guard::Scope guard;
-    try {
-      mj_forward(model_, data_);
-    } catch (const mujoco_guard::MujocoCallError& error) {
-      {
-        std::lock_guard<std::mutex> lock(pending_mutex_);
-        simulation_error_ = error.what();
-      }
-      simulation_invalid_.store(true, std::memory_order_release);
-      throw SimulationError(std::string("reset: MuJoCo error in mj_forward: ") + error.what() +
-                            " (the simulation state is undefined until env.reset())");
-    }
-  }
+  clear_simulation_fault();        // a MuJoCo error's undefined state is gone
+  forward_callback_free("reset");  // plugins learn of a reset through reset()
   reset_step_count();
   render_->notify_time_reset();
   reset_plugins();

@@ -137,19 +137,7 @@ void EnvCore::set_state(const double* physics, std::size_t size, std::uint64_t s
   }
   // The derived quantities for the new state; plugins learn of it through set_state, not
   // through a control callback (as _core.CallbackFree does for a reset's mj_forward).
-  const hooks::DispatchScope callback_free;
-  const mujoco_guard::Scope guard;
-  try {
-    mj_forward(model_, data_);
-  } catch (const mujoco_guard::MujocoCallError& error) {
-    {
-      std::lock_guard<std::mutex> lock(pending_mutex_);
-      simulation_error_ = error.what();
-    }
-    simulation_invalid_.store(true, std::memory_order_release);
-    throw SimulationError(std::string("set_state(): MuJoCo error in mj_forward: ") + error.what() +
-                          " (the simulation state is undefined until env.reset())");
-  }
+  forward_callback_free("set_state()");
 }
 
 }  // namespace mjfast

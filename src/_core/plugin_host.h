@@ -1,6 +1,8 @@
 // PluginHost: owns one generation of plugin adapters, loads them with per-adapter failure
 // isolation, and dispatches every callback to them in load order. It owns no model or data (the
-// env binds them) and knows adapters only through IPluginAdapter.
+// env binds them) and knows adapters only through IPluginAdapter. Defined one concept a file:
+// plugin_host.cc (the generation lifecycle), plugin_dispatch.cc (the dispatch path),
+// plugin_state.cc (plugin state, reports), plugin_scope.cc (the locks, the acquire scope).
 //
 // Threads and locks. Two mutexes split the callbacks by the thread that runs them:
 //   mutex_          the physics side: every dispatch except update_read/update_write, taken once

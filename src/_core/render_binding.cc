@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
+#include "call_context.h"
 #include "errors.h"
 #include "plugin_host.h"
 #include "render_core.h"
@@ -37,15 +38,10 @@ int camera_id_of(const mjModel* model, const std::string& name) {
 }  // namespace
 
 void RenderCore::check_can_wait(const char* what) const {
-  if (capturing_on_this_thread()) {
-    throw std::logic_error(std::string(what) +
-                           " called from a render_callback would deadlock: "
-                           "the capture it runs in holds the cameras");
-  }
+  using call_context::Refusal;
+  if (capturing_on_this_thread()) call_context::refuse(Refusal::kRenderCallback, what);
   if (host_ && host_->scope_held_by_this_thread()) {
-    throw std::logic_error(std::string(what) +
-                           " inside an acquire_plugin() block would "
-                           "deadlock: leave the block first");
+    call_context::refuse(Refusal::kAcquireBlock, what);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "call_context.h"
 #include "errors.h"
 #include "hooks.h"
 
@@ -43,19 +44,13 @@ std::size_t VectorCore::width(Field field) const {
 
 std::unique_lock<std::mutex> VectorCore::lock(const char* what) {
   if (closed()) throw std::logic_error(std::string(what) + " on a closed VectorEnv");
-  if (pool_.is_worker()) {
-    throw std::logic_error(std::string(what) +
-                           " from inside a plugin callback of one of the VectorEnv's own worlds "
-                           "would deadlock");
-  }
+  if (pool_.is_worker()) call_context::refuse(call_context::Refusal::kVectorOwnWorld, what);
   std::unique_lock<std::mutex> held(mutex_, std::defer_lock);
   if (!hooks::in_dispatch() && !hooks::in_plugin_callback()) {
     held.lock();
   } else if (!held.try_lock()) {
     // Waiting here from inside a plugin callback could close a cycle (lock order: this is 0).
-    throw std::logic_error(std::string(what) +
-                           " of a VectorEnv that is busy, from inside a plugin callback: waiting "
-                           "there could deadlock");
+    call_context::refuse(call_context::Refusal::kBusyVectorFromCallback, what);
   }
   if (closed()) throw std::logic_error(std::string(what) + " on a closed VectorEnv");
   return held;

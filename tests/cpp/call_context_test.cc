@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -19,6 +21,54 @@ TEST(CallContextTest, EachRefusalNamesTheCallAndWhyItWouldDeadlock) {
             "env.reset() called from inside env.reload() (a plugin's load/init, reset/on_reset or "
             "unload/cleanup calling back into the env) would recurse or deadlock");
   EXPECT_THROW(refuse(Refusal::kStepHold, "step()"), std::logic_error);
+}
+
+// The refusals that render_binding.cc, the physics thread, VectorCore, the camera opener and the
+// host's Python dispatch used to word on their own: the same words, now from the one builder.
+TEST(CallContextTest, TheRefusalsOnceWordedElsewhereKeepTheirWords) {
+  EXPECT_EQ(refusal(Refusal::kRenderCallback, "loading the cameras"),
+            "loading the cameras called from a render_callback would deadlock: the capture it "
+            "runs in holds the cameras");
+  EXPECT_EQ(refusal(Refusal::kPhysicsThread, "stop()"),
+            "stop() called from a plugin callback on the physics thread");
+  EXPECT_EQ(refusal(Refusal::kVectorOwnWorld, "VectorEnv.step()"),
+            "VectorEnv.step() from inside a plugin callback of one of the VectorEnv's own worlds "
+            "would deadlock");
+  EXPECT_EQ(refusal(Refusal::kBusyVectorFromCallback, "VectorEnv.step()"),
+            "VectorEnv.step() of a VectorEnv that is busy, from inside a plugin callback: waiting "
+            "there could deadlock");
+  EXPECT_EQ(refusal(Refusal::kCameraFromStep, "open_offscreen_camera()"),
+            "open_offscreen_camera() called from a step callback: open cameras from load() (or "
+            "outside callbacks)");
+  EXPECT_EQ(refusal(Refusal::kPluginCallback, "host dispatch"),
+            "host dispatch called from inside a plugin callback");
+}
+
+TEST(CallContextTest, EveryRefusalHasANameAndItsOwnMessage) {
+  const char* names[] = {"plugin_callback",
+                         "step_hold",
+                         "acquire_block",
+                         "control_plugins",
+                         "state_call",
+                         "simulation_control",
+                         "own_callback",
+                         "lifecycle",
+                         "busy_env_from_callback",
+                         "render_callback",
+                         "acquire_from_callback",
+                         "acquire_again",
+                         "physics_thread",
+                         "vector_own_world",
+                         "busy_vector_from_callback",
+                         "camera_from_step"};
+  std::set<std::string> messages;
+  for (const char* name : names) {
+    const std::string message = refusal(refusal_named(name), "call()", "env.reload()");
+    EXPECT_EQ(message.rfind("call()", 0), 0u) << name;
+    EXPECT_EQ(message.find("refused"), std::string::npos) << name << ": no message of its own";
+    messages.insert(message);
+  }
+  EXPECT_EQ(messages.size(), std::size(names));
 }
 
 TEST(CallContextTest, RefusalsAreNamedForPythonAndAnUnknownNameListsThem) {

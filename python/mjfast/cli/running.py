@@ -5,6 +5,7 @@ fast as possible or paced, plugin failures as warnings, and the statistics table
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import shutil
@@ -27,8 +28,9 @@ from mjfast.cli.parsing import DEFAULT_DURATION_S
 from mjfast.cli.progress import Progress
 from mjfast.cli.recording import check_record_target, start_recording
 
-# Wall time one chunk of env.step should take: short enough for a smooth progress bar, long
-# enough that the per-call cost of stepping from Python stays negligible.
+# Wall time one chunk of env.step should take, and how often a paced run looks at its physics
+# thread: short enough for a smooth progress bar, long enough that the per-call cost of stepping
+# from Python stays negligible.
 _CHUNK_WALL_S = 0.05
 
 
@@ -118,25 +120,44 @@ def _step_as_fast_as_possible(env: Any, steps: float, progress: Progress,
         chunk = max(1, min(chunk * 4, int(min(rate * _CHUNK_WALL_S, 1e12)) or 1))
 
 
-def _step_paced(env: Any, steps: float, realtime_factor: float, progress: Progress,
-                failures: _FailureReporter) -> None:
-    """Exactly `steps` steps, each run no earlier than its wall-clock time at `realtime_factor`:
-    stepped from this thread in chunks of what is due, so the run ends at `steps`, not at
-    whatever a physics thread reached when it was told to stop."""
+def _run_paced(env: Any, steps: float, realtime_factor: float, progress: Progress,
+               failures: _FailureReporter) -> None:
+    """Exactly `steps` steps (inf: until Ctrl-C) on the env's physics thread, paced by the core
+    at `realtime_factor`: its step budget ends the run at `steps`. A plugin that fails meanwhile
+    is a warning, as in an unpaced run; Ctrl-C (or --strict's failure) stops the thread, and a
+    fault that ended it is raised by stop()."""
     timestep = float(env.model.opt.timestep)
     first = _steps_taken(env)
-    started = time.perf_counter()
-    done = 0
-    while done < steps:
-        due = int(min(steps, (time.perf_counter() - started) * realtime_factor / timestep))
-        if due > done:
-            step_chunk(env, due - done, failures)
-            done = _steps_taken(env) - first
-            progress.update(done * timestep)
-            continue
-        # Ahead of the clock: wait until the next step is due (at most a progress tick).
-        next_due = started + (done + 1) * timestep / realtime_factor
-        time.sleep(min(_CHUNK_WALL_S, max(next_due - time.perf_counter(), 0.0)))
+    with _thread_log_dropped():
+        env.start(realtime_factor, steps=None if math.isinf(steps) else int(steps))
+        try:
+            while not env.wait(_CHUNK_WALL_S):
+                progress.update((_steps_taken(env) - first) * timestep)
+                failures.report()
+        except BaseException:
+            with contextlib.suppress(Exception):  # what stopped the run is the error to raise
+                env.stop()
+            raise
+        env.stop()
+    progress.update((_steps_taken(env) - first) * timestep)
+    failures.report()
+
+
+@contextlib.contextmanager
+def _thread_log_dropped() -> Iterator[None]:
+    """The physics thread logs each plugin failure and the fault that ends it ("physics thread:
+    ..." on mjfast.env); a paced run reports both itself, in an unpaced run's words (a warning
+    per failed plugin, the fault raised by stop()), so those records are dropped meanwhile."""
+    logger = logging.getLogger("mjfast.env")
+
+    def not_the_threads(record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("physics thread: ")
+
+    logger.addFilter(not_the_threads)
+    try:
+        yield
+    finally:
+        logger.removeFilter(not_the_threads)
 
 
 def _simulate(env: Any, steps: float, realtime: float | None, show_progress: bool,
@@ -150,7 +171,7 @@ def _simulate(env: Any, steps: float, realtime: float | None, show_progress: boo
             if realtime is None:
                 _step_as_fast_as_possible(env, steps, progress, failures)
             else:
-                _step_paced(env, steps, realtime, progress, failures)
+                _run_paced(env, steps, realtime, progress, failures)
     finally:
         progress.close()
     return time.perf_counter() - started
