@@ -604,6 +604,39 @@ def test_frames_continue_after_a_reset(env):
     assert lease is not None and lease.simulation_time_ns == 2_000_000
 
 
+def test_request_frame_makes_one_capture_due_at_the_next_steps_end():
+    # A camera whose rate never makes it due (gym's render camera): only requested frames come.
+    params = camera_params(front={"rate_hz": 1e-9}, side={"rate_hz": 1e-9})
+    with mjfast.MujocoEnv(XML, params=params, render_sync=True) as env:
+        front, side = env.open_offscreen_camera("front"), env.open_offscreen_camera("side")
+        front.enable_frames()
+        side.enable_frames()
+        env.step(1)  # the first frames, due when frames were enabled
+        assert front.take_latest().simulation_time_ns == 2_000_000
+        assert side.take_latest().simulation_time_ns == 2_000_000
+        env.step(5)
+        assert front.take_latest() is None  # not due again on its own
+        front.request_frame()
+        env.step(3)
+        with front.take_latest() as lease:  # the end of the first step after the request
+            assert lease.simulation_time_ns == 14_000_000
+            np.testing.assert_array_equal(
+                lease.data, reference(env.model, data_after(env.model, 7), "front"))
+        assert side.take_latest() is None  # only the camera asked
+        assert front.take_latest() is None  # one frame per request
+
+
+def test_request_frame_needs_frames_enabled_and_a_usable_handle(env):
+    camera = env.open_offscreen_camera("front")
+    with pytest.raises(mjfast.LogicError, match=r"request_frame\(\) before enable_frames\(\) on "
+                       r"the handle of camera 'front'"):
+        camera.request_frame()
+    camera.enable_frames()
+    env.close()
+    with pytest.raises(mjfast.CameraUnavailableError):
+        camera.request_frame()
+
+
 def test_close_while_a_turn_is_in_flight():
     for running in (False, True):
         env = mjfast.MujocoEnv(XML, params=camera_params(front={"rate_hz": 1000.0}))

@@ -141,9 +141,6 @@ class CameraRig:
     def close(self) -> None:
         self._core.close()
 
-    def notify_time_reset(self) -> None:
-        self._core.notify_time_reset()
-
     def statistics(self) -> dict[str, Any]:
         """Render figures; takes no lock a capture holds, so it is callable from anywhere."""
         return dict(self._core.statistics())

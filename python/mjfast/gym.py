@@ -294,7 +294,7 @@ class MujocoGymEnv(gymnasium.Env):  # type: ignore[misc]
     def _request_frame(self) -> None:
         """Makes the camera due at the next step's end, that is, the end of this env step."""
         if self._camera is not None:
-            self.mujoco_env._cameras.notify_time_reset()
+            self._camera.request_frame()
 
     def render(self) -> np.ndarray | None:
         """The frame of the current state: RGB `HxWx3 uint8` or depth `HxW float32` (metres).

@@ -214,6 +214,7 @@ void bind_render(py::module_& module) {
           },
           py::arg("flag"), py::arg("enabled"))
       .def("enable_frames", &CameraHandle::enable_frames, py::arg("history") = 1)
+      .def("request_frame", &CameraHandle::request_frame)
       .def("geom_group_enabled", &CameraHandle::geom_group_enabled, py::arg("group"))
       .def(
           "visual_flag_enabled",
@@ -300,8 +301,6 @@ void bind_render(py::module_& module) {
       // Waits for the turn in flight; the render thread never takes the GIL.
       .def("retire", &RenderCore::retire, py::call_guard<py::gil_scoped_release>())
       .def("close", &RenderCore::close, py::call_guard<py::gil_scoped_release>())
-      .def("notify_time_reset", &RenderCore::notify_time_reset,
-           py::call_guard<py::gil_scoped_release>())
       .def("_set_render_hold", &RenderCore::set_render_hold, py::arg("held"),
            py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("render_sync", &RenderCore::render_sync)

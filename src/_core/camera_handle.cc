@@ -105,6 +105,23 @@ void CameraHandle::enable_frames(int history) {
   if (wake) wake();
 }
 
+void CameraHandle::request_frame() {
+  std::function<void()> wake;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    require_usable_locked();
+    if (!frames_requested_) {
+      throw std::logic_error("request_frame() before enable_frames() on the handle of camera '" +
+                             name_ + "'");
+    }
+    // A pending camera captures at once when it is bound (allocate_stores_locked).
+    if (state_ != State::kLive) return;
+    next_due_.store(-std::numeric_limits<double>::infinity());
+    wake = wake_;
+  }
+  if (wake) wake();  // lock-free: the capture re-reads the due times after the next step
+}
+
 void CameraHandle::allocate_stores_locked() {
   // history completed frames, plus one slot to render the next into.
   for (std::size_t p = 0; p < kPlaneCount; ++p) {

@@ -61,6 +61,9 @@ class CameraHandle {
   void set_geom_group(int group, bool enabled);
   void set_visual_flag(int flag, bool enabled);
   void enable_frames(int history = 1);
+  // Makes a capture due at the end of the next step, whatever the rate (a frame on demand: gym's
+  // render() of the state a step() left). Frames must be enabled first.
+  void request_frame();
   bool geom_group_enabled(int group) const;
   bool visual_flag_enabled(int flag) const;
   // The newest completed frame newer than the last one this handle took, leased; or null.
