@@ -146,3 +146,19 @@ def test_no_module_reaches_into_the_envs_private_members() -> None:
     assert not reaches, ("modules outside the env's layer reach into its private members "
                          "(give the env a small public API, or hand the collaborator what it "
                          "needs):\n" + "\n".join(reaches))
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    # A leading underscore says "this module's own": a name another module needs is made public
+    # in its module (the package's private modules, `mjfast._env_config` and the like, are
+    # whole rooms of one concept and import freely). `_core` is the compiled extension itself.
+    package = ROOT / "python/mjfast"
+    imports = []
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mjfast"):
+                imports += [f"{path.relative_to(package)}:{node.lineno}: {alias.name} from "
+                            f"{node.module}" for alias in node.names
+                            if alias.name.startswith("_") and alias.name != "_core"
+                            and not alias.name.endswith("__")]  # __version__ is public
+    assert not imports, "private names imported across modules:\n" + "\n".join(imports)

@@ -21,15 +21,22 @@ import yaml
 
 from mjfast._bag_layout import BYTES_TYPE, COMMANDS_TOPIC, FORMAT, STATE_TOPIC, ros2, state_module
 
-__all__ = ["RecordingFile", "open_recording"]
+__all__ = ["RecordingFile", "StateRecord", "command_key", "open_recording"]
 
 
 @dataclass(frozen=True)
-class _StateRecord:
+class StateRecord:
+    """A recorded state with the labels that place it among the recorded commands."""
+
     step: int
     seq: int  # -1: a periodic state, taken at the end of step `step`, before that boundary's calls
     time: float
     state: Any
+
+    @property
+    def key(self) -> tuple[int, int, int]:
+        """Its place in the recording's order, comparable with `command_key`'s."""
+        return (self.step, 0, 0) if self.seq < 0 else (self.step, 1, self.seq)
 
 
 class RecordingFile:
@@ -81,7 +88,7 @@ class RecordingFile:
         self.params = json.loads(custom.get("mjfast.params", "{}"))
         self.state_every = int(custom.get("mjfast.state_every", "0"))
         self.state_period = float(custom.get("mjfast.state_period", "1.0"))
-        self._states: list[_StateRecord] | None = None
+        self._states: list[StateRecord] | None = None
         self._commands: list[dict[str, Any]] | None = None
 
     # -- messages -------------------------------------------------------------------------------
@@ -120,7 +127,8 @@ class RecordingFile:
 
     # -- states and commands --------------------------------------------------------------------
 
-    def _state_records(self) -> list[_StateRecord]:
+    def state_records(self) -> list[StateRecord]:
+        """Every recorded state with its step labels, in the recording's order (replay's)."""
         if self._states is None:
             state = state_module()
             records = []
@@ -128,7 +136,7 @@ class RecordingFile:
                 message = self._types.deserialize(raw, BYTES_TYPE)
                 labels = {d.label: int(d.size) for d in message.layout.dim}
                 decoded = state.SimState.from_bytes(bytes(message.data))
-                records.append(_StateRecord(labels.get("step", 0), labels.get("seq", -1),
+                records.append(StateRecord(labels.get("step", 0), labels.get("seq", -1),
                                             decoded.time, decoded))
             records.sort(key=lambda r: (r.step, r.seq))
             self._states = records
@@ -136,7 +144,7 @@ class RecordingFile:
 
     def states(self) -> list[Any]:
         """Every recorded SimState, in the order they were taken."""
-        return [record.state for record in self._state_records()]
+        return [record.state for record in self.state_records()]
 
     def commands(self) -> list[dict[str, Any]]:
         """Every recorded command (`kind` control|call|publish, `step`, ...), in the order they
@@ -149,7 +157,7 @@ class RecordingFile:
                 entry = decode(bytes(message.data))
                 entry["time"] = timestamp / 1e9
                 commands.append(entry)
-            commands.sort(key=_command_key)
+            commands.sort(key=command_key)
             self._commands = commands
         return self._commands
 
@@ -174,7 +182,7 @@ class RecordingFile:
         """A new env on the recorded model and parameters, restored at the last full state at or
         before `time`, then stepped with the recorded commands up to `time` (the last step
         boundary at or before it)."""
-        records = self._state_records()
+        records = self.state_records()
         if not records:
             raise ValueError(f"{self.path} holds no state")
         first = records[0]
@@ -186,11 +194,11 @@ class RecordingFile:
         for record in full:
             if record.time <= time and record.step >= start.step:
                 start = record
-        from mjfast.replay import _Replayer  # (replay reads bags through this module)
+        from mjfast.replay import Replayer  # (replay reads bags through this module)
 
         env = self.make_env()
         try:
-            _Replayer(self, env, start).run_until_time(float(time))
+            Replayer(self, env, start).run_until_time(float(time))
         except BaseException:
             env.close()
             raise
@@ -214,5 +222,6 @@ def open_recording(path: str | os.PathLike[str]) -> RecordingFile:
     return RecordingFile(path)
 
 
-def _command_key(command: Mapping[str, Any]) -> tuple[int, int, int]:
+def command_key(command: Mapping[str, Any]) -> tuple[int, int, int]:
+    """A recorded command's place in the recording's order, comparable with `StateRecord.key`."""
     return (int(command["step"]), 2 if command["kind"] == "control" else 1, int(command["seq"]))

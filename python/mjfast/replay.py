@@ -19,7 +19,7 @@ from typing import Any
 from mjfast._bag_layout import RING_CAPACITY, state_module
 from mjfast._core_loader import _core
 from mjfast._recording_tap import RecordingTap
-from mjfast.recording_file import RecordingFile, _command_key, _StateRecord, open_recording
+from mjfast.recording_file import RecordingFile, StateRecord, command_key, open_recording
 
 __all__ = ["ReplayResult", "replay"]
 
@@ -38,7 +38,7 @@ class ReplayResult:
     detail: str = ""
 
 
-class _Replayer:
+class Replayer:
     """Re-simulates a recording on `env` from one of its states: every command applied at the
     step boundary where it took effect, every state to check compared where it was taken.
 
@@ -47,13 +47,13 @@ class _Replayer:
     states taken after them (phase 1, in recorded order), then the control commands the next step
     applied (phase 2)."""
 
-    def __init__(self, recording: RecordingFile, env: Any, start: _StateRecord) -> None:
+    def __init__(self, recording: RecordingFile, env: Any, start: StateRecord) -> None:
         self.recording, self.env, self.start = recording, env, start
         self.tap = RecordingTap.of(env)
         env.set_state(start.state)  # (an env replay made records nothing)
         self.step = start.step  # steps since the recording's start
-        self.start_key = _state_key(start)
-        self.commands = [c for c in recording.commands() if _command_key(c) > self.start_key]
+        self.start_key = start.key
+        self.commands = [c for c in recording.commands() if command_key(c) > self.start_key]
 
     def _advance(self, steps: int) -> None:
         if steps > 0:
@@ -111,12 +111,12 @@ class _Replayer:
         while (n := self._steps_within(time)) > 0:
             self._advance(n)
 
-    def run_checked(self, states: Sequence[_StateRecord], on_chunk: Any = None,
+    def run_checked(self, states: Sequence[StateRecord], on_chunk: Any = None,
                     check: bool = True) -> ReplayResult:
         env = self.env
         items: list[tuple[tuple[int, int, int], str, Any]] = [
-            (_command_key(c), "command", c) for c in self.commands]
-        items += [(_state_key(r), "state", r) for r in states if _state_key(r) > self.start_key]
+            (command_key(c), "command", c) for c in self.commands]
+        items += [(r.key, "state", r) for r in states if r.key > self.start_key]
         items.sort(key=lambda item: item[0])
         tap = _core.StepRecorder(RING_CAPACITY, self.recording.state_every,
                                  self.recording.state_period, replaying=True)
@@ -154,23 +154,19 @@ class _Replayer:
         return ReplayResult(matched, None)
 
 
-def _state_key(record: _StateRecord) -> tuple[int, int, int]:
-    return (record.step, 0, 0) if record.seq < 0 else (record.step, 1, record.seq)
-
-
 def replay(path: str | os.PathLike[str], *, check: bool = False, view: bool = False,
            realtime: float | None = None) -> ReplayResult:
     """Re-simulates the recording at `path` from its first state with its recorded commands
     (SPEC §20). `check`: every recorded state is compared bit for bit (the result says which
     differs first). `view`: MuJoCo's viewer shows it; `realtime`: paced at that factor."""
     recording = open_recording(path)
-    records = recording._state_records()
+    records = recording.state_records()
     if not records:
         raise ValueError(f"{recording.path} holds no state")
     env = recording.make_env()
     viewer = None
     try:
-        replayer = _Replayer(recording, env, records[0])
+        replayer = Replayer(recording, env, records[0])
         if view:
             viewer = env.launch_viewer()
         pace = _Pacer(env, realtime) if realtime is not None else None
