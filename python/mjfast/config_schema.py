@@ -39,60 +39,43 @@ class ModelName:
     kind: str
 
 
-_NAMES: dict[type, str] = {float: "a number", int: "an integer", bool: "true or false",
-                           str: "a string", list: "a list", dict: "a mapping",
-                           object: "any value"}
+# Each type in words, as one value (singular) and as what a list of them holds (plural).
+_NAMES: dict[type, tuple[str, str]] = {
+    float: ("a number", "numbers"), int: ("an integer", "integers"),
+    bool: ("true or false", "true/false values"), str: ("a string", "strings"),
+    list: ("a list", "lists"), dict: ("a mapping", "mappings"), object: ("any value", "values")}
 
 
 def describe_type(spec: Any) -> str:
     """`spec` in words, for messages: `list[str]` -> 'a list of strings'."""
+    return _words(spec)[0]
+
+
+def _words(spec: Any) -> tuple[str, str]:
+    """`spec` in words, singular and plural. The plural makes the head noun plural, not the
+    phrase's last word (`list[list[float]]` holds 'lists of numbers')."""
     if isinstance(spec, ModelName):
-        return f"the name of a {spec.kind}"
+        return f"the name of a {spec.kind}", f"names of {spec.kind}s"
     if isinstance(spec, Mapping):
-        return f"a mapping with keys {', '.join(sorted(str(key) for key in spec))}"
+        keys = ", ".join(sorted(str(key) for key in spec))
+        return f"a mapping with keys {keys}", f"mappings with keys {keys}"
     if isinstance(spec, tuple):
         if spec and all(isinstance(item, str) for item in spec):
-            return "one of " + ", ".join(repr(item) for item in spec)
-        return " or ".join(describe_type(item) for item in spec)
+            values = ", ".join(repr(item) for item in spec)
+            return f"one of {values}", f"values among {values}"
+        words = [_words(item) for item in spec]
+        return " or ".join(one for one, _ in words), " or ".join(many for _, many in words)
     if isinstance(spec, types.GenericAlias):
         origin, args = spec.__origin__, spec.__args__
         if origin is list and len(args) == 1:
-            return f"a list of {_plural(args[0])}"
+            items = _words(args[0])[1]
+            return f"a list of {items}", f"lists of {items}"
         if origin is dict and len(args) == 2:
-            return f"a mapping of {_plural(args[0])} to {_plural(args[1])}"
+            pairs = f"{_words(args[0])[1]} to {_words(args[1])[1]}"
+            return f"a mapping of {pairs}", f"mappings of {pairs}"
     if isinstance(spec, type):
-        return _NAMES.get(spec, f"a {spec.__name__}")
-    raise _not_a_type(spec)
-
-
-def _not_a_type(spec: Any) -> TypeError:
-    return TypeError(f"config_keys: {spec!r} is not a type, a list[...]/dict[...] type or a tuple")
-
-
-_PLURALS: dict[type, str] = {float: "numbers", int: "integers", bool: "true/false values",
-                             str: "strings", list: "lists", dict: "mappings", object: "values"}
-
-
-def _plural(spec: Any) -> str:
-    """What a list of `spec`s holds, in words: the head noun made plural, not the phrase's last
-    word (`list[list[float]]` holds 'lists of numbers')."""
-    if isinstance(spec, ModelName):
-        return f"names of {spec.kind}s"
-    if isinstance(spec, Mapping):
-        return f"mappings with keys {', '.join(sorted(str(key) for key in spec))}"
-    if isinstance(spec, tuple):
-        if spec and all(isinstance(item, str) for item in spec):
-            return "values among " + ", ".join(repr(item) for item in spec)
-        return " or ".join(_plural(item) for item in spec)
-    if isinstance(spec, types.GenericAlias):
-        origin, args = spec.__origin__, spec.__args__
-        if origin is list and len(args) == 1:
-            return f"lists of {_plural(args[0])}"
-        if origin is dict and len(args) == 2:
-            return f"mappings of {_plural(args[0])} to {_plural(args[1])}"
-    if isinstance(spec, type):
-        return _PLURALS.get(spec, f"{spec.__name__} values")
-    raise _not_a_type(spec)
+        return _NAMES.get(spec, (f"a {spec.__name__}", f"{spec.__name__} values"))
+    raise TypeError(f"config_keys: {spec!r} is not a type, a list[...]/dict[...] type or a tuple")
 
 
 def _mismatch(value: object, spec: Any, path: str = "") -> tuple[str, object, Any] | None:
