@@ -197,27 +197,19 @@ class Recording:
     # -- routes (the conversion table) ----------------------------------------------------------
 
     def _rebuild_routes(self) -> None:
-        from mjfast.discovery import resolve_plugin
-
-        env, conversions = self._env, self._conversions
+        conversions = self._conversions
         routes: dict[str, _Route | None] = {}
-        for spec in env.plugin_specs:
-            try:
-                cls = resolve_plugin(spec.type)
-            except Exception:
-                cls = None
-            ctx = conversions.Context(spec.name, spec.type, spec.config,
-                                      f"{env.namespace.rstrip('/')}/{spec.name}", env.model)
+        for ctx, cls in conversions.plugin_contexts(self._env):
             try:
                 outbound = conversions.outbound_routes(ctx, cls)
             except Exception as error:  # a plugin's bad ros_types: that plugin only
-                _log.warning("plugin %s is not recorded: %s", spec.name, error)
+                _log.warning("plugin %s is not recorded: %s", ctx.name, error)
                 continue
             for route in outbound:
                 if self._wanted is None or route.topic in self._wanted:
                     routes.setdefault(route.topic, _Route(route.topic, route.ros_type,
                                                           route.convert, route.companions))
-        self._specs = env.plugin_specs
+        self._specs = self._env.plugin_specs
         self._routes = routes
 
     def _all_topics(self) -> set[str]:

@@ -26,10 +26,9 @@ from typing import Any
 import zenoh
 import zenoh.ext
 
-from mjfast.discovery import resolve_plugin
 from mjfast.params import resolve_name
 from mjfast.ros2 import conversions, types, wire
-from mjfast.ros2.conversions import Context, Inbound, Outbound
+from mjfast.ros2.conversions import Inbound, Outbound
 
 __all__ = ["DEFAULT_ROUTER", "Bridge", "RouterNotFound"]
 
@@ -166,18 +165,6 @@ class Bridge:
 
     # -- routes ---------------------------------------------------------------------------------
 
-    def _contexts(self) -> list[tuple[Context, Any]]:
-        env = self._env
-        out = []
-        for spec in env.plugin_specs:  # the configured plugins of the current generation
-            try:
-                cls = resolve_plugin(spec.type)
-            except Exception:
-                cls = None
-            namespace = f"{env.namespace.rstrip('/')}/{spec.name}"
-            out.append((Context(spec.name, spec.type, spec.config, namespace, env.model), cls))
-        return out
-
     def _rebuild(self) -> None:
         """(Re)declares the publishers and subscribers of the env's current plugins."""
         with self._lock:
@@ -192,7 +179,7 @@ class Bridge:
             self._inbound_topics: set[str] = set()
             self._unmatched = {}
             subscribed = set(self._bus._subscribers)
-            for ctx, cls in self._contexts():
+            for ctx, cls in conversions.plugin_contexts(self._env):
                 try:
                     outbound = conversions.outbound_routes(ctx, cls)
                     inbound = conversions.inbound_routes(ctx, cls, subscribed.__contains__)

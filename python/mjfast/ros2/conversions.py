@@ -28,7 +28,7 @@ from mjfast.params import resolve_name
 from mjfast.ros2.types import message_class, typestore
 
 __all__ = ["INBOUND", "OUTBOUND", "Context", "Inbound", "Outbound", "build", "inbound_routes",
-           "outbound_routes", "stamp", "to_dict"]
+           "outbound_routes", "plugin_contexts", "stamp", "to_dict"]
 
 Converter = Callable[[Any], Any]
 
@@ -554,6 +554,23 @@ def _declared(ros_types: Any, ctx: Context) -> list[tuple[str, str]]:
     for topic, ros_type in ros_types.items():
         message_class(str(ros_type))  # an unknown type: KeyError naming it
         out.append((ctx.resolve(str(topic)), str(ros_type)))
+    return out
+
+
+def plugin_contexts(env: Any) -> list[tuple[Context, Any]]:
+    """(context, plugin class or None where its type does not resolve) for each configured plugin
+    of `env`'s current generation, in load order: what the rows are applied to, by the bridge and
+    the recorder alike."""
+    from mjfast.discovery import resolve_plugin
+
+    out = []
+    for spec in env.plugin_specs:
+        try:
+            cls = resolve_plugin(spec.type)
+        except Exception:
+            cls = None
+        namespace = f"{env.namespace.rstrip('/')}/{spec.name}"
+        out.append((Context(spec.name, spec.type, spec.config, namespace, env.model), cls))
     return out
 
 
