@@ -359,8 +359,10 @@ def test_wrong_ctrl_is_a_clear_error_and_steps_nothing() -> None:
         with pytest.raises(ValueError, match="ctrl must be finite, got nan for world 2, "
                                              "actuator 1"):
             vector.step(1, [[0, 0], [0, 0], [0, np.nan]])
-        with pytest.raises(ValueError, match="step\\(n\\) needs n >= 0"):
-            vector.step(-1)
+        for n, shown in [(-1, "-1"), (2**63, str(2**63)), (10**5000, "an integer of 16610 bits")]:
+            with pytest.raises(ValueError) as raised:  # the words of MujocoEnv.step's
+                vector.step(n)
+            assert str(raised.value) == f"step(n) needs n >= 0 and <= 2**63-1, got {shown}"
         with pytest.raises(TypeError, match="step\\(n\\) takes an integer"):
             vector.step(1.5)  # type: ignore[arg-type]
         assert vector.time.tolist() == [0.0, 0.0, 0.0]

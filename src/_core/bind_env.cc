@@ -80,23 +80,6 @@ std::string shown_integer(const py::handle& value) {
          " bits";
 }
 
-// step()'s n: what operator.index() takes (int, numpy integers, bool), in 0..2**63-1. Anything else
-// is a TypeError naming the type, and an integer out of range a ValueError naming the limit, not
-// pybind11's "incompatible function arguments" (which shows the env object's address).
-std::int64_t step_count_of(const py::handle& n) {
-  PyObject* index = PyNumber_Index(n.ptr());
-  if (index == nullptr) {
-    PyErr_Clear();
-    throw py::type_error(std::string("step(n) takes an integer 0 <= n <= 2**63-1, got ") +
-                         Py_TYPE(n.ptr())->tp_name);
-  }
-  const py::object value = py::reinterpret_steal<py::object>(index);
-  int overflow = 0;
-  const long long count = PyLong_AsLongLongAndOverflow(index, &overflow);
-  if (overflow == 0 && count >= 0) return count;
-  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " + shown_integer(value));
-}
-
 // start()'s steps: None (until stop()), or what operator.index() takes but a bool, in
 // 0..2**64-1. Anything else is a ValueError naming it (as for start()'s realtime_factor).
 std::optional<std::uint64_t> step_budget_of(const py::handle& steps) {
@@ -139,6 +122,23 @@ std::optional<double> wait_timeout_of(const py::handle& timeout) {
 }
 
 }  // namespace
+
+// step()'s n: what operator.index() takes (int, numpy integers, bool), in 0..2**63-1. Anything else
+// is a TypeError naming the type, and an integer out of range a ValueError naming the limit, not
+// pybind11's "incompatible function arguments" (which shows the env object's address).
+std::int64_t step_count_of(const py::handle& n) {
+  PyObject* index = PyNumber_Index(n.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    throw py::type_error(std::string("step(n) takes an integer 0 <= n <= 2**63-1, got ") +
+                         Py_TYPE(n.ptr())->tp_name);
+  }
+  const py::object value = py::reinterpret_steal<py::object>(index);
+  int overflow = 0;
+  const long long count = PyLong_AsLongLongAndOverflow(index, &overflow);
+  if (overflow == 0 && count >= 0) return count;
+  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " + shown_integer(value));
+}
 
 void bind_env(py::module_& module) {
   main_thread_ident =

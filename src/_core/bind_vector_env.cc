@@ -41,22 +41,6 @@ VectorCore::Field field_of(const std::string& name) {
                       "' (qpos, qvel, ctrl, sensordata and time are gathered)");
 }
 
-// The same rules as EnvCore.step's n (bind_env.cc), without the huge-int wording.
-std::int64_t steps_of(const py::handle& n) {
-  PyObject* index = PyNumber_Index(n.ptr());
-  if (index == nullptr) {
-    PyErr_Clear();
-    throw py::type_error(std::string("step(n) takes an integer 0 <= n <= 2**63-1, got ") +
-                         Py_TYPE(n.ptr())->tp_name);
-  }
-  const py::object value = py::reinterpret_steal<py::object>(index);
-  int overflow = 0;
-  const long long count = PyLong_AsLongLongAndOverflow(index, &overflow);
-  if (overflow == 0 && count >= 0) return count;
-  throw py::value_error("step(n) needs n >= 0 and <= 2**63-1, got " +
-                        (overflow == 0 ? std::string(py::str(value)) : std::string("more")));
-}
-
 // Python delivers signals to its main thread only: a step() called there polls for them.
 std::exception_ptr poll_signals() {
   py::gil_scoped_acquire gil;  // the waiting caller holds only the vector's and the pool's locks
@@ -118,7 +102,7 @@ void bind_vector_env(py::module_& module) {
       .def(
           "step",
           [main_thread_ident](VectorCore& core, const py::object& count, const py::object& ctrl) {
-            const std::int64_t n = steps_of(count);
+            const std::int64_t n = step_count_of(count);
             py::array_t<double, py::array::c_style> rows;
             const double* ctrl_data = nullptr;
             if (!ctrl.is_none()) {

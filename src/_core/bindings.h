@@ -30,6 +30,10 @@ inline double mean_or_zero(std::uint64_t total, std::uint64_t count) {
   return count ? static_cast<double>(total) / static_cast<double>(count) : 0.0;
 }
 
+// step(n)'s n, for EnvCore.step and VectorEnv.step (bind_env.cc): what operator.index() takes, in
+// 0..2**63-1; else a TypeError naming the type or a ValueError naming the value and the limit.
+std::int64_t step_count_of(const py::handle& n);
+
 // Moves the adapters out of a Python list of AdapterEntry objects (FactoryEntry in C++), for the
 // factory (bind_plugin_host.cc).
 std::vector<FactoryEntry> take_factory_entries(const py::handle& entries);
