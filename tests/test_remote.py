@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -217,6 +218,23 @@ def test_a_reply_past_the_timeout_is_a_timeout_error(client: Any) -> None:
         client.call("/probe/sleep", {"seconds": 2.0}, timeout=0.3)
     assert time.monotonic() - started < 1.5
     assert client.call("/probe/sleep", {"seconds": 0.0}, timeout=5) == {"slept": 0.0}
+
+
+def test_an_error_reply_that_comes_after_the_timeout_is_a_timeout_error(
+        client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The server's reply to a `step` it stopped because the caller's timeout passed can beat
+    # Zenoh's own timer on a loaded machine: it comes after the timeout, so it is a timeout.
+    # The client's clock is made to say so; the reply itself is a real one.
+    from mjfast.remote import client as client_module
+
+    readings = iter([0.0, 0.5])
+    monkeypatch.setattr(client_module, "time", types.SimpleNamespace(
+        monotonic=lambda: next(readings)))
+    with pytest.raises(TimeoutError, match=r"service '/probe/fail': no reply from .* within "
+                       r"0\.5 s") as late:
+        client.call("/probe/fail", {"x": 1}, timeout=0.5)
+    assert isinstance(late.value.__cause__, mjfast.RemoteError)
+    assert late.value.__cause__.message == "the probe refuses {'x': 1}"
 
 
 def test_subscribe_receives_the_plugins_topic_with_arrays(client: Any) -> None:

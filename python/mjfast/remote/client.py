@@ -153,13 +153,22 @@ class Client:
                     return decode(reply.ok.payload.to_bytes())
                 error = reply.err
                 assert error is not None
-                raise _remote_error(error.payload.to_bytes(), _described(what, service))
+                failure = _remote_error(error.payload.to_bytes(), _described(what, service))
+                if time.monotonic() - started >= timeout:
+                    # Past the caller's timeout, so a timeout: the server sends this late reply
+                    # when it stops a `step` because the caller stopped waiting, and that reply
+                    # can beat Zenoh's own timer by a hair on a loaded machine.
+                    raise self._timed_out(_described(what, service), timeout) from failure
+                raise failure
         self._check_open()  # closed on another thread while the call waited
         what = _described(what, service)
         waited = time.monotonic() - started
         if waited >= timeout * 0.9:
-            raise TimeoutError(f"{what}: no reply from {self.endpoint} within {timeout:g} s")
+            raise self._timed_out(what, timeout)
         raise ConnectionError(f"{what}: the mjfast server at {self.endpoint} is gone")
+
+    def _timed_out(self, what: str, timeout: float) -> TimeoutError:
+        return TimeoutError(f"{what}: no reply from {self.endpoint} within {timeout:g} s")
 
     # -- lifecycle ------------------------------------------------------------------------------
 
