@@ -501,6 +501,31 @@ def test_a_step_call_stops_when_its_caller_stops_waiting(client: Any) -> None:
         client.call("/mujoco_server/pause", {"paused": False})
 
 
+def test_a_program_that_leaves_its_server_and_client_open_still_exits() -> None:
+    # zenoh-python's own callback threads are not daemons: a server or a client with a
+    # subscription left open used to keep the interpreter from exiting. Messages keep coming.
+    result = run_python(f"""
+        import threading
+        import mjfast
+        from mjfast import remote
+
+        env = mjfast.MujocoEnv('<mujoco><worldbody><geom size="1"/></worldbody></mujoco>')
+        server = remote.BusServer(env, "tcp/127.0.0.1:{free_port()}")
+        client = mjfast.connect(server.endpoint)
+        arrived = threading.Event()
+        client.subscribe("/ticks", lambda message: arrived.set())
+        while not arrived.is_set():  # the subscription is routed, and messages keep coming
+            env.bus.publish("/ticks", {{"time": env.data.time}})
+            env.step(1)
+        for _ in range(100):
+            env.bus.publish("/ticks", {{"time": env.data.time}})
+        print("leaving with the server, the client and the env open", flush=True)
+        """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "leaving with the server, the client and the env open" in result.stdout
+    assert "Traceback" not in result.stderr and "FATAL" not in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize(("kind", "type_name", "message"), [
     ("exit", "SystemExit", "3"),
     ("interrupt", "KeyboardInterrupt", ""),

@@ -717,6 +717,66 @@ def test_serve_ros2_runs_until_sigint_and_exits_0(tmp_path: Path, router: tuple[
     assert liveliness_keys(router, domain) == []
 
 
+LEFT_OPEN_SCRIPT = """
+import sys
+import mjfast
+from mjfast.ros2 import Bridge
+
+endpoint, domain = sys.argv[1], int(sys.argv[2])
+plugins = [{"name": "arm", "type": "mjfast/ForwardCommand", "joints": ["j0"]},
+           {"type": "mjfast/JointStatePublisher"}]
+xml = ('<mujoco><worldbody><body><joint name="j0" type="hinge"/><geom size="0.1"/></body>'
+       '</worldbody><actuator><motor joint="j0"/></actuator></mujoco>')
+env = mjfast.MujocoEnv(xml, params={"mujoco_server": {"MujocoPlugins": plugins}})
+bridge = Bridge(env, domain_id=domain, router=endpoint)
+print("ready", flush=True)
+while env.control.read().ctrl[0] != 0.5:  # the commands arrive, and keep arriving
+    env.step(1)
+print("leaving with the bridge and the env open", flush=True)
+"""
+
+
+def test_a_program_that_leaves_its_bridge_open_still_exits(router: tuple[str, int],
+                                                           domain: int) -> None:
+    # zenoh-python's own callback threads are not daemons: a bridge left open used to keep the
+    # interpreter from exiting. Commands keep arriving while it exits.
+    child = subprocess.Popen([sys.executable, "-c", LEFT_OPEN_SCRIPT, router[0], str(domain)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ros_type = "std_msgs/msg/Float64MultiArray"
+    key = wire.data_key(domain, "/mujoco_server/arm/commands", ros_types.dds_type_name(ros_type),
+                        ros_types.type_hash(ros_type))
+    command = bytes(ros_types.serialize(ros_types.message_class(ros_type)(
+        layout=ros_types.message_class("std_msgs/msg/MultiArrayLayout")(dim=[], data_offset=0),
+        data=np.array([0.5])), ros_type))
+    config = zenoh.Config()
+    config.insert_json5("mode", '"client"')
+    config.insert_json5("connect/endpoints", f'["{router[0]}"]')
+    config.insert_json5("scouting/multicast/enabled", "false")
+    stop = threading.Event()
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        with zenoh.open(config) as session:
+            publisher = session.declare_publisher(key)
+
+            def flood() -> None:
+                while not stop.is_set():
+                    publisher.put(command)
+                    stop.wait(0.001)
+
+            flooding = threading.Thread(target=flood)
+            flooding.start()
+            try:
+                out, err = child.communicate(timeout=60)
+            finally:
+                stop.set()
+                flooding.join()
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    assert "leaving with the bridge and the env open" in out
+    assert "Traceback" not in err and "FATAL" not in err, err
+
+
 def test_serve_ros2_without_a_router_is_one_line_exit_1(tmp_path: Path) -> None:
     model = tmp_path / "room.xml"
     model.write_text(ROOM_XML)

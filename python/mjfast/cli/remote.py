@@ -134,7 +134,7 @@ def _echo(client: Any, topic: str, count: int | None, out: TextIO, err: TextIO) 
             try:
                 out.write(line)
                 out.flush()
-            except OSError as error:  # on a Zenoh thread: handed to the command's thread
+            except OSError as error:  # on the subscription's thread: handed to the command's
                 closed.append(error)
             printed[0] += 1
         received.release()

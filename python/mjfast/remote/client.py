@@ -17,6 +17,11 @@ from typing import Any
 
 import zenoh
 
+from mjfast._zenoh_threads import (
+    close_when_the_program_ends,
+    declare_on_daemon_thread,
+    no_close_at_the_end,
+)
 from mjfast.errors import RemoteError
 from mjfast.params import resolve_name
 from mjfast.remote import keys
@@ -75,6 +80,7 @@ class Client:
         except (TimeoutError, ConnectionError, RemoteError) as error:
             self._session.close()
             raise ConnectionError(f"no mjfast server at {self.endpoint}: {error}") from error
+        close_when_the_program_ends(self)
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -87,13 +93,17 @@ class Client:
             self._session.put(key, payload)
 
     def subscribe(self, topic: str, callback: Callable[[Any], Any]) -> RemoteSubscription:
-        """Calls `callback(message)`, on a Zenoh thread, for every later message on `topic`."""
+        """Calls `callback(message)` for every later message on `topic`, in order, on a daemon
+        thread of this subscription's own."""
         if not callable(callback):
             raise TypeError(f"subscriber of {topic!r} must be callable, got {callback!r}")
         self._check_open()
         key = keys.key(keys.TOPIC, topic)
+        subscriptions: list[RemoteSubscription] = []  # this one, once declared
 
         def deliver(sample: zenoh.Sample) -> None:
+            if subscriptions and not subscriptions[0].active:
+                return  # closed: what was still on its way is dropped
             try:
                 message = decode(sample.payload.to_bytes())
             except Exception:
@@ -101,12 +111,15 @@ class Client:
                 return
             try:
                 callback(message)
-            except BaseException:  # SystemExit too: on a Zenoh thread it would only be printed
+            except BaseException:  # SystemExit too: on this thread it would only be printed
                 _log.exception("subscriber %r of remote topic %s raised", callback, topic)
 
         with self._closed_is_connection_error():
-            subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key),
-                                              self._session.declare_subscriber(key, deliver))
+            subscriber = declare_on_daemon_thread(
+                lambda handler: self._session.declare_subscriber(key, handler), deliver,
+                f"mjfast-remote-subscriber {topic}")
+            subscription = RemoteSubscription(keys.bus_name(keys.TOPIC, key), subscriber)
+            subscriptions.append(subscription)
         with self._lock:
             closed = self._closed
             if not closed:
@@ -196,6 +209,7 @@ class Client:
         for subscription in subscriptions:
             subscription.close()
         self._session.close()
+        no_close_at_the_end(self)
 
     def __enter__(self) -> Client:
         return self

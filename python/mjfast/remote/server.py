@@ -20,6 +20,11 @@ from typing import Any
 import zenoh
 
 from mjfast import services
+from mjfast._zenoh_threads import (
+    close_when_the_program_ends,
+    declare_on_daemon_thread,
+    no_close_at_the_end,
+)
 from mjfast.params import resolve_name
 from mjfast.remote import keys
 from mjfast.remote.codec import decode, encode
@@ -36,10 +41,10 @@ _MAX_SERVICE_CALLS = 64
 # again for messages being put.
 _CLOSE_WAIT_S = 2.0
 # Services of the env's own (section 13) that only read, never wait for a step and run no plugin
-# code: answered on Zenoh's thread, without the hand-over to a worker (a thread wake-up, about a
-# quarter of a round trip). Everything else may block (a `step`, a plugin's slow service, the
-# plugins' statistics() that `statistics` calls) and goes to workers: Zenoh's few threads also
-# carry every message and reply.
+# code: answered on the services queryable's own thread, without the hand-over to a worker (a
+# thread wake-up, about a quarter of a round trip). Everything else may block (a `step`, a
+# plugin's slow service, the plugins' statistics() that `statistics` calls) and goes to workers:
+# that one thread takes every service query in turn.
 _INLINE_SERVICES = frozenset({"info"})
 # Zenoh's largest message (its default is 1 GiB): SPEC §15 has arrays of any size. Zenoh
 # allocates per message received, not this much up front.
@@ -148,15 +153,19 @@ class BusServer:
             queue.SimpleQueue()
         self._session = zenoh.open(zenoh_config("router", endpoint))
         try:
-            subscriber = self._session.declare_subscriber(f"{keys.PUBLISH}/**",
-                                                          self._on_remote_publish)
+            session = self._session
+            subscriber = declare_on_daemon_thread(
+                lambda handler: session.declare_subscriber(f"{keys.PUBLISH}/**", handler),
+                self._on_remote_publish, "mjfast-remote-publish")
             # Service queries are handed to worker threads through a queue: a call that takes
-            # long holds one worker, never Zenoh's own threads. The server's queries (alive,
+            # long holds one worker, never the queryable's thread. The server's queries (alive,
             # services, topics, latest) and the read-only services above are answered at once.
-            services = self._session.declare_queryable(f"{keys.SERVICE}/**",
-                                                       self._on_service_query)
-            server = self._session.declare_queryable(
-                f"{keys.SERVER}/**", lambda query: self._answer(query, self._server_request))
+            services = declare_on_daemon_thread(
+                lambda handler: session.declare_queryable(f"{keys.SERVICE}/**", handler),
+                self._on_service_query, "mjfast-remote-services")
+            server = declare_on_daemon_thread(
+                lambda handler: session.declare_queryable(f"{keys.SERVER}/**", handler),
+                lambda query: self._answer(query, self._server_request), "mjfast-remote-server")
         except BaseException:
             self._session.close()
             raise
@@ -165,6 +174,7 @@ class BusServer:
         # catch-all subscription, so this instance's publish is wrapped (and put back on close).
         self._bus_publish = self._bus.publish
         self._bus.publish = self._publish_and_forward
+        close_when_the_program_ends(self)
 
     # -- topics ---------------------------------------------------------------------------------
 
@@ -371,6 +381,7 @@ class BusServer:
                 self._close_session()
             finally:
                 self._session_closed.set()
+                no_close_at_the_end(self)
 
     def _close_session(self) -> None:
         """Closes the session (which frees the endpoint), retrying while a Zenoh call on another

@@ -26,6 +26,11 @@ from typing import Any
 import zenoh
 import zenoh.ext
 
+from mjfast._zenoh_threads import (
+    close_when_the_program_ends,
+    declare_on_daemon_thread,
+    no_close_at_the_end,
+)
 from mjfast.params import resolve_name
 from mjfast.ros2 import conversions, types, wire
 from mjfast.ros2.conversions import Inbound, Outbound
@@ -162,6 +167,7 @@ class Bridge:
         self._bus_publish = self._bus.publish
         self._bus.publish = self._publish_and_forward
         self._send_cached_transient_local()
+        close_when_the_program_ends(self)
 
     # -- routes ---------------------------------------------------------------------------------
 
@@ -228,8 +234,9 @@ class Bridge:
         token = self._session.liveliness().declare_token(wire.endpoint_token(
             self.domain_id, self.zid, 0, eid, "MS", self.namespace, self.node_name, route.topic,
             dds, hash_, wire.QOS_DEFAULT))
-        subscriber = self._session.declare_subscriber(
-            key, lambda sample: self._on_ros_message(route, sample))
+        subscriber = declare_on_daemon_thread(
+            lambda handler: self._session.declare_subscriber(key, handler),
+            lambda sample: self._on_ros_message(route, sample), f"mjfast-ros2-in {route.topic}")
         return subscriber, token
 
     # -- outbound -------------------------------------------------------------------------------
@@ -319,14 +326,18 @@ class Bridge:
                 self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
                 hash_, wire.QOS_DEFAULT))
             if handler == self._pause:
-                # Answered on Zenoh's thread: pause/resume wait for one step boundary at most,
-                # and a hand-over to a worker costs a thread wake-up, a good part of a round trip.
+                # Answered on the queryable's own thread: pause/resume wait for one step
+                # boundary at most, and a hand-over to a worker costs a thread wake-up, a good
+                # part of a round trip.
                 def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
                     self._answer(query, t, h)
-            else:  # reset and reload may take long: a worker thread, never Zenoh's
+            else:  # reset and reload may take long: a worker thread, the queryable's is free
                 def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
                     self._service_queries.put((query, t, h))
-            queryable = self._session.declare_queryable(key, on_query, complete=True)
+            queryable = declare_on_daemon_thread(
+                lambda handler, key=key: self._session.declare_queryable(key, handler,
+                                                                        complete=True),
+                on_query, f"mjfast-ros2-service {name}")
             self._services.append((queryable, token))
 
     def _pause(self, request: Any) -> tuple[bool, str]:
@@ -428,6 +439,7 @@ class Bridge:
             self._node_token.undeclare()
         if self._owns_session:
             self._session.close()
+        no_close_at_the_end(self)
 
     def __enter__(self) -> Bridge:
         return self
