@@ -293,7 +293,7 @@ def test_a_bad_step_budget_is_a_value_error_naming_it(steps: object) -> None:
         assert env.wait(30) and env.step_count == 3
 
 
-@pytest.mark.parametrize("timeout", [-1, -0.5, float("nan"), "1", True])
+@pytest.mark.parametrize("timeout", [-1, -0.5, float("nan"), "1", True, -10**400])
 def test_a_bad_wait_timeout_is_a_value_error_naming_it(timeout: object) -> None:
     with mjfast.MujocoEnv(MODEL, params=NOOP) as env:
         with pytest.raises(ValueError) as raised:
@@ -301,6 +301,7 @@ def test_a_bad_wait_timeout_is_a_value_error_naming_it(timeout: object) -> None:
         assert str(raised.value) == (
             f"wait(timeout) takes None or a number of seconds >= 0, got {timeout!r}")
         assert env.wait(float("inf"))  # no thread: at once, whatever the limit
+        assert env.wait(10**400)  # too large for a float: no limit
 
 
 def test_wait_from_a_plugin_on_the_physics_thread_is_refused_not_deadlocked() -> None:

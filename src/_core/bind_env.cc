@@ -35,21 +35,31 @@ struct LifecycleContext {
   std::unique_ptr<call_context::LifecycleMark> mark;
 };
 
+// A real number from Python (numbers.Real, not a bool) as a double: an int too large for a float
+// is an infinity of its sign; anything else is NaN, which every caller's rule refuses.
+double real_number_of(const py::handle& number) {
+  if (PyBool_Check(number.ptr()) ||
+      !py::isinstance(number, py::module_::import("numbers").attr("Real"))) {
+    return std::nan("");
+  }
+  const double value = PyFloat_AsDouble(number.ptr());
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    const bool negative = PyObject_RichCompareBool(number.ptr(), py::int_(0).ptr(), Py_LT) == 1;
+    if (PyErr_Occurred()) PyErr_Clear();
+    return negative ? -std::numeric_limits<double>::infinity()
+                    : std::numeric_limits<double>::infinity();
+  }
+  return value;
+}
+
 // A real-time factor from Python, by EnvCore's one rule: None, or a real number (not a bool)
 // that is positive and finite; anything else is refused with the rule's message, naming it as
 // Python shows it.
 std::optional<double> realtime_factor_of(const py::handle& factor) {
   if (factor.is_none()) return std::nullopt;
-  double value = std::nan("");
-  if (!PyBool_Check(factor.ptr()) &&
-      py::isinstance(factor, py::module_::import("numbers").attr("Real"))) {
-    value = PyFloat_AsDouble(factor.ptr());
-    if (value == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();  // an int too large for a float: refused below as NaN
-      value = std::nan("");
-    }
-  }
-  return EnvCore::checked_realtime_factor(value, py::repr(factor).cast<std::string>());
+  return EnvCore::checked_realtime_factor(real_number_of(factor),
+                                          py::repr(factor).cast<std::string>());
 }
 
 // Keeps the physics thread attached to Python for its whole life, so that each Python callback
@@ -102,18 +112,11 @@ std::optional<std::uint64_t> step_budget_of(const py::handle& steps) {
   return static_cast<std::uint64_t>(count);
 }
 
-// wait()'s timeout: None (no limit), or a real number (not a bool) >= 0, inf included.
+// wait()'s timeout: None (no limit), or a real number (not a bool) >= 0, inf included (an int
+// too large for a float is as good as no limit).
 std::optional<double> wait_timeout_of(const py::handle& timeout) {
   if (timeout.is_none()) return std::nullopt;
-  double value = std::nan("");
-  if (!PyBool_Check(timeout.ptr()) &&
-      py::isinstance(timeout, py::module_::import("numbers").attr("Real"))) {
-    value = PyFloat_AsDouble(timeout.ptr());
-    if (value == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();  // an int too large for a float: as good as no limit
-      value = std::numeric_limits<double>::infinity();
-    }
-  }
+  const double value = real_number_of(timeout);
   if (!(value >= 0.0)) {
     throw py::value_error("wait(timeout) takes None or a number of seconds >= 0, got " +
                           py::repr(timeout).cast<std::string>());
