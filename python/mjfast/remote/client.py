@@ -166,12 +166,13 @@ class Client:
                     return decode(reply.ok.payload.to_bytes())
                 error = reply.err
                 assert error is not None
-                failure = _remote_error(error.payload.to_bytes(), _described(what, service))
+                described = _described(what, service)
+                failure = _remote_error(error.payload.to_bytes(), described)
                 if time.monotonic() - started >= timeout:
                     # Past the caller's timeout, so a timeout: the server sends this late reply
                     # when it stops a `step` because the caller stopped waiting, and that reply
                     # can beat Zenoh's own timer by a hair on a loaded machine.
-                    raise self._timed_out(_described(what, service), timeout) from failure
+                    raise self._timed_out(described, timeout) from failure
                 raise failure
         self._check_open()  # closed on another thread while the call waited
         what = _described(what, service)
