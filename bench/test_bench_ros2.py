@@ -35,7 +35,6 @@ pytest.importorskip("zenoh", reason="the ROS 2 benchmarks need the extra mjfast[
 pytest.importorskip("rosbags", reason="the ROS 2 benchmarks need the extra mjfast[ros2]")
 pytest.importorskip("zenoh_ros2_sdk", reason="the ROS 2 side is zenoh-ros2-sdk")
 
-import zenoh
 
 import mjfast
 from mjfast.ros2 import Bridge, wire
@@ -44,7 +43,13 @@ from models import arm7_xml
 from side_loop import seconds_per_physics_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_ros2 import free_port, start_router, stop_router, write_definitions
+from test_ros2 import (
+    client_session,
+    free_port,
+    start_router,
+    stop_router,
+    write_definitions,
+)
 
 GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
@@ -91,14 +96,6 @@ def joint_state_env() -> mjfast.MujocoEnv:
     params = {"mujoco_server": {"MujocoPlugins": [
         {"type": "mjfast/JointStatePublisher", "rate_hz": 1000.0, "topic": "/joint_states"}]}}
     return mjfast.MujocoEnv(arm7_xml(), params=params)
-
-
-def client_session(router: tuple[str, int]) -> zenoh.Session:
-    config = zenoh.Config()
-    config.insert_json5("mode", '"client"')
-    config.insert_json5("connect/endpoints", f'["{router[0]}"]')
-    config.insert_json5("scouting/multicast/enabled", "false")
-    return zenoh.open(config)
 
 
 SINK_SCRIPT = """
