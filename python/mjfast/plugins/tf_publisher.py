@@ -55,7 +55,7 @@ class TfPublisher(RatePublisher):
             self.node.publish(static_topic, {"time": float(data.time), "transforms": [
                 {"frame_id": frame[int(model.body_parentid[b])], "child_frame_id": frame[b],
                  "translation": model.body_pos[b].copy(), "quaternion": model.body_quat[b].copy()}
-                for b in welded]})
+                for b in welded]}, latched=True)
         return True
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
