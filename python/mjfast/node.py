@@ -8,6 +8,7 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -104,9 +105,9 @@ class Bus:
         self._latest: dict[str, Any] = {}
         self._services: dict[str, ServiceRegistration] = {}
         self._taps: tuple[Tap, ...] = ()  # replaced, never changed: publish reads it unlocked
-        # topic -> (message, who latched it); handed to every tap added later. Held (outside
-        # `_lock`) by a latched publish and by add_tap, so that a tap gets each latched topic's
-        # messages in the order they were published.
+        # topic -> (message, who latched it); handed to every tap added later. _latch_lock is
+        # held (outside `_lock`) while taps are handed latched messages, by a latched publish and
+        # by add_tap, so that a tap gets each latched topic's messages in the order published.
         self._latched: dict[str, tuple[Any, object]] = {}
         self._latch_lock = threading.RLock()
         # A subscriber or a tap that raises on every message (a bad command from outside, each
@@ -144,13 +145,18 @@ class Bus:
             self._deliver(topic, message, None)
 
     def _publish_latched(self, topic: str, message: Any, latched_by: object) -> None:
-        with self._latch_lock:
-            with self._lock:
-                self._latched[topic] = (message, latched_by)
-            self._deliver(topic, message, None)
+        self._deliver(topic, message, None, (latched_by,))
 
-    def _deliver(self, topic: str, message: Any, origin: Tap | None) -> None:
+    def _deliver(self, topic: str, message: Any, origin: Tap | None,
+                 latched_by: tuple[object] | None = None) -> None:
+        """To the subscribers, then the taps (but `origin`). `latched_by`: kept for later taps,
+        in the same instant as the taps are listed, so that a tap added meanwhile gets it from
+        add_tap and not twice. The taps get a latched message holding _latch_lock, as add_tap
+        hands the kept ones over: each tap sees a latched topic's messages in order. The
+        subscribers (plugin code, which may call into the env) get it without."""
         with self._lock:
+            if latched_by is not None:
+                self._latched[topic] = (message, latched_by[0])
             self._latest[topic] = message
             # A snapshot, so subscribing or unsubscribing from inside a callback is safe.
             subscribers = list(self._subscribers.get(topic, ()))
@@ -164,9 +170,10 @@ class Bus:
                 self._failures.report(("subscriber", topic, id(subscription.callback)),
                                  "subscriber %r of topic %s raised; delivering to the others",
                                  subscription.callback, topic, exc_info=True)
-        for tap in taps:
-            if tap.active and tap is not origin:
-                self._call_tap(tap, topic, message)
+        with self._latch_lock if latched_by is not None else contextlib.nullcontext():
+            for tap in taps:
+                if tap.active and tap is not origin:
+                    self._call_tap(tap, topic, message)
 
     def _call_tap(self, tap: Tap, topic: str, message: Any) -> None:
         try:
