@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -929,5 +930,30 @@ def test_a_server_forwards_after_a_tap_added_later_is_removed() -> None:
             assert wait_for(lambda: env.bus.publish("/probe/t", 1) or got.acquire(timeout=0.05),
                             10)
     finally:
+        bus_server.close()
+        env.close()
+
+
+def test_malformed_remote_publishes_are_counted_and_logged_once_a_second(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # One warning per malformed publish let a flood of them fill the log.
+    import zenoh
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    bus_server = server_module().BusServer(env, endpoint)
+    raw = zenoh.open(server_module().zenoh_config("client", endpoint))
+    try:
+        with caplog.at_level(logging.WARNING, logger="mjfast.remote"):
+            for _ in range(500):
+                raw.put("mjfast/publish/probe/junk", b"\xc1")
+            assert wait_for(lambda: bus_server.statistics()["malformed"] == 500, 20), (
+                bus_server.statistics())
+        records = [r for r in caplog.records if r.name == "mjfast.remote"]
+        assert 1 <= len(records) <= 1 + 20, len(records)
+        assert "ignored a remote publish on mjfast/publish/probe/junk" in records[0].getMessage()
+        assert env.bus.latest("/probe/junk") is None
+    finally:
+        raw.close()
         bus_server.close()
         env.close()

@@ -92,8 +92,8 @@ class _Counters:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.values = {"messages_out": 0, "messages_in": 0, "calls": 0, "failed_calls": 0,
-                       "unencodable": 0}
+        self.values = {"messages_out": 0, "messages_in": 0, "malformed": 0, "calls": 0,
+                       "failed_calls": 0, "unencodable": 0}
 
     def add(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -237,6 +237,7 @@ class BusServer:
             topic = keys.bus_name(keys.PUBLISH, str(sample.key_expr))
             message = decode(sample.payload.to_bytes())
         except Exception as error:  # a malformed put from some client: not ours to crash on
+            self._counters.add("malformed")
             self._rejected.report(str(sample.key_expr), "ignored a remote publish on %s: %s",
                                   sample.key_expr, error)
             return
@@ -244,6 +245,7 @@ class BusServer:
         try:
             self._bus.publish_inbound(topic, message)  # a command, while the env records
         except Exception as error:  # the bus refused it (a bad topic name)
+            self._counters.add("malformed")
             self._rejected.report(topic, "ignored a remote publish on %s: %s", topic, error)
 
     # -- services -------------------------------------------------------------------------------
@@ -345,7 +347,8 @@ class BusServer:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def statistics(self) -> dict[str, int]:
-        """Messages sent out and received, service calls answered and failed."""
+        """Messages sent out and received (and remote publishes refused as malformed), service
+        calls answered and failed."""
         return self._counters.snapshot()
 
     def close(self) -> None:
