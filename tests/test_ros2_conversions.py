@@ -291,7 +291,7 @@ FRAME_PLUGINS = [
     {"name": "odom", "type": "mjfast/FreeJointStatePublisher", "bodies": ["ball"]},
     {"name": "sensors", "type": "mjfast/SensorPublisher",
      "imu": {"name": "imu", "accelerometer": "acc", "gyro": "gyro", "orientation": "quat"}},
-    {"name": "cams", "type": "mjfast/CameraPublisher", "cameras": ["front", "chase"]},
+    {"name": "cams", "type": "mjfast/CameraPublisher"},
     {"name": "tf", "type": "mjfast/TfPublisher", "rate_hz": 500},
 ]
 
@@ -335,7 +335,7 @@ def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
     every_plane = {"rate_hz": 100.0, "planes": ["rgb", "depth", "segmentation"]}
     params = {"mujoco_server": {
         "MujocoPlugins": FRAME_PLUGINS,
-        "cameras": dict.fromkeys(("front", "chase"), every_plane)}}
+        "cameras": dict.fromkeys(("front", "chase", "camera_2"), every_plane)}}
     with mjfast.MujocoEnv(FRAMES_XML, params=params, render_sync=True) as env:
         assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), [
             (p.name, p.failure) for p in env.plugins]
@@ -370,9 +370,9 @@ def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
         frames = frame_names(env.model)
         assert "/scan" in stamped["lidar"] and "/mujoco_server/rf/scan" in stamped["rf0"]
         assert "/mujoco_server/cloud/points" in stamped["arm"]  # a body mount: its body's frame
-        assert stamped["front_optical"] == {f"/mujoco_server/cams/front/{name}" for name in (
+        assert stamped["camera_2_optical"] == {f"/mujoco_server/cams/camera_2/{name}" for name in (
             "rgb", "depth", "segmentation", "camera_info")}
-        assert {"chase_optical", "ball"} <= set(stamped)
+        assert {"front_optical", "chase_optical", "ball"} <= set(stamped)
         assert "/mujoco_server/sensors/imu" in stamped["imu"]
         for sensor, frame in (("acc", "imu"), ("quat", "world"), ("tool_pos", "world"),
                               ("tool_in_base", "base"), ("tool_in_front", "front"),
@@ -417,3 +417,49 @@ def test_frame_ids_are_unique_and_unnamed_objects_are_kind_and_id() -> None:
     assert frames.cameras == ["camera_0_2", "camera_0"]
     assert frames.optical == ["camera_0_2_optical", "camera_0_optical"]
 
+
+UNNAMED_CAMERA_XML = """
+<mujoco><visual><global offwidth="64" offheight="48"/></visual><worldbody>
+  <camera name="front" pos="0 -1 1" fovy="60"/>
+  <camera pos="0 0 2" fovy="70"/>
+</worldbody></mujoco>"""
+
+
+def test_an_unnamed_camera_goes_out_with_the_models_fovy() -> None:
+    # Issue 28: the conversion dropped unnamed cameras, and `camera_1` got a 45° fovy.
+    model = mujoco.MjModel.from_xml_string(UNNAMED_CAMERA_XML)
+    frame = {"time": 0.5, "width": 64, "height": 48,
+             "data": np.zeros((48, 64, 3), dtype=np.uint8)}
+    for config in ({}, {"cameras": ["camera_1"]}):
+        ctx = Context("cams", "mjfast/CameraPublisher", {"planes": ["rgb"], **config},
+                      "/mujoco_server/cams", model)
+        routes = {route.topic: route for route in conversions.outbound_routes(ctx)}
+        assert "/mujoco_server/cams/camera_1/rgb" in routes, routes
+        route = routes["/mujoco_server/cams/camera_1/rgb"]
+        image = roundtrip(route.convert(frame), "sensor_msgs/msg/Image")
+        (info_route,) = route.companions
+        assert info_route.topic == "/mujoco_server/cams/camera_1/camera_info"
+        info = roundtrip(info_route.convert(frame), "sensor_msgs/msg/CameraInfo")
+        fy = 24 / math.tan(math.radians(70) / 2)
+        np.testing.assert_allclose(info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
+        assert image.header.frame_id == info.header.frame_id == "camera_1_optical"
+        assert (image.width, image.height) == (64, 48)
+
+
+def test_an_unnamed_cameras_frames_reach_the_conversion_from_the_running_plugin() -> None:
+    import mjfast
+
+    params = {"mujoco_server": {
+        "MujocoPlugins": [{"name": "cams", "type": "mjfast/CameraPublisher"}],
+        "cameras": {"camera_1": {"rate_hz": 100.0}}}}
+    with mjfast.MujocoEnv(UNNAMED_CAMERA_XML, params=params, render_sync=True) as env:
+        (ctx, cls), = conversions.plugin_contexts(env)
+        routes = {route.topic: route for route in conversions.outbound_routes(ctx, cls)}
+        env.step(20)
+        message = env.bus.latest("/mujoco_server/cams/camera_1/rgb")
+        assert message is not None and message["camera"] == "camera_1"
+        route = routes["/mujoco_server/cams/camera_1/rgb"]
+        image = roundtrip(route.convert(message), "sensor_msgs/msg/Image")
+        assert bytes(image.data) == message["data"].tobytes()
+        info = route.companions[0].convert(message)
+        assert info.k[4] == pytest.approx(24 / math.tan(math.radians(70) / 2))

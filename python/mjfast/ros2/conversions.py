@@ -27,8 +27,10 @@ from typing import Any
 import mujoco
 import numpy as np
 
-from mjfast.model_names import Frames, frame_names
+from mjfast.camera import CAMERA_PREFIX
+from mjfast.model_names import Frames, frame_names, labelled_id
 from mjfast.params import resolve_name
+from mjfast.plugins.camera_publisher import configured_cameras
 from mjfast.ros2.types import message_class, typestore
 
 __all__ = ["INBOUND", "OUTBOUND", "Context", "Inbound", "Outbound", "build", "inbound_routes",
@@ -454,15 +456,14 @@ def _camera_publisher(ctx: Context) -> list[Outbound]:
     planes = [planes] if isinstance(planes, str) else planes
     prefix = str(ctx.config.get("topic", "~")).rstrip("/") or "~"
     out = []
-    names = ctx.config.get("cameras") or [
-        mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
-    names = [names] if isinstance(names, str) else [n for n in names if n]
-    for name in names:
-        camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, str(name))
-        fovy = float(model.cam_fovy[camera]) if camera >= 0 else 45.0
-        frame = frames.optical[camera] if camera >= 0 else f"{name}_optical"
+    # The cameras as the plugin names them (an unnamed one `camera_<id>`), found by that name.
+    for name in configured_cameras(ctx.name, ctx.config, model):
+        camera = labelled_id(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam, CAMERA_PREFIX, name)
+        if camera < 0:
+            continue  # not a camera of the model: the plugin does not load
+        frame = frames.optical[camera]
         info = Outbound(ctx.resolve(f"{prefix}/{name}/camera_info"), "sensor_msgs/msg/CameraInfo",
-                        camera_info(fovy, frame))
+                        camera_info(float(model.cam_fovy[camera]), frame))
         for plane in planes:
             if plane in IMAGE_ENCODINGS:
                 out.append(Outbound(ctx.resolve(f"{prefix}/{name}/{plane}"),
