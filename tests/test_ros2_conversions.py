@@ -332,7 +332,7 @@ def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
     import mjfast
     from mjfast.model_names import frame_names
 
-    every_plane = {"rate_hz": 100.0, "planes": ["rgb", "depth", "segmentation"]}
+    every_plane = {"rate_hz": 50.0, "planes": ["rgb", "depth", "segmentation"]}
     params = {"mujoco_server": {
         "MujocoPlugins": FRAME_PLUGINS,
         "cameras": dict.fromkeys(("front", "chase", "camera_2"), every_plane)}}
@@ -353,7 +353,7 @@ def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
         received[static.topic] = [static.convert(env.bus.latest(static.topic))]
         env.control.write(ctrl=np.array([0.5]))
         env.data.qvel[1:4] = [1.0, -2.0, 0.5]  # the wrist turns on its ball joint
-        env.step(300)
+        env.step(100)
         names = {route.topic for route in routes} | {c.topic for r in routes for c in r.companions}
         assert set(received) == names, names - set(received)
         poses = _world_poses(received["/tf_static"] + received["/tf"][-1:])

@@ -69,13 +69,15 @@ class TfPublisher(RatePublisher):
         cameras = [c for c in range(model.ncam) if int(model.cam_bodyid[c]) in carried]
         fixed = int(mujoco.mjtCamLight.mjCAMLIGHT_FIXED)
         tracking = [c for c in cameras if int(model.cam_mode[c]) != fixed]
-        # Each moving frame as (child's pose array, child's index, parent body) and frame ids.
+        # The frames on `topic`: moving bodies (parent: their parent body), then tracking
+        # cameras (parent: their body); _frames holds their (parent, child) ids in that order.
         self._moving = np.array(moving, dtype=np.intp)
         self._parents = np.array([model.body_parentid[b] for b in moving], dtype=np.intp)
         self._frames = [(body[int(model.body_parentid[b])], body[b]) for b in moving]
         self._cameras = np.array(tracking, dtype=np.intp)
         self._camera_bodies = np.array([model.cam_bodyid[c] for c in tracking], dtype=np.intp)
         self._frames += [(body[int(model.cam_bodyid[c])], frames.cameras[c]) for c in tracking]
+        self._all_parents = np.concatenate([self._parents, self._camera_bodies])
         # Poses of the published state: after mj_step, data.xpos/xquat still describe the state
         # before the integration, so the kinematics run again on a scratch copy of qpos.
         self._model = model
@@ -112,8 +114,8 @@ class TfPublisher(RatePublisher):
         camera_quat = np.empty((len(self._cameras), 4))
         for i, c in enumerate(self._cameras):
             mujoco.mju_mat2Quat(camera_quat[i], scratch.cam_xmat[c])
-        parents = np.concatenate([self._parents, self._camera_bodies])
-        parent_pos, parent_quat = scratch.xpos[parents], scratch.xquat[parents]
+        parent_pos = scratch.xpos[self._all_parents]
+        parent_quat = scratch.xquat[self._all_parents]
         child_pos = np.concatenate([scratch.xpos[self._moving], scratch.cam_xpos[self._cameras]])
         child_quat = np.concatenate([scratch.xquat[self._moving], camera_quat])
         transforms = []
