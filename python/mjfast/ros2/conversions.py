@@ -426,8 +426,9 @@ def _lidar(ctx: Context) -> list[Outbound]:
     # The frame the rays start in: the site's, or (a body mount) the body's.
     frame = "world"
     for key, kind in (("site", mujoco.mjtObj.mjOBJ_SITE), ("body", mujoco.mjtObj.mjOBJ_BODY)):
-        found = mujoco.mj_name2id(ctx.model, kind, str(ctx.config.get(key) or ""))
-        if ctx.config.get(key) and found >= 0:
+        name = ctx.config.get(key)
+        found = mujoco.mj_name2id(ctx.model, kind, str(name)) if name else -1
+        if found >= 0:
             frame = frame_names(ctx.model).of(kind, found) or frame
             break
     if rings == 1:
@@ -487,12 +488,13 @@ def _free_joint_state(ctx: Context) -> list[Outbound]:
 
 
 _S = mujoco.mjtSensor
-# Sensors whose value is in MuJoCo's global frame, or in their reference object's when they have
-# one (`reftype`/`refname`), and those whose value is in the world frame always.
+# The frame sensors: their value is in the global frame, or in their reference object's frame
+# when they have one (`reftype`/`refname`).
 _FRAME_SENSORS = {int(s) for s in (
     _S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS,
     _S.mjSENS_FRAMEZAXIS, _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_FRAMELINACC,
     _S.mjSENS_FRAMEANGACC)}
+# Sensors whose value is always in the global frame.
 _GLOBAL_SENSORS = {int(s) for s in (
     _S.mjSENS_SUBTREECOM, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM, _S.mjSENS_GEOMDIST,
     _S.mjSENS_GEOMNORMAL, _S.mjSENS_GEOMFROMTO)}
