@@ -306,14 +306,19 @@ def test_two_tabs_watch_at_once_and_closing_tabs_leaves_the_run_alone(
     assert wait_for(lambda: viewer.turns > turns + 3, timeout=10)  # the other tab still served
     assert page_follows_the_run(browser)
 
-    # The last tab gone: no more turns (no hold of stepping, no work), and the run goes on.
+    # The last tab navigated away (Chromium keeps the page in its back/forward cache): no more
+    # turns (no hold of stepping, no work), and the run goes on.
     browser.get("about:blank")
-    assert wait_for(lambda: viewer.clients == 0, timeout=30)
+    assert wait_for(lambda: viewer.clients == 0, timeout=5)
     turns = viewer.turns
     time_before = env.info()["time"]
     assert wait_for(lambda: env.info()["time"] > time_before + 0.3, timeout=10)
     assert viewer.turns <= turns + 1  # at most the turn that was in progress
     assert viewer.is_running() and env.running and not env.paused
+    # Back again: the page connects afresh and follows the run.
+    browser.back()
+    assert wait_for(lambda: viewer.clients == 1, timeout=60)
+    assert page_follows_the_run(browser)
 
 
 # -- the command line -----------------------------------------------------------------------------
@@ -454,6 +459,100 @@ def test_closing_the_env_stops_the_page() -> None:
     viewer.close()  # idempotent
     with pytest.raises(OSError):
         fetch(viewer.url)
+
+
+def ws_attempt(viewer: Any, origin: str | None) -> str:
+    """Opens a websocket to the viewer as a browser page at `origin` would (None: a client that
+    is not a browser), with viser's own subprotocol; "accepted: N bytes" (the first message: the
+    scene) or "refused: HTTP <status>"."""
+    import asyncio
+
+    import viser
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    async def attempt() -> str:
+        try:
+            async with connect(f"ws://127.0.0.1:{viewer.port}/", origin=origin,
+                               subprotocols=[f"viser-v{viser.__version__}"]) as socket:
+                return f"accepted: {len(await asyncio.wait_for(socket.recv(), 10))} bytes"
+        except InvalidStatus as error:
+            return f"refused: HTTP {error.response.status_code}"
+
+    return asyncio.run(attempt())
+
+
+def test_only_the_viewers_own_page_may_connect() -> None:
+    """A web page from elsewhere, open in a browser on the same machine, cannot read the scene or
+    press the buttons: its websocket carries its own Origin and is refused at the handshake."""
+    with mjfast.MujocoEnv(SCENE_XML) as env, env.launch_web_viewer(port=0) as viewer:
+        for foreign in ("http://evil.example.com", f"http://evil.example.com:{viewer.port}",
+                        f"http://localhost:{viewer.port}",  # another name: another origin
+                        f"http://127.0.0.1:{viewer.port + 1}", "null"):
+            assert ws_attempt(viewer, foreign) == "refused: HTTP 403", foreign
+        own = f"http://127.0.0.1:{viewer.port}"
+        for origin in (own, None):  # the page itself, or a client that is not a browser
+            result = ws_attempt(viewer, origin)
+            assert result.startswith("accepted: "), (origin, result)
+        assert not env.paused and env.step_count == 0
+
+
+def test_a_name_rebound_to_loopback_is_not_the_viewers_own() -> None:
+    """DNS rebinding: a page at http://evil.example.com:PORT whose name now resolves to
+    127.0.0.1 sends a matching Origin and Host; on loopback the host must be a loopback name."""
+    from websockets.datastructures import Headers
+    from websockets.http11 import Request
+
+    from mjfast.web.server import _Guard
+
+    guard = _Guard(None, loopback=True)
+    rebound = Request("/", Headers({"Host": "evil.example.com:8080",
+                                    "Origin": "http://evil.example.com:8080"}))
+    assert "loopback" in str(guard.foreign(rebound))
+    for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080"):
+        page = Request("/", Headers({"Host": host, "Origin": f"http://{host}"}))
+        assert guard.foreign(page) is None, host
+    anywhere = _Guard(None, loopback=False)  # --web 0.0.0.0:PORT: the machine's own names
+    assert anywhere.foreign(rebound) is None
+
+
+def test_the_viewer_never_touches_stdout() -> None:
+    """A browser that never answers the close handshake keeps the server's stop waiting for
+    seconds; meanwhile the program's prints reach its stdout, and viser's banner and its "Server
+    stopped" never do."""
+    result = run_python(f"""
+import socket, sys, time
+import viser
+import mjfast
+env = mjfast.MujocoEnv({SCENE_XML!r})
+viewer = env.launch_web_viewer(port=0)
+print("launched", flush=True)
+# A client that completes the websocket handshake, then never reads or answers anything.
+silent = socket.create_connection(("127.0.0.1", viewer.port))
+silent.sendall((
+    "GET / HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\n"
+    "Sec-WebSocket-Protocol: viser-v%s\\r\\n\\r\\n" % (viewer.port, viser.__version__)).encode())
+assert b" 101 " in silent.recv(4096)
+env.close()  # the viewer's thread stops the server, waiting on that client
+deadline = time.monotonic() + 3.0
+count = 0
+while time.monotonic() < deadline:
+    print("tick", count, flush=True)
+    count += 1
+    time.sleep(0.02)
+assert viewer.wait(30)
+viewer.close()
+print("end", count, flush=True)
+""", timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "launched", result.stdout
+    assert lines[-1].startswith("end "), result.stdout
+    ticks = int(lines[-1].split()[1])
+    assert lines[1:-1] == [f"tick {i}" for i in range(ticks)], result.stdout
+    assert "viser" not in result.stdout.lower() and "server stopped" not in result.stdout.lower()
+    assert "viser" not in result.stderr.lower(), result.stderr
 
 
 # -- geometry -------------------------------------------------------------------------------------

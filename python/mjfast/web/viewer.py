@@ -21,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import errno
-import io
 import logging
 import math
 import socket
@@ -36,6 +34,7 @@ import viser
 
 from mjfast.errors import LogicError, MjfastError
 from mjfast.web import scene as shapes
+from mjfast.web.server import start_server, stop_server
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_RATE_HZ", "WebViewer", "launch_web_viewer"]
 
@@ -57,42 +56,6 @@ def _url(host: str, port: int) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}/"
-
-
-def _check_address(host: str, port: int) -> None:
-    """OSError naming host:port when this machine cannot listen there (viser itself would try
-    the next thousand ports, and wait forever when the host is not one of this machine's)."""
-    where = f"cannot listen on {host}:{port}"
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    except socket.gaierror as error:
-        raise OSError(f"{where}: unknown host ({error.strerror})") from error
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
-        try:
-            probe.bind(address)
-        except OSError as error:
-            reason = "the port is in use" if error.errno == errno.EADDRINUSE else error.strerror
-            raise OSError(f"{where}: {reason}") from error
-
-
-def _start_server(host: str, port: int) -> viser.ViserServer:
-    """A viser server on exactly host:port (viser itself would move on to the next free port);
-    OSError naming the address when it cannot listen there."""
-    _check_address(host, port)
-    # viser prints its banner and "Server stopped" with rich: not into mjfast's output.
-    with contextlib.redirect_stdout(io.StringIO()):
-        server = viser.ViserServer(host=host, port=port, verbose=False)
-    if port != 0 and server.get_port() != port:
-        _stop_server(server)
-        raise OSError(f"cannot listen on {host}:{port}: the port is in use")
-    return server
-
-
-def _stop_server(server: viser.ViserServer) -> None:
-    with contextlib.redirect_stdout(io.StringIO()):
-        server.stop()
 
 
 @dataclasses.dataclass(slots=True)
@@ -139,7 +102,7 @@ class WebViewer:
         self._camera_images: dict[str, tuple[Any, int]] = {}
         self._next_panel = 0.0
 
-        server = _start_server(host, port)
+        server = start_server(host, port)
         self._server = server
         self._host, self._port = host, server.get_port()
         try:
@@ -148,7 +111,7 @@ class WebViewer:
             self._build_panel()
             self._apply_snapshot(first)  # builds the scene
         except BaseException:
-            _stop_server(server)
+            stop_server(server)
             raise
         server.on_client_connect(lambda _client: self._wake.set())
         self._thread = threading.Thread(target=self._run, name="mjfast-web", daemon=True)
@@ -227,7 +190,7 @@ class WebViewer:
         with self._close_lock:
             if not self._server_stopped:
                 self._server_stopped = True
-                _stop_server(self._server)
+                stop_server(self._server)
         self._ended.set()
 
     def _turn(self) -> None:
