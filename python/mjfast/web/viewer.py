@@ -100,6 +100,7 @@ class WebViewer:
         self._shapes: list[shapes.GeomShape | None] = []
         self._user_nodes: list[tuple[tuple[Any, ...], Any]] = []
         self._camera_images: dict[str, tuple[Any, int]] = {}
+        self._lights: list[Any] = []
         self._next_panel = 0.0
 
         server = start_server(host, port)
@@ -108,6 +109,8 @@ class WebViewer:
         try:
             with env.hold_stepping("launch_web_viewer"):
                 first = self._copy_model()
+            server.scene.configure_default_lights(enabled=False, cast_shadow=False)
+            server.scene.configure_environment_map(None)
             self._build_panel()
             self._apply_snapshot(first)  # builds the scene
         except BaseException:
@@ -290,6 +293,37 @@ class WebViewer:
         server.initial_camera.fov = camera.fov
         server.initial_camera.near = 0.01 * max(float(model.stat.extent), 1e-3)
         server.initial_camera.far = 100.0 * max(float(model.stat.extent), 1e-3)
+        self._build_lights(camera)
+
+    def _build_lights(self, camera: shapes.FreeCamera) -> None:
+        """MuJoCo's lighting, without shadows: the headlight's ambient, its diffuse from the first
+        view, and each active model light, as lights that cost a browser drawing in software
+        (no GPU) next to nothing. viser's own lights (shadow-casting cascades) and environment
+        map are off: in software WebGL they made every frame take a second or more."""
+        model, data, scene = self._model, self._data, self._server.scene
+        assert model is not None
+        for light in self._lights:
+            light.remove()
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_camlight(model, data)
+        headlight = model.vis.headlight
+        self._lights = [scene.add_light_ambient(
+            "/mjfast/lights/ambient", **_light_colour(np.asarray(headlight.ambient)))]
+        distance = max(float(model.stat.extent), 1e-3)
+        directions = []  # (name, where the light comes from, diffuse colour)
+        if headlight.active:
+            directions.append(("head", camera.position - camera.look_at,
+                               np.asarray(headlight.diffuse)))
+        for light_id in range(model.nlight):
+            if model.light_active[light_id]:
+                directions.append((f"{light_id}", -np.asarray(data.light_xdir[light_id]),
+                                   np.asarray(model.light_diffuse[light_id])))
+        for name, towards, diffuse in directions:
+            norm = float(np.linalg.norm(towards))
+            if norm > 0:  # three.js lights from its position towards the origin
+                self._lights.append(scene.add_light_directional(
+                    f"/mjfast/lights/{name}", position=tuple(towards / norm * distance),
+                    **_light_colour(diffuse)))
 
     def _update_geom_properties(self, snapshot: _Snapshot) -> None:
         """set_geom_properties changed a size or colour: that geom's node is made again."""
@@ -441,6 +475,16 @@ def _add_node(server: viser.ViserServer, name: str, shape: shapes.GeomShape,
     return scene.add_mesh_simple(name, shape.vertices, shape.faces, color=shape.rgb,
                                  opacity=shape.opacity,
                                  side="double" if shape.double_sided else "front", **pose)
+
+
+def _light_colour(rgb: np.ndarray) -> dict[str, Any]:
+    """A MuJoCo light colour (0-1 per channel, fixed-function) as a three.js light's colour and
+    intensity (physically based: a Lambertian surface reflects 1/pi of it)."""
+    strongest = float(np.max(rgb))
+    if strongest <= 0:
+        return {"color": (0, 0, 0), "intensity": 0.0}
+    colour = tuple(round(float(c) / strongest * 255) for c in rgb[:3])
+    return {"color": colour, "intensity": math.pi * strongest}
 
 
 def launch_web_viewer(env: Any, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
