@@ -45,7 +45,11 @@ SCENE_XML = f"""
 <mujoco model="web_scene">
   <option timestep="{TIMESTEP}"/>
   <visual><global offwidth="{CAMERA_SIZE[0]}" offheight="{CAMERA_SIZE[1]}"/></visual>
-  <asset><material name="floor" rgba=".75 .75 .78 1"/></asset>
+  <asset>
+    <texture name="checker" type="2d" builtin="checker" width="64" height="64"
+             rgb1=".25 .25 .27" rgb2=".8 .8 .82"/>
+    <material name="floor" texture="checker" texrepeat="3 3"/>
+  </asset>
   <worldbody>
     <light pos="0 0 3" dir="0 0 -1"/>
     <camera name="watch" pos="0 -3 1.5" xyaxes="1 0 0 0 .5 1"/>
@@ -246,6 +250,13 @@ def test_the_page_draws_the_scene_the_plugins_geometry_and_the_camera(
     scene = image[:, : width * 2 // 3]  # left of the panel (its buttons are blue)
     assert coloured(scene, "orange").sum() > 200, "no orange arm"
     assert coloured(scene, "cyan").sum() < 50, "a geom of group 3 was drawn"
+    # The floor's checker texture: dark and light squares side by side in front of the block.
+    floor = image[image.shape[0] * 3 // 4:, : width // 2].astype(int)
+    grey = (floor.max(axis=2) - floor.min(axis=2)) < 25
+    brightness = floor.mean(axis=2)
+    dark, light = grey & (brightness < 110), grey & (brightness > 150)
+    assert dark.mean() > 0.1 and light.mean() > 0.1, (
+        f"no checker floor: {dark.mean():.2f} dark, {light.mean():.2f} light (see {tmp_path})")
     if os.environ.get("MJFAST_UPDATE_SCREENSHOT") == "1":
         DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
         DOCS_SCREENSHOT.write_bytes(png)
@@ -648,6 +659,55 @@ def test_geom_shapes_and_colours_are_the_renderers() -> None:
         centres = (a + b + c) / 3
         big = np.linalg.norm(normals, axis=1) > 1e-9
         assert ((normals * centres).sum(axis=1)[big] > 0).all(), name
+
+
+def test_2d_textures_map_as_mujocos_renderer() -> None:
+    """A 2D texture on a plane or box is drawn with its image, at the texture coordinates MuJoCo's
+    renderer gives it (render_gl3.c, settexture: s = repeat/2 * x/size - 1/2, t = -repeat/2 *
+    y/size - 1/2, per unit of length with texuniform, the size left out on an infinite plane);
+    cube maps are not drawn here."""
+    from mjfast.web.scene import geom_shape
+
+    model = mujoco.MjModel.from_xml_string("""
+<mujoco>
+  <asset>
+    <texture name="checker" type="2d" builtin="checker" width="4" height="6"
+             rgb1="1 0 0" rgb2="0 0 1"/>
+    <texture name="cube" type="cube" builtin="flat" width="8" height="8" rgb1="0 1 0"/>
+    <material name="stretched" texture="checker" texrepeat="8 4"/>
+    <material name="uniform" texture="checker" texrepeat="2 3" texuniform="true"/>
+    <material name="cubic" texture="cube"/>
+  </asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 1 .1" material="stretched"/>
+    <geom name="crate" type="box" size=".5 .25 .1" material="uniform" rgba=".5 1 1 1"/>
+    <geom name="endless" type="plane" size="0 0 1" material="stretched"/>
+    <geom name="cubed" type="box" size=".1 .1 .1" material="cubic"/>
+  </worldbody>
+</mujoco>""")
+
+    def shape(name: str) -> Any:
+        return geom_shape(model, mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name))
+
+    image = np.asarray(model.tex_data[:4 * 6 * 3]).reshape(6, 4, 3)
+    floor = shape("floor")
+    assert floor.kind == "mesh" and floor.double_sided
+    np.testing.assert_array_equal(floor.texture, image)
+    corner = np.flatnonzero((floor.vertices[:, 0] > 0) & (floor.vertices[:, 1] > 0))[0]
+    np.testing.assert_allclose(floor.vertices[corner, :2], [2, 1])
+    np.testing.assert_allclose(floor.uv[corner], [8 / 2 - 0.5, -4 / 2 - 0.5])  # 8 and 4 across
+    crate = shape("crate")
+    assert crate.kind == "mesh" and len(crate.vertices) == 24 and len(crate.faces) == 12
+    assert crate.rgb == (128, 255, 255)  # the texture multiplies the geom's colour
+    np.testing.assert_allclose(crate.uv, np.stack([  # per unit of length
+        2 / 2 * crate.vertices[:, 0] - 0.5, -3 / 2 * crate.vertices[:, 1] - 0.5], axis=1),
+        atol=1e-6)
+    endless = shape("endless")
+    np.testing.assert_allclose(endless.uv, np.stack([
+        8 / 2 * endless.vertices[:, 0] - 0.5, -4 / 2 * endless.vertices[:, 1] - 0.5], axis=1),
+        rtol=1e-5)
+    cubed = shape("cubed")
+    assert cubed.kind == "box" and cubed.texture is None
 
 
 def test_scene_nodes_follow_the_geoms(running: tuple[mjfast.MujocoEnv, Any]) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 import mujoco
 import numpy as np
+import trimesh
 import viser
 
 from mjfast.errors import LogicError, MjfastError
@@ -472,6 +473,8 @@ def _add_node(server: viser.ViserServer, name: str, shape: shapes.GeomShape,
         return scene.add_cylinder(name, radius=shape.size[0], height=2 * shape.size[1],
                                   color=shape.rgb, opacity=shape.opacity, **pose)
     assert shape.vertices is not None and shape.faces is not None
+    if shape.texture is not None:
+        return scene.add_mesh_trimesh(name, _textured_mesh(shape), **pose)
     return scene.add_mesh_simple(name, shape.vertices, shape.faces, color=shape.rgb,
                                  opacity=shape.opacity,
                                  side="double" if shape.double_sided else "front", **pose)
@@ -485,6 +488,22 @@ def _light_colour(rgb: np.ndarray) -> dict[str, Any]:
         return {"color": (0, 0, 0), "intensity": 0.0}
     colour = tuple(round(float(c) / strongest * 255) for c in rgb[:3])
     return {"color": colour, "intensity": math.pi * strongest}
+
+
+def _textured_mesh(shape: shapes.GeomShape) -> trimesh.Trimesh:
+    """A textured shape as a trimesh mesh (viser sends it as a GLB): the image repeats and
+    multiplies the geom's colour, unlit parts of it as dull as MuJoCo's (no metal, rough)."""
+    import PIL.Image  # viser's dependency, as trimesh is
+
+    assert shape.texture is not None and shape.uv is not None
+    image = PIL.Image.fromarray(shape.texture)
+    alpha = 255 if shape.opacity is None else round(shape.opacity * 255)
+    material = trimesh.visual.material.PBRMaterial(
+        baseColorTexture=image, baseColorFactor=[*shape.rgb, alpha], metallicFactor=0.0,
+        roughnessFactor=1.0, doubleSided=shape.double_sided,
+        alphaMode=None if shape.opacity is None else "BLEND")
+    return trimesh.Trimesh(shape.vertices, shape.faces, process=False,
+                           visual=trimesh.visual.TextureVisuals(uv=shape.uv, material=material))
 
 
 def launch_web_viewer(env: Any, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
