@@ -472,7 +472,7 @@ def test_closing_the_env_stops_the_page() -> None:
         fetch(viewer.url)
 
 
-def ws_attempt(viewer: Any, origin: str | None) -> str:
+def ws_attempt(viewer: Any, origin: str | None, subprotocol: bool = True) -> str:
     """Opens a websocket to the viewer as a browser page at `origin` would (None: a client that
     is not a browser), with viser's own subprotocol; "accepted: N bytes" (the first message: the
     scene) or "refused: HTTP <status>"."""
@@ -485,7 +485,8 @@ def ws_attempt(viewer: Any, origin: str | None) -> str:
     async def attempt() -> str:
         try:
             async with connect(f"ws://127.0.0.1:{viewer.port}/", origin=origin,
-                               subprotocols=[f"viser-v{viser.__version__}"]) as socket:
+                               subprotocols=[f"viser-v{viser.__version__}"] if subprotocol
+                               else None) as socket:
                 return f"accepted: {len(await asyncio.wait_for(socket.recv(), 10))} bytes"
         except InvalidStatus as error:
             return f"refused: HTTP {error.response.status_code}"
@@ -505,24 +506,31 @@ def test_only_the_viewers_own_page_may_connect() -> None:
         for origin in (own, None):  # the page itself, or a client that is not a browser
             result = ws_attempt(viewer, origin)
             assert result.startswith("accepted: "), (origin, result)
+        # Not a page of this viser (viser itself would print the version mismatch on stdout).
+        assert ws_attempt(viewer, own, subprotocol=False) == "refused: HTTP 403"
         assert not env.paused and env.step_count == 0
 
 
 def test_a_name_rebound_to_loopback_is_not_the_viewers_own() -> None:
     """DNS rebinding: a page at http://evil.example.com:PORT whose name now resolves to
     127.0.0.1 sends a matching Origin and Host; on loopback the host must be a loopback name."""
+    import viser
     from websockets.datastructures import Headers
     from websockets.http11 import Request
 
     from mjfast.web.server import _Guard
 
+    protocol = f"viser-v{viser.__version__}"
     guard = _Guard(None, loopback=True)
-    rebound = Request("/", Headers({"Host": "evil.example.com:8080",
-                                    "Origin": "http://evil.example.com:8080"}))
+    rebound = Request("/", Headers({"Host": "evil.example.com:8080", "Sec-WebSocket-Protocol":
+                                    protocol, "Origin": "http://evil.example.com:8080"}))
     assert "loopback" in str(guard.foreign(rebound))
     for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080"):
-        page = Request("/", Headers({"Host": host, "Origin": f"http://{host}"}))
+        page = Request("/", Headers({"Host": host, "Origin": f"http://{host}",
+                                     "Sec-WebSocket-Protocol": protocol}))
         assert guard.foreign(page) is None, host
+        other = Request("/", Headers({"Host": host, "Sec-WebSocket-Protocol": "viser-v0.0.1"}))
+        assert "subprotocol" in str(guard.foreign(other)), host  # another viser's page
     anywhere = _Guard(None, loopback=False)  # --web 0.0.0.0:PORT: the machine's own names
     assert anywhere.foreign(rebound) is None
 

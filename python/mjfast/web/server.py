@@ -10,7 +10,8 @@ served unguarded. The guard:
 - refuses a websocket whose `Origin` is not the page's own (403): any other web page open in a
   browser on this machine could otherwise read the scene and press the buttons. No `Origin` (a
   client that is not a browser) is accepted. On a loopback address the `Host` must be a loopback
-  name too, so a DNS name rebound to 127.0.0.1 is not the viewer's own either;
+  name too, so a DNS name rebound to 127.0.0.1 is not the viewer's own either. A websocket that
+  does not ask for this viser's subprotocol is refused too (viser would print the mismatch);
 - serves viser's page with one script added at the top (`PAGE_SCRIPT`): a page that is left (a
   closed tab, a navigation, the back/forward cache) drops its connection at once.
 
@@ -67,6 +68,7 @@ PAGE_SCRIPT = """<script>
 _START_LOCK = threading.Lock()  # one server starts at a time: the hook wraps one serve() call
 _REFUSAL_LOG_INTERVAL_S = 1.0
 _LOOPBACK_NAMES = {"localhost"}
+_SUBPROTOCOL = f"viser-v{viser.__version__}"  # what viser's page asks for, and viser checks
 
 
 def _check_address(host: str, port: int) -> None:
@@ -123,6 +125,11 @@ class _Guard:
 
     def foreign(self, request: Request) -> str | None:
         """Why a websocket request does not come from the viewer's own page, or None."""
+        protocols = ",".join(request.headers.get_all("Sec-WebSocket-Protocol"))
+        if _SUBPROTOCOL not in (p.strip() for p in protocols.split(",")):
+            # Not this viser's page (viser itself would print the mismatch on stdout).
+            return (f"a websocket without the subprotocol {_SUBPROTOCOL!r} refused: only a page "
+                    f"this server served may connect (reload the page)")
         origin = request.headers.get("Origin")
         if origin is None:
             return None  # not a browser: it could reach the port anyway
