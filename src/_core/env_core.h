@@ -49,7 +49,8 @@
 // Condition) and _publishers_lock (held across declaring a Zenoh publisher), _Counters._lock,
 // Client's and RemoteSubscription's _lock; ros2/: Bridge._lock (held across Zenoh declares and
 // undeclares) and types.py's _lock (rosbags' type store); viewer.py's _window_lock; web/:
-// WebViewer._close_lock (held while the web server stops); cli/remote.py's echo lock. Those on the
+// WebViewer._close_lock (held while the web server stops) and server.py's _START_LOCK (held while
+// a web server starts); cli/remote.py's echo lock. Those on the
 // publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
 // publish. No Python lock is held across a call into an env: ForwardCommand._lock (the shipped
 // mjfast/ForwardCommand) is a leaf of 7, held to hand a command over, never across its
