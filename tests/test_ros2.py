@@ -529,7 +529,11 @@ def test_tf_is_relative_to_the_parent_and_tf_static_reaches_a_late_joiner(
     try:
         assert static_inbox.event.wait(TIMEOUT), "the late joiner got no /tf_static"
         welded = {t.child_frame_id: t for t in static_inbox.messages[0].transforms}
-        assert set(welded) == {"base", "tool"}
+        # The welded bodies, and the sites and cameras as children of their bodies.
+        assert set(welded) == {"base", "tool", "lidar", "imu", "rf0", "rf1", "front",
+                               "front_optical"}
+        assert welded["lidar"].header.frame_id == "world"
+        assert welded["rf0"].header.frame_id == "base"
         assert welded["base"].header.frame_id == "world"
         assert welded["tool"].header.frame_id == "link2"
         assert [welded["tool"].transform.translation.x, welded["tool"].transform.translation.y,
@@ -819,7 +823,7 @@ def test_camera_images_and_camera_info_from_fovy(router: tuple[str, int], domain
             segmentation = subs["segmentation"][1].messages[-1]
             assert (segmentation.encoding, segmentation.step) == ("32SC1", 256)
             camera_info = info.messages[-1]
-            assert camera_info.header.frame_id == "front" and rgb.header.frame_id == "front"
+            assert camera_info.header.frame_id == rgb.header.frame_id == "front_optical"
             fy = 24 / math.tan(math.radians(60) / 2)
             np.testing.assert_allclose(camera_info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
             assert (camera_info.width, camera_info.height) == (64, 48)
@@ -1153,8 +1157,8 @@ def test_a_recording_started_later_holds_tf_static(env: mjfast.MujocoEnv, tmp_pa
         static = [store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()
                   if c.topic == "/tf_static"]
     assert len(static) == 1
-    welded = {t.child_frame_id: t.header.frame_id for t in static[0].transforms}
-    assert welded == {"base": "world", "tool": "link2"}
+    parents = {t.child_frame_id: t.header.frame_id for t in static[0].transforms}
+    assert parents["base"] == "world" and parents["tool"] == "link2"
 
 
 def test_tf_static_reaches_a_late_joiner_after_a_reload(
@@ -1169,7 +1173,7 @@ def test_tf_static_reaches_a_late_joiner_after_a_reload(
         qos=QosProfile(durability=QosDurability.TRANSIENT_LOCAL, history_depth=1))
     try:
         assert inbox.event.wait(TIMEOUT), "the late joiner got no /tf_static"
-        assert {t.child_frame_id for t in inbox.messages[0].transforms} == {"base", "tool"}
+        assert {"base", "tool"} <= {t.child_frame_id for t in inbox.messages[0].transforms}
     finally:
         static.close()
 
@@ -1207,3 +1211,56 @@ def test_non_finite_twists_are_counted_logged_once_a_second_and_never_applied(
     assert 2 <= len(records) <= 2 + 2 * 30, len(records)
     assert any("not finite" in r.getMessage() for r in records)
     assert any("malformed" in r.getMessage() for r in records)
+
+
+def test_frames_stamped_on_the_wire_resolve_through_tf_to_their_sites(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    # Issue 28: /scan's frame_id was a site that neither /tf nor /tf_static carried.
+    from zenoh_ros2_sdk.qos import QosDurability, QosProfile
+
+    env.step(10)
+    static, static_inbox = subscribe(
+        ros, router, domain, "/tf_static", "tf2_msgs/msg/TFMessage",
+        qos=QosProfile(durability=QosDurability.TRANSIENT_LOCAL, history_depth=1))
+    subs = {topic: subscribe(ros, router, domain, topic, ros_type) for topic, ros_type in (
+        ("/tf", "tf2_msgs/msg/TFMessage"), ("/scan", "sensor_msgs/msg/LaserScan"),
+        ("/mujoco_server/rf/scan", "sensor_msgs/msg/LaserScan"),
+        ("/mujoco_server/sensors/imu", "sensor_msgs/msg/Imu"))}
+    try:
+        assert static_inbox.event.wait(TIMEOUT), "the late joiner got no /tf_static"
+        for _, inbox in subs.values():
+            step_until(env, inbox)
+        parent_of = {t.child_frame_id: t for message in [*static_inbox.messages,
+                                                         *subs["/tf"][1].messages]
+                     for t in message.transforms}
+
+        def in_world(frame: str) -> tuple[np.ndarray, np.ndarray]:
+            position, rotation = np.zeros(3), np.eye(3)
+            for _ in range(len(parent_of) + 1):
+                if frame == "world":
+                    return position, rotation
+                assert frame in parent_of, f"{frame!r} is on neither /tf nor /tf_static"
+                t = parent_of[frame].transform
+                turn = np.empty(9)
+                mujoco.mju_quat2Mat(turn, np.array([t.rotation.w, t.rotation.x, t.rotation.y,
+                                                    t.rotation.z]))
+                offset = np.array([t.translation.x, t.translation.y, t.translation.z])
+                position, rotation = offset + turn.reshape(3, 3) @ position, (
+                    turn.reshape(3, 3) @ rotation)
+                frame = parent_of[frame].header.frame_id
+            raise AssertionError(f"{frame!r}: a cycle in the tf tree")
+
+        for topic, site in (("/scan", "lidar"), ("/mujoco_server/rf/scan", "rf0"),
+                            ("/mujoco_server/sensors/imu", "imu")):
+            frame = subs[topic][1].messages[-1].header.frame_id
+            assert frame == site
+            position, rotation = in_world(frame)
+            # Sites of the world and of a welded body: their pose never changes.
+            np.testing.assert_allclose(position, env.data.site(site).xpos, atol=1e-9)
+            np.testing.assert_allclose(rotation, env.data.site(site).xmat.reshape(3, 3),
+                                       atol=1e-9)
+    finally:
+        static.close()
+        for subscriber, _ in subs.values():
+            subscriber.close()

@@ -80,9 +80,11 @@ def test_camera_intrinsics_from_fovy() -> None:
 
 def test_point_cloud_layout() -> None:
     points = np.arange(2 * 3 * 3, dtype=np.float32).reshape(2, 3, 3)
-    out = roundtrip(conversions.point_cloud({"time": 0.0, "frame": "lidar", "points": points}),
+    out = roundtrip(conversions.point_cloud("lidar")({"time": 0.0, "frame": "lidar",
+                                                       "points": points}),
                     "sensor_msgs/msg/PointCloud2")
     assert (out.height, out.width, out.row_step, out.is_dense) == (2, 3, 36, False)
+    assert out.header.frame_id == "lidar"
     np.testing.assert_array_equal(np.frombuffer(bytes(out.data), np.float32).reshape(2, 3, 3),
                                   points)
 
@@ -226,3 +228,238 @@ def test_sensor_publisher_imu_goes_out_as_one_message_and_names_a_wrong_sensor()
     with mjfast.MujocoEnv(IMU_XML, params={"MujocoPlugins": [config]}) as env:
         failure = env.plugins[0].failure
         assert failure is not None and "imu.gyro names sensor 'gyr'" in failure.message
+
+
+# -- frames: every frame_id a message stamps is on /tf or /tf_static -----------------------------
+
+FRAMES_XML = """
+<mujoco model="frames">
+  <option timestep="0.002"/>
+  <visual><global offwidth="32" offheight="24"/></visual>
+  <worldbody>
+    <light pos="0 0 3"/>
+    <geom type="plane" size="3 3 0.1"/>
+    <geom type="box" pos="2.1 0 1" size="0.1 2.2 1.5"/>
+    <site name="lidar" pos="0.5 0 1.5" euler="0 0 30"/>
+    <camera name="front" pos="0 -1.5 1" xyaxes="1 0 0 0 0.5 1" fovy="60"/>
+    <camera name="chase" mode="targetbody" target="hand" pos="1 1 1"/>
+    <body name="base" pos="0 0 0.2">
+      <geom type="box" size="0.1 0.1 0.1"/>
+      <site name="imu" euler="0 0 90"/>
+      <site name="rf0" pos="0.5 0 1.3" zaxis="1 0 0"/>
+      <body name="arm" pos="0 0 0.1">
+        <joint name="j1" axis="0 0 1" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <site pos="0.3 0 0" euler="10 20 30"/>
+        <camera pos="0.3 0 0.1" euler="0 30 0" fovy="70"/>
+        <body name="hand" pos="0.3 0 0">
+          <joint name="j2" type="ball" damping="0.1"/>
+          <geom size="0.03" pos="0.05 0 0"/>
+          <site name="tool" pos="0.05 0 0.02" euler="0 90 0"/>
+        </body>
+      </body>
+    </body>
+    <body name="ball" pos="-1 -1 0.5"><freejoint/><geom size="0.1"/></body>
+  </worldbody>
+  <actuator><motor joint="j1"/></actuator>
+  <sensor>
+    <accelerometer name="acc" site="imu"/>
+    <gyro name="gyro" site="imu"/>
+    <framequat name="quat" objtype="site" objname="imu"/>
+    <framepos name="tool_pos" objtype="site" objname="tool"/>
+    <framepos name="tool_in_base" objtype="site" objname="tool" reftype="body" refname="base"/>
+    <framepos name="tool_in_front" objtype="site" objname="tool" reftype="camera"
+              refname="front"/>
+    <ballangvel name="wrist" joint="j2"/>
+    <subtreecom name="com" body="base"/>
+    <velocimeter name="tool_vel" site="tool"/>
+    <rangefinder name="rf-0" site="rf0"/>
+  </sensor>
+</mujoco>
+"""
+
+FRAME_PLUGINS = [
+    {"name": "scan", "type": "mjfast/Lidar", "site": "lidar", "topic": "/scan",
+     "horizontal": {"samples": 5, "min_angle": -1.0, "max_angle": 1.0},
+     "range": {"min": 0.05, "max": 10.0}, "rate_hz": 100},
+    {"name": "cloud", "type": "mjfast/Lidar", "body": "arm",
+     "horizontal": {"samples": 4, "min_angle": -1.0, "max_angle": 1.0},
+     "vertical": {"samples": 2, "min_angle": -0.2, "max_angle": 0.2},
+     "range": {"max": 10.0}, "rate_hz": 100},
+    {"name": "rf", "type": "mjfast/RangefinderLidar", "prefix": "rf", "range": {"max": 10.0},
+     "rate_hz": 100},
+    {"name": "odom", "type": "mjfast/FreeJointStatePublisher", "bodies": ["ball"]},
+    {"name": "sensors", "type": "mjfast/SensorPublisher",
+     "imu": {"name": "imu", "accelerometer": "acc", "gyro": "gyro", "orientation": "quat"}},
+    {"name": "cams", "type": "mjfast/CameraPublisher"},
+    {"name": "tf", "type": "mjfast/TfPublisher", "rate_hz": 500},
+]
+
+
+def _world_poses(messages: list[object]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each frame's (position, rotation matrix) in `world`, from TFMessages as a tf2 listener
+    reads them (later transforms of a child replace earlier ones). A frame whose chain does not
+    reach `world` is left out."""
+    parent_of: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
+    for message in messages:
+        for t in message.transforms:
+            r, v = t.transform.rotation, t.transform.translation
+            rotation = np.empty(9)
+            mujoco.mju_quat2Mat(rotation, np.array([r.w, r.x, r.y, r.z]))
+            parent_of[t.child_frame_id] = (t.header.frame_id, np.array([v.x, v.y, v.z]),
+                                           rotation.reshape(3, 3))
+    poses: dict[str, tuple[np.ndarray, np.ndarray]] = {"world": (np.zeros(3), np.eye(3))}
+
+    def pose(frame: str, depth: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
+        if frame in poses:
+            return poses[frame]
+        if frame not in parent_of or depth > len(parent_of):
+            return None
+        parent, translation, rotation = parent_of[frame]
+        above = pose(parent, depth + 1)
+        if above is None:
+            return None
+        poses[frame] = (above[0] + above[1] @ translation, above[1] @ rotation)
+        return poses[frame]
+
+    for frame in list(parent_of):
+        pose(frame)
+    return poses
+
+
+def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
+    # Issue 28: /scan's frame_id was a site that /tf never carried (bodies only).
+    import mjfast
+    from mjfast.model_names import frame_names
+
+    every_plane = {"rate_hz": 50.0, "planes": ["rgb", "depth", "segmentation"]}
+    params = {"mujoco_server": {
+        "MujocoPlugins": FRAME_PLUGINS,
+        "cameras": dict.fromkeys(("front", "chase", "camera_2"), every_plane)}}
+    with mjfast.MujocoEnv(FRAMES_XML, params=params, render_sync=True) as env:
+        assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), [
+            (p.name, p.failure) for p in env.plugins]
+        received: dict[str, list[object]] = {}
+        routes = [route for ctx, cls in conversions.plugin_contexts(env)
+                  for route in conversions.outbound_routes(ctx, cls)]
+        subscriptions = []
+        for route in routes:
+            def deliver(message: object, route: conversions.Outbound = route) -> None:
+                for out in (route, *route.companions):
+                    received.setdefault(out.topic, []).append(out.convert(message))
+            subscriptions.append(env.bus.subscribe(route.topic, deliver))
+        static = next(r for r in routes if r.transient_local)
+        # Sent once at load, before these subscriptions: a late joiner's copy.
+        received[static.topic] = [static.convert(env.bus.latest(static.topic))]
+        env.control.write(ctrl=np.array([0.5]))
+        env.data.qvel[1:4] = [1.0, -2.0, 0.5]  # the wrist turns on its ball joint
+        env.step(100)
+        names = {route.topic for route in routes} | {c.topic for r in routes for c in r.companions}
+        assert set(received) == names, names - set(received)
+        poses = _world_poses(received["/tf_static"] + received["/tf"][-1:])
+
+        stamped: dict[str, set[str]] = {}  # frame -> the topics that stamp it
+        for topic, messages in received.items():
+            for message in messages:
+                if hasattr(message, "header") and message.header.frame_id:
+                    stamped.setdefault(message.header.frame_id, set()).add(topic)
+                if hasattr(message, "child_frame_id"):  # Odometry
+                    stamped.setdefault(message.child_frame_id, set()).add(topic)
+        unresolved = {frame: topic for frame, topic in stamped.items() if frame not in poses}
+        assert not unresolved, f"frames not on /tf or /tf_static: {unresolved}"
+        frames = frame_names(env.model)
+        assert "/scan" in stamped["lidar"] and "/mujoco_server/rf/scan" in stamped["rf0"]
+        assert "/mujoco_server/cloud/points" in stamped["arm"]  # a body mount: its body's frame
+        assert stamped["camera_2_optical"] == {f"/mujoco_server/cams/camera_2/{name}" for name in (
+            "rgb", "depth", "segmentation", "camera_info")}
+        assert {"front_optical", "chase_optical", "ball"} <= set(stamped)
+        assert "/mujoco_server/sensors/imu" in stamped["imu"]
+        for sensor, frame in (("acc", "imu"), ("quat", "world"), ("tool_pos", "world"),
+                              ("tool_in_base", "base"), ("tool_in_front", "front"),
+                              ("wrist", "hand"), ("com", "world"), ("tool_vel", "tool")):
+            assert received[f"/mujoco_server/sensors/{sensor}"][-1].header.frame_id == frame
+
+        # The frames' poses are MuJoCo's for the state of the last /tf message.
+        last = received["/tf"][-1].transforms[0].header.stamp
+        assert last.sec + last.nanosec * 1e-9 == pytest.approx(env.data.time, abs=1e-9)
+        model, data = env.model, mujoco.MjData(env.model)
+        data.qpos[:], data.qvel[:] = env.data.qpos, env.data.qvel
+        mujoco.mj_forward(model, data)
+        for site in range(model.nsite):
+            position, rotation = poses[frames.sites[site]]
+            np.testing.assert_allclose(position, data.site_xpos[site], atol=1e-9)
+            np.testing.assert_allclose(rotation, data.site_xmat[site].reshape(3, 3), atol=1e-9)
+        for camera in range(model.ncam):
+            position, rotation = poses[frames.cameras[camera]]
+            np.testing.assert_allclose(position, data.cam_xpos[camera], atol=1e-9)
+            np.testing.assert_allclose(rotation, data.cam_xmat[camera].reshape(3, 3), atol=1e-9)
+            # ROS's optical frame: x right, y down, z along the view (MuJoCo's -z).
+            optical_position, optical = poses[frames.optical[camera]]
+            np.testing.assert_allclose(optical_position, data.cam_xpos[camera], atol=1e-9)
+            np.testing.assert_allclose(optical, rotation @ np.diag([1.0, -1.0, -1.0]),
+                                       atol=1e-9)
+        assert data.xpos[model.body("hand").id] != pytest.approx(
+            model.body_pos[model.body("hand").id] + [0, 0, 0.3])  # the arm did move
+        for subscription in subscriptions:
+            subscription.unsubscribe()
+
+
+def test_frame_ids_are_unique_and_unnamed_objects_are_kind_and_id() -> None:
+    from mjfast.model_names import frame_names
+
+    model = mujoco.MjModel.from_xml_string(
+        '<mujoco><worldbody><site name="tool"/><camera/><body name="tool"><site/>'
+        '<camera name="camera_0"/></body><body/></worldbody></mujoco>')
+    frames = frame_names(model)
+    assert frames.bodies == ["world", "tool", "body_2"]
+    assert frames.sites == ["site_0", "site_1"]  # a body holds `tool`
+    # The named camera keeps its name; the unnamed one, which cannot be `camera_0`, is told apart.
+    assert frames.cameras == ["camera_0_2", "camera_0"]
+    assert frames.optical == ["camera_0_2_optical", "camera_0_optical"]
+
+
+UNNAMED_CAMERA_XML = """
+<mujoco><visual><global offwidth="64" offheight="48"/></visual><worldbody>
+  <camera name="front" pos="0 -1 1" fovy="60"/>
+  <camera pos="0 0 2" fovy="70"/>
+</worldbody></mujoco>"""
+
+
+def test_an_unnamed_camera_goes_out_with_the_models_fovy() -> None:
+    # Issue 28: the conversion dropped unnamed cameras, and `camera_1` got a 45° fovy.
+    model = mujoco.MjModel.from_xml_string(UNNAMED_CAMERA_XML)
+    frame = {"time": 0.5, "width": 64, "height": 48,
+             "data": np.zeros((48, 64, 3), dtype=np.uint8)}
+    for config in ({}, {"cameras": ["camera_1"]}):
+        ctx = Context("cams", "mjfast/CameraPublisher", {"planes": ["rgb"], **config},
+                      "/mujoco_server/cams", model)
+        routes = {route.topic: route for route in conversions.outbound_routes(ctx)}
+        assert "/mujoco_server/cams/camera_1/rgb" in routes, routes
+        route = routes["/mujoco_server/cams/camera_1/rgb"]
+        image = roundtrip(route.convert(frame), "sensor_msgs/msg/Image")
+        (info_route,) = route.companions
+        assert info_route.topic == "/mujoco_server/cams/camera_1/camera_info"
+        info = roundtrip(info_route.convert(frame), "sensor_msgs/msg/CameraInfo")
+        fy = 24 / math.tan(math.radians(70) / 2)
+        np.testing.assert_allclose(info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
+        assert image.header.frame_id == info.header.frame_id == "camera_1_optical"
+        assert (image.width, image.height) == (64, 48)
+
+
+def test_an_unnamed_cameras_frames_reach_the_conversion_from_the_running_plugin() -> None:
+    import mjfast
+
+    params = {"mujoco_server": {
+        "MujocoPlugins": [{"name": "cams", "type": "mjfast/CameraPublisher"}],
+        "cameras": {"camera_1": {"rate_hz": 100.0}}}}
+    with mjfast.MujocoEnv(UNNAMED_CAMERA_XML, params=params, render_sync=True) as env:
+        (ctx, cls), = conversions.plugin_contexts(env)
+        routes = {route.topic: route for route in conversions.outbound_routes(ctx, cls)}
+        env.step(20)
+        message = env.bus.latest("/mujoco_server/cams/camera_1/rgb")
+        assert message is not None and message["camera"] == "camera_1"
+        route = routes["/mujoco_server/cams/camera_1/rgb"]
+        image = roundtrip(route.convert(message), "sensor_msgs/msg/Image")
+        assert bytes(image.data) == message["data"].tobytes()
+        info = route.companions[0].convert(message)
+        assert info.k[4] == pytest.approx(24 / math.tan(math.radians(70) / 2))

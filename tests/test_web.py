@@ -45,7 +45,11 @@ SCENE_XML = f"""
 <mujoco model="web_scene">
   <option timestep="{TIMESTEP}"/>
   <visual><global offwidth="{CAMERA_SIZE[0]}" offheight="{CAMERA_SIZE[1]}"/></visual>
-  <asset><material name="floor" rgba=".75 .75 .78 1"/></asset>
+  <asset>
+    <texture name="checker" type="2d" builtin="checker" width="64" height="64"
+             rgb1=".25 .25 .27" rgb2=".8 .8 .82"/>
+    <material name="floor" texture="checker" texrepeat="3 3"/>
+  </asset>
   <worldbody>
     <light pos="0 0 3" dir="0 0 -1"/>
     <camera name="watch" pos="0 -3 1.5" xyaxes="1 0 0 0 .5 1"/>
@@ -246,6 +250,13 @@ def test_the_page_draws_the_scene_the_plugins_geometry_and_the_camera(
     scene = image[:, : width * 2 // 3]  # left of the panel (its buttons are blue)
     assert coloured(scene, "orange").sum() > 200, "no orange arm"
     assert coloured(scene, "cyan").sum() < 50, "a geom of group 3 was drawn"
+    # The floor's checker texture: dark and light squares side by side in front of the block.
+    floor = image[image.shape[0] * 3 // 4:, : width // 2].astype(int)
+    grey = (floor.max(axis=2) - floor.min(axis=2)) < 25
+    brightness = floor.mean(axis=2)
+    dark, light = grey & (brightness < 110), grey & (brightness > 150)
+    assert dark.mean() > 0.1 and light.mean() > 0.1, (
+        f"no checker floor: {dark.mean():.2f} dark, {light.mean():.2f} light (see {tmp_path})")
     if os.environ.get("MJFAST_UPDATE_SCREENSHOT") == "1":
         DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
         DOCS_SCREENSHOT.write_bytes(png)
@@ -306,14 +317,19 @@ def test_two_tabs_watch_at_once_and_closing_tabs_leaves_the_run_alone(
     assert wait_for(lambda: viewer.turns > turns + 3, timeout=10)  # the other tab still served
     assert page_follows_the_run(browser)
 
-    # The last tab gone: no more turns (no hold of stepping, no work), and the run goes on.
+    # The last tab navigated away (Chromium keeps the page in its back/forward cache): no more
+    # turns (no hold of stepping, no work), and the run goes on.
     browser.get("about:blank")
-    assert wait_for(lambda: viewer.clients == 0, timeout=30)
+    assert wait_for(lambda: viewer.clients == 0, timeout=5)
     turns = viewer.turns
     time_before = env.info()["time"]
     assert wait_for(lambda: env.info()["time"] > time_before + 0.3, timeout=10)
     assert viewer.turns <= turns + 1  # at most the turn that was in progress
     assert viewer.is_running() and env.running and not env.paused
+    # Back again: the page connects afresh and follows the run.
+    browser.back()
+    assert wait_for(lambda: viewer.clients == 1, timeout=60)
+    assert page_follows_the_run(browser)
 
 
 # -- the command line -----------------------------------------------------------------------------
@@ -456,6 +472,108 @@ def test_closing_the_env_stops_the_page() -> None:
         fetch(viewer.url)
 
 
+def ws_attempt(viewer: Any, origin: str | None, subprotocol: bool = True) -> str:
+    """Opens a websocket to the viewer as a browser page at `origin` would (None: a client that
+    is not a browser), with viser's own subprotocol; "accepted: N bytes" (the first message: the
+    scene) or "refused: HTTP <status>"."""
+    import asyncio
+
+    import viser
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    async def attempt() -> str:
+        try:
+            async with connect(f"ws://127.0.0.1:{viewer.port}/", origin=origin,
+                               subprotocols=[f"viser-v{viser.__version__}"] if subprotocol
+                               else None) as socket:
+                return f"accepted: {len(await asyncio.wait_for(socket.recv(), 10))} bytes"
+        except InvalidStatus as error:
+            return f"refused: HTTP {error.response.status_code}"
+
+    return asyncio.run(attempt())
+
+
+def test_only_the_viewers_own_page_may_connect() -> None:
+    """A web page from elsewhere, open in a browser on the same machine, cannot read the scene or
+    press the buttons: its websocket carries its own Origin and is refused at the handshake."""
+    with mjfast.MujocoEnv(SCENE_XML) as env, env.launch_web_viewer(port=0) as viewer:
+        for foreign in ("http://evil.example.com", f"http://evil.example.com:{viewer.port}",
+                        f"http://localhost:{viewer.port}",  # another name: another origin
+                        f"http://127.0.0.1:{viewer.port + 1}", "null"):
+            assert ws_attempt(viewer, foreign) == "refused: HTTP 403", foreign
+        own = f"http://127.0.0.1:{viewer.port}"
+        for origin in (own, None):  # the page itself, or a client that is not a browser
+            result = ws_attempt(viewer, origin)
+            assert result.startswith("accepted: "), (origin, result)
+        # Not a page of this viser (viser itself would print the version mismatch on stdout).
+        assert ws_attempt(viewer, own, subprotocol=False) == "refused: HTTP 403"
+        assert not env.paused and env.step_count == 0
+
+
+def test_a_name_rebound_to_loopback_is_not_the_viewers_own() -> None:
+    """DNS rebinding: a page at http://evil.example.com:PORT whose name now resolves to
+    127.0.0.1 sends a matching Origin and Host; on loopback the host must be a loopback name."""
+    import viser
+    from websockets.datastructures import Headers
+    from websockets.http11 import Request
+
+    from mjfast.web.server import _Guard
+
+    protocol = f"viser-v{viser.__version__}"
+    guard = _Guard(None, loopback=True)
+    rebound = Request("/", Headers({"Host": "evil.example.com:8080", "Sec-WebSocket-Protocol":
+                                    protocol, "Origin": "http://evil.example.com:8080"}))
+    assert "loopback" in str(guard.foreign(rebound))
+    for host in ("127.0.0.1:8080", "localhost:8080", "[::1]:8080"):
+        page = Request("/", Headers({"Host": host, "Origin": f"http://{host}",
+                                     "Sec-WebSocket-Protocol": protocol}))
+        assert guard.foreign(page) is None, host
+        other = Request("/", Headers({"Host": host, "Sec-WebSocket-Protocol": "viser-v0.0.1"}))
+        assert "subprotocol" in str(guard.foreign(other)), host  # another viser's page
+    anywhere = _Guard(None, loopback=False)  # --web 0.0.0.0:PORT: the machine's own names
+    assert anywhere.foreign(rebound) is None
+
+
+def test_the_viewer_never_touches_stdout() -> None:
+    """A browser that never answers the close handshake keeps the server's stop waiting for
+    seconds; meanwhile the program's prints reach its stdout, and viser's banner and its "Server
+    stopped" never do."""
+    result = run_python(f"""
+import socket, sys, time
+import viser
+import mjfast
+env = mjfast.MujocoEnv({SCENE_XML!r})
+viewer = env.launch_web_viewer(port=0)
+print("launched", flush=True)
+# A client that completes the websocket handshake, then never reads or answers anything.
+silent = socket.create_connection(("127.0.0.1", viewer.port))
+silent.sendall((
+    "GET / HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n"
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\\r\\nSec-WebSocket-Version: 13\\r\\n"
+    "Sec-WebSocket-Protocol: viser-v%s\\r\\n\\r\\n" % (viewer.port, viser.__version__)).encode())
+assert b" 101 " in silent.recv(4096)
+env.close()  # the viewer's thread stops the server, waiting on that client
+deadline = time.monotonic() + 3.0
+count = 0
+while time.monotonic() < deadline:
+    print("tick", count, flush=True)
+    count += 1
+    time.sleep(0.02)
+assert viewer.wait(30)
+viewer.close()
+print("end", count, flush=True)
+""", timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "launched", result.stdout
+    assert lines[-1].startswith("end "), result.stdout
+    ticks = int(lines[-1].split()[1])
+    assert lines[1:-1] == [f"tick {i}" for i in range(ticks)], result.stdout
+    assert "viser" not in result.stdout.lower() and "server stopped" not in result.stdout.lower()
+    assert "viser" not in result.stderr.lower(), result.stderr
+
+
 # -- geometry -------------------------------------------------------------------------------------
 
 
@@ -549,6 +667,55 @@ def test_geom_shapes_and_colours_are_the_renderers() -> None:
         centres = (a + b + c) / 3
         big = np.linalg.norm(normals, axis=1) > 1e-9
         assert ((normals * centres).sum(axis=1)[big] > 0).all(), name
+
+
+def test_2d_textures_map_as_mujocos_renderer() -> None:
+    """A 2D texture on a plane or box is drawn with its image, at the texture coordinates MuJoCo's
+    renderer gives it (render_gl3.c, settexture: s = repeat/2 * x/size - 1/2, t = -repeat/2 *
+    y/size - 1/2, per unit of length with texuniform, the size left out on an infinite plane);
+    cube maps are not drawn here."""
+    from mjfast.web.scene import geom_shape
+
+    model = mujoco.MjModel.from_xml_string("""
+<mujoco>
+  <asset>
+    <texture name="checker" type="2d" builtin="checker" width="4" height="6"
+             rgb1="1 0 0" rgb2="0 0 1"/>
+    <texture name="cube" type="cube" builtin="flat" width="8" height="8" rgb1="0 1 0"/>
+    <material name="stretched" texture="checker" texrepeat="8 4"/>
+    <material name="uniform" texture="checker" texrepeat="2 3" texuniform="true"/>
+    <material name="cubic" texture="cube"/>
+  </asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 1 .1" material="stretched"/>
+    <geom name="crate" type="box" size=".5 .25 .1" material="uniform" rgba=".5 1 1 1"/>
+    <geom name="endless" type="plane" size="0 0 1" material="stretched"/>
+    <geom name="cubed" type="box" size=".1 .1 .1" material="cubic"/>
+  </worldbody>
+</mujoco>""")
+
+    def shape(name: str) -> Any:
+        return geom_shape(model, mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, name))
+
+    image = np.asarray(model.tex_data[:4 * 6 * 3]).reshape(6, 4, 3)
+    floor = shape("floor")
+    assert floor.kind == "mesh" and floor.double_sided
+    np.testing.assert_array_equal(floor.texture, image)
+    corner = np.flatnonzero((floor.vertices[:, 0] > 0) & (floor.vertices[:, 1] > 0))[0]
+    np.testing.assert_allclose(floor.vertices[corner, :2], [2, 1])
+    np.testing.assert_allclose(floor.uv[corner], [8 / 2 - 0.5, -4 / 2 - 0.5])  # 8 and 4 across
+    crate = shape("crate")
+    assert crate.kind == "mesh" and len(crate.vertices) == 24 and len(crate.faces) == 12
+    assert crate.rgb == (128, 255, 255)  # the texture multiplies the geom's colour
+    np.testing.assert_allclose(crate.uv, np.stack([  # per unit of length
+        2 / 2 * crate.vertices[:, 0] - 0.5, -3 / 2 * crate.vertices[:, 1] - 0.5], axis=1),
+        atol=1e-6)
+    endless = shape("endless")
+    np.testing.assert_allclose(endless.uv, np.stack([
+        8 / 2 * endless.vertices[:, 0] - 0.5, -4 / 2 * endless.vertices[:, 1] - 0.5], axis=1),
+        rtol=1e-5)
+    cubed = shape("cubed")
+    assert cubed.kind == "box" and cubed.texture is None
 
 
 def test_scene_nodes_follow_the_geoms(running: tuple[mjfast.MujocoEnv, Any]) -> None:

@@ -1,12 +1,14 @@
 """How mjfast names a model's objects and finds them by name (SPEC §13): the one lookup of
 keyframes, geoms, joints, bodies, cameras, sensors and equality constraints, unnamed objects as
-`<kind>_<id>`, and name-keyed mappings with '/' namespaces flattened. The wording of a refusal is
-`mjfast.names`'; this module owns no simulation state.
+`<kind>_<id>`, the coordinate frames that ROS 2 messages name (`frame_names`), and name-keyed
+mappings with '/' namespaces flattened. The wording of a refusal is `mjfast.names`'; this module
+owns no simulation state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import mujoco
@@ -14,7 +16,8 @@ import numpy as np
 
 from mjfast.names import unknown_name
 
-__all__ = ["labelled_id", "named_entries", "object_id", "object_labels", "object_names"]
+__all__ = ["Frames", "frame_names", "labelled_id", "named_entries", "object_id", "object_labels",
+           "object_names"]
 
 
 def object_names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[str]:
@@ -75,6 +78,59 @@ def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: 
         raise KeyError(f"no {noun} with index {key} (the model has {count})")
     raise ValueError(f"a {noun} is named by a string (or an index), got {key!r}")
 
+
+@dataclass(frozen=True)
+class Frames:
+    """The frame ids of a model's bodies, sites and cameras, per id (`frame_names`)."""
+
+    bodies: list[str]  # [0] is `world`
+    sites: list[str]
+    cameras: list[str]  # MuJoCo's camera frame: x right, y up, looking along -z
+    optical: list[str]  # `<camera>_optical`: ROS's optical frame, x right, y down, z forward
+
+    def of(self, obj_type: mujoco.mjtObj | int, obj_id: int) -> str | None:
+        """The frame of a body, site or camera (an inertial frame: its body's), else None."""
+        kind = int(obj_type)
+        if kind in (int(mujoco.mjtObj.mjOBJ_BODY), int(mujoco.mjtObj.mjOBJ_XBODY)):
+            return self.bodies[obj_id]
+        if kind == int(mujoco.mjtObj.mjOBJ_SITE):
+            return self.sites[obj_id]
+        if kind == int(mujoco.mjtObj.mjOBJ_CAMERA):
+            return self.cameras[obj_id]
+        return None
+
+
+def frame_names(model: mujoco.MjModel) -> Frames:
+    """The one naming of the frames that mjfast's ROS 2 messages stamp and /tf carries (SPEC
+    §19): the world body is `world`; a body, site or camera is its name (`object_labels`:
+    `body_<id>`, `site_<id>`, `camera_<id>` when unnamed); a camera's optical frame is
+    `<camera>_optical`. Frame ids are one namespace while MuJoCo's names are one per kind, so a
+    name already taken (bodies first, then sites, cameras, optical frames) falls back to
+    `<kind>_<id>` (then `_2`, `_3`, ...): every frame id is unique."""
+    taken: set[str] = set()
+
+    def unique(wanted: str | None, fallback: str) -> str:
+        name = wanted if wanted and wanted not in taken else fallback
+        suffix = 2
+        while name in taken:
+            name, suffix = f"{fallback}_{suffix}", suffix + 1
+        taken.add(name)
+        return name
+
+    def labels(obj_type: mujoco.mjtObj, count: int, kind: str) -> list[str]:
+        named = object_labels(model, obj_type, count, kind)
+        if obj_type == mujoco.mjtObj.mjOBJ_BODY:
+            named[0] = "world"
+        # The named first, so that an unnamed one's fallback never takes a name of its kind.
+        out = [unique(label, f"{kind}_{i}") if label else "" for i, label in enumerate(named)]
+        return [name or unique(None, f"{kind}_{i}") for i, name in enumerate(out)]
+
+    bodies = labels(mujoco.mjtObj.mjOBJ_BODY, model.nbody, "body")
+    sites = labels(mujoco.mjtObj.mjOBJ_SITE, model.nsite, "site")
+    cameras = labels(mujoco.mjtObj.mjOBJ_CAMERA, model.ncam, "camera")
+    optical = [unique(f"{camera}_optical", f"camera_{i}_optical")
+               for i, camera in enumerate(cameras)]
+    return Frames(bodies, sites, cameras, optical)
 
 
 def named_entries(values: Mapping[Any, Any], names: Iterable[str], what: str,

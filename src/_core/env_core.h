@@ -52,8 +52,9 @@
 // undeclares), the bridge's _Work._state (a Condition counting its work in progress, never held
 // across it) and types.py's _lock (rosbags' type store); node.py's Bus._latch_lock (an RLock held
 // while the bus taps, these consumers, get latched messages, so that each gets them in order;
-// the taps call no env); viewer.py's _window_lock; web/:
-// WebViewer._close_lock (held while the web server stops); cli/remote.py's echo lock. Those on the
+// the taps call no env); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
+// web server stops) and server.py's _START_LOCK (held while a web server starts);
+// cli/remote.py's echo lock. Those on the
 // publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
 // publish. No Python lock is held across a call into an env: ForwardCommand._lock (the shipped
 // mjfast/ForwardCommand) is a leaf of 7, held to hand a command over, never across its

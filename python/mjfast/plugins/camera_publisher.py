@@ -7,10 +7,13 @@ own `rate_hz` (parameters under `<env namespace>/cameras/<name>`); a message is 
 whenever a newer frame has completed, from `last_stage_callback`. A message is a dict: `camera`,
 `plane`, `simulation_time_ns`, `capture_id`, `width`, `height`, `frame_generation` and `data` (a
 copy of the pixels, so that subscribers may keep it without holding the frame store's slots).
+With the ROS 2 bridge (and in a recording) the frames are sensor_msgs/Image and CameraInfo stamped
+with the camera's optical frame `<camera>_optical`, which mjfast/TfPublisher carries.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import mujoco
@@ -19,7 +22,26 @@ from mjfast.camera import PLANES, camera_names
 from mjfast.names import unknown
 from mjfast.plugin import MujocoPlugin
 
-__all__ = ["CameraPublisher"]
+__all__ = ["CameraPublisher", "configured_cameras"]
+
+
+def configured_cameras(who: str, config: Mapping[str, Any], model: mujoco.MjModel) -> list[str]:
+    """The names of the cameras a CameraPublisher configured with `config` publishes, as it opens
+    them and names their topics: `cameras`, or every camera of the model (an unnamed one
+    `camera_<id>`). The one reading of `cameras`, by the plugin and the ROS 2 conversion alike;
+    ValueError for an empty or repeating list."""
+    names = config.get("cameras")
+    if names is None:
+        names = camera_names(model)
+    if isinstance(names, str):
+        names = [names]
+    if not names:
+        raise ValueError(f"{who}: cameras must name at least one camera (leave it out "
+                         f"for every camera of the model)")
+    repeated = sorted({str(name) for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{who}: cameras lists {repeated[0]!r} more than once")
+    return [str(name) for name in names]
 
 
 class CameraPublisher(MujocoPlugin):
@@ -27,17 +49,7 @@ class CameraPublisher(MujocoPlugin):
         "cameras": (list[str], str), "planes": (list[str], str), "topic": str}
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
-        names = self.config.get("cameras")
-        if names is None:
-            names = camera_names(model)
-        if isinstance(names, str):
-            names = [names]
-        if not names:
-            raise ValueError(f"{self.name}: cameras must name at least one camera (leave it out "
-                             f"for every camera of the model)")
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"{self.name}: cameras lists {repeated[0]!r} more than once")
+        names = configured_cameras(self.name, self.config, model)
         wanted = self.config.get("planes")
         if isinstance(wanted, str):
             wanted = [wanted]
@@ -49,9 +61,9 @@ class CameraPublisher(MujocoPlugin):
         self._streams: list[tuple[Any, str, str]] = []
         self._cameras = []
         for name in names:
-            camera = self.env.open_offscreen_camera(str(name))
+            camera = self.env.open_offscreen_camera(name)
             camera.enable_frames()
-            self._cameras.append((str(name), camera, wanted))
+            self._cameras.append((name, camera, wanted))
         self._prefix = prefix or "~"
         self._published = 0
         return True

@@ -10,7 +10,10 @@ plugin class may add rows of its own with a `ros_types` class attribute (`{"~sta
 "std_msgs/msg/String"}`): its message dicts carry the type's fields (`time` fills
 `header.stamp` when the type has a header), converted generically by `build` / `to_dict`.
 
-Every outbound message is stamped with simulated time. No Zenoh import.
+Every outbound message is stamped with simulated time, and its `frame_id` is a frame that
+mjfast/TfPublisher carries on /tf or /tf_static (`mjfast.model_names.frame_names`): a lidar's
+site (or mount body), a sensor's site or the frame its value is expressed in (`world` for MuJoCo's
+global frame), a camera's optical frame `<camera>_optical` for its images. No Zenoh import.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from mjfast.camera import CAMERA_PREFIX
+from mjfast.model_names import Frames, frame_names, labelled_id
 from mjfast.params import resolve_name
+from mjfast.plugins.camera_publisher import configured_cameras
 from mjfast.ros2.types import message_class, typestore
 
 __all__ = ["INBOUND", "OUTBOUND", "Context", "Inbound", "Outbound", "build", "inbound_routes",
@@ -238,13 +244,15 @@ _XYZ_FIELDS = [_PointField(name=axis, offset=4 * i, datatype=_PointField.FLOAT32
                for i, axis in enumerate("xyz")]
 
 
-def point_cloud(message: Mapping[str, Any]) -> Any:
-    points = np.ascontiguousarray(message["points"], dtype=np.float32)
-    rows, columns = points.shape[0], points.shape[1]
-    return _PointCloud2(
-        header=header(message["time"], str(message["frame"])), height=rows, width=columns,
-        fields=list(_XYZ_FIELDS), is_bigendian=False, point_step=12, row_step=12 * columns,
-        data=points.view(np.uint8).reshape(-1), is_dense=False)
+def point_cloud(frame_id: str) -> Converter:
+    def convert(message: Mapping[str, Any]) -> Any:
+        points = np.ascontiguousarray(message["points"], dtype=np.float32)
+        rows, columns = points.shape[0], points.shape[1]
+        return _PointCloud2(
+            header=header(message["time"], frame_id), height=rows, width=columns,
+            fields=list(_XYZ_FIELDS), is_bigendian=False, point_step=12, row_step=12 * columns,
+            data=points.view(np.uint8).reshape(-1), is_dense=False)
+    return convert
 
 
 # plane -> (encoding, dtype, channels)
@@ -416,22 +424,27 @@ def _lidar(ctx: Context) -> list[Outbound]:
     vertical = ctx.config.get("vertical") or {}
     rings = int(vertical.get("samples", 1)) if isinstance(vertical, Mapping) else 1
     # The frame the rays start in: the site's, or (a body mount) the body's.
-    site = str(ctx.config.get("site") or ctx.config.get("body") or "")
+    frame = "world"
+    for key, kind in (("site", mujoco.mjtObj.mjOBJ_SITE), ("body", mujoco.mjtObj.mjOBJ_BODY)):
+        name = ctx.config.get(key)
+        found = mujoco.mj_name2id(ctx.model, kind, str(name)) if name else -1
+        if found >= 0:
+            frame = frame_names(ctx.model).of(kind, found) or frame
+            break
     if rings == 1:
         scan_time = 1.0 / float(ctx.config.get("rate_hz", 10.0))
         return [Outbound(_topic(ctx, "topic", "~scan"), "sensor_msgs/msg/LaserScan",
-                         laser_scan(site, scan_time))]
+                         laser_scan(frame, scan_time))]
     return [Outbound(_topic(ctx, "topic", "~points"), "sensor_msgs/msg/PointCloud2",
-                     point_cloud)]
+                     point_cloud(frame))]
 
 
 def _rangefinder_lidar(ctx: Context) -> list[Outbound]:
     model, prefix = ctx.model, str(ctx.config.get("prefix", ""))
     sensor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, f"{prefix}-0")
-    frame = ""
-    if sensor >= 0 and int(model.sensor_objtype[sensor]) == int(mujoco.mjtObj.mjOBJ_SITE):
-        frame = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_SITE,
-                                  int(model.sensor_objid[sensor])) or ""
+    frame = "world"
+    if sensor >= 0:
+        frame = _sensor_frame(model, frame_names(model), sensor)
     scan_time = 1.0 / float(ctx.config.get("rate_hz", 10.0))
     return [Outbound(_topic(ctx, "topic", "~scan"), "sensor_msgs/msg/LaserScan",
                      laser_scan(frame, scan_time))]
@@ -439,22 +452,23 @@ def _rangefinder_lidar(ctx: Context) -> list[Outbound]:
 
 def _camera_publisher(ctx: Context) -> list[Outbound]:
     model = ctx.model
-    names = ctx.config.get("cameras") or [
-        mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(model.ncam)]
-    names = [names] if isinstance(names, str) else [n for n in names if n]
+    frames = frame_names(model)
     planes = ctx.config.get("planes") or list(IMAGE_ENCODINGS)
     planes = [planes] if isinstance(planes, str) else planes
     prefix = str(ctx.config.get("topic", "~")).rstrip("/") or "~"
     out = []
-    for name in names:
-        camera = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, str(name))
-        fovy = float(model.cam_fovy[camera]) if camera >= 0 else 45.0
+    # The cameras as the plugin names them (an unnamed one `camera_<id>`), found by that name.
+    for name in configured_cameras(ctx.name, ctx.config, model):
+        camera = labelled_id(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam, CAMERA_PREFIX, name)
+        if camera < 0:
+            continue  # not a camera of the model: the plugin does not load
+        frame = frames.optical[camera]
         info = Outbound(ctx.resolve(f"{prefix}/{name}/camera_info"), "sensor_msgs/msg/CameraInfo",
-                        camera_info(fovy, str(name)))
+                        camera_info(float(model.cam_fovy[camera]), frame))
         for plane in planes:
             if plane in IMAGE_ENCODINGS:
                 out.append(Outbound(ctx.resolve(f"{prefix}/{name}/{plane}"),
-                                    "sensor_msgs/msg/Image", image(plane, str(name)),
+                                    "sensor_msgs/msg/Image", image(plane, frame),
                                     companions=(info,)))
     return out
 
@@ -473,14 +487,35 @@ def _free_joint_state(ctx: Context) -> list[Outbound]:
             for body in dict.fromkeys(b for b in bodies if b)]
 
 
-def _sensor_frame(model: mujoco.MjModel, sensor: int, fallback: str) -> str:
-    objtype = int(model.sensor_objtype[sensor])
-    if objtype in (int(mujoco.mjtObj.mjOBJ_SITE), int(mujoco.mjtObj.mjOBJ_BODY),
-                   int(mujoco.mjtObj.mjOBJ_XBODY)):
-        kind = mujoco.mjtObj.mjOBJ_SITE if objtype == int(mujoco.mjtObj.mjOBJ_SITE) else (
-            mujoco.mjtObj.mjOBJ_BODY)
-        return mujoco.mj_id2name(model, kind, int(model.sensor_objid[sensor])) or fallback
-    return fallback
+_S = mujoco.mjtSensor
+# The frame sensors: their value is in the global frame, or in their reference object's frame
+# when they have one (`reftype`/`refname`).
+_FRAME_SENSORS = {int(s) for s in (
+    _S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS,
+    _S.mjSENS_FRAMEZAXIS, _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_FRAMELINACC,
+    _S.mjSENS_FRAMEANGACC)}
+# Sensors whose value is always in the global frame.
+_GLOBAL_SENSORS = {int(s) for s in (
+    _S.mjSENS_SUBTREECOM, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM, _S.mjSENS_GEOMDIST,
+    _S.mjSENS_GEOMNORMAL, _S.mjSENS_GEOMFROMTO)}
+
+
+def _sensor_frame(model: mujoco.MjModel, frames: Frames, sensor: int) -> str:
+    """The frame a sensor's value is expressed in: a site-local sensor's site (accelerometer,
+    gyro, rangefinder, ...), a frame sensor's reference object (`world` without one), a ball
+    joint's body; a sensor of the world's quantities `world`; another sensor on a body, site or
+    camera that object's frame. A frame TfPublisher carries (an inertial frame: its body's)."""
+    kind = int(model.sensor_type[sensor])
+    if kind in _GLOBAL_SENSORS:
+        return "world"
+    if kind in _FRAME_SENSORS:
+        reference = int(model.sensor_refid[sensor])
+        return (frames.of(int(model.sensor_reftype[sensor]), reference) if reference >= 0
+                else None) or "world"
+    objtype, objid = int(model.sensor_objtype[sensor]), int(model.sensor_objid[sensor])
+    if kind == int(_S.mjSENS_BALLANGVEL):
+        return frames.bodies[int(model.jnt_bodyid[objid])]
+    return (frames.of(objtype, objid) if objid >= 0 else None) or "world"
 
 
 def _sensor_publisher(ctx: Context) -> list[Outbound]:
@@ -490,10 +525,11 @@ def _sensor_publisher(ctx: Context) -> list[Outbound]:
            if wanted else list(range(model.nsensor)))
     noise = ctx.config.get("noise") or {}
     ground_truth = ctx.config.get("ground_truth", True)
+    frames = frame_names(model)
     out = []
     for sensor in (s for s in ids if s >= 0):
         name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_SENSOR, sensor) or f"sensor_{sensor}"
-        frame = _sensor_frame(model, sensor, name)
+        frame = _sensor_frame(model, frames, sensor)
         kind, dim = int(model.sensor_type[sensor]), int(model.sensor_dim[sensor])
         if kind == int(mujoco.mjtSensor.mjSENS_FRAMEQUAT):
             ros_type, convert = "geometry_msgs/msg/QuaternionStamped", quaternion_stamped(frame)
@@ -512,8 +548,7 @@ def _sensor_publisher(ctx: Context) -> list[Outbound]:
     if isinstance(spec, Mapping) and spec.get("name"):
         accelerometer = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR,
                                           str(spec.get("accelerometer", "")))
-        frame = _sensor_frame(model, accelerometer, str(spec["name"])) if accelerometer >= 0 else (
-            str(spec["name"]))
+        frame = _sensor_frame(model, frames, accelerometer) if accelerometer >= 0 else "world"
         out.append(Outbound(ctx.resolve(f"~{spec['name']}"), "sensor_msgs/msg/Imu",
                             imu(frame, spec)))
     return out

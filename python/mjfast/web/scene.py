@@ -50,11 +50,15 @@ class GeomShape(NamedTuple):
     faces: np.ndarray | None = None
     double_sided: bool = False
     offset: float = 0.0
+    # A textured mesh: per-vertex texture coordinates (n x 2, glTF's: v down the image) and the
+    # image (H x W x 3 or 4, uint8, first row first), which multiplies the colour as in MuJoCo.
+    uv: np.ndarray | None = None
+    texture: np.ndarray | None = None
 
     def signature(self) -> tuple[Any, ...]:
         """What identifies the node's content (not its pose): equal signatures, same node."""
         return (self.kind, tuple(round(s, 6) for s in self.size), self.rgb, self.opacity,
-                self.offset)
+                self.offset, self.texture is not None)
 
 
 class FreeCamera(NamedTuple):
@@ -139,6 +143,19 @@ def _capsule(radius: float, half_length: float) -> tuple[np.ndarray, np.ndarray]
     return _revolve(_sphere_profile(radius, -half_length, half_length))
 
 
+def _box(half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A box as 6 faces of 4 vertices each (flat normals), counter-clockwise from outside."""
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)], float)
+    quads = [[0, 2, 3, 1], [4, 5, 7, 6],  # -x, +x
+             [0, 1, 5, 4], [2, 6, 7, 3],  # -y, +y
+             [0, 4, 6, 2], [1, 3, 7, 5]]  # -z, +z
+    vertices = (corners[np.array(quads).ravel()] * np.asarray(half[:3], float)).astype(np.float32)
+    first = np.arange(0, 24, 4)[:, None]
+    faces = np.concatenate([first + np.array([0, 1, 2]), first + np.array([0, 2, 3])])
+    faces = faces.astype(np.uint32)
+    return vertices, faces
+
+
 def _quad(half_x: float, half_y: float) -> tuple[np.ndarray, np.ndarray]:
     vertices = np.array([[-half_x, -half_y, 0], [half_x, -half_y, 0], [half_x, half_y, 0],
                          [-half_x, half_y, 0]], dtype=np.float32)
@@ -166,6 +183,61 @@ def _mesh(model: mujoco.MjModel, mesh_id: int) -> tuple[np.ndarray, np.ndarray]:
     vertices = np.asarray(model.mesh_vert[vert_start:vert_start + vert_count], dtype=np.float32)
     faces = np.asarray(model.mesh_face[face_start:face_start + face_count], dtype=np.uint32)
     return vertices.copy(), faces.copy()
+
+
+class _Texture(NamedTuple):
+    image: np.ndarray
+    repeat: tuple[float, float]
+    uniform: bool
+
+
+def _texture_2d(model: mujoco.MjModel, geom_id: int) -> _Texture | None:
+    """The 2D texture of the geom's material (its RGB role), or None: no material, no texture, or
+    a cube map (not drawn here)."""
+    material = int(model.geom_matid[geom_id])
+    if material < 0:
+        return None
+    texture = int(model.mat_texid[material, int(mujoco.mjtTextureRole.mjTEXROLE_RGB)])
+    if texture < 0 or int(model.tex_type[texture]) != int(mujoco.mjtTexture.mjTEXTURE_2D):
+        return None
+    height, width = int(model.tex_height[texture]), int(model.tex_width[texture])
+    channels, start = int(model.tex_nchannel[texture]), int(model.tex_adr[texture])
+    if channels not in (3, 4):
+        return None  # a one-channel (height or occlusion) image is no colour
+    image = np.asarray(model.tex_data[start:start + height * width * channels], dtype=np.uint8)
+    repeat = model.mat_texrepeat[material]
+    return _Texture(image.reshape(height, width, channels).copy(),
+                    (float(repeat[0]), float(repeat[1])), bool(model.mat_texuniform[material]))
+
+
+def _texture_coordinates(vertices: np.ndarray, half: tuple[float, float],
+                         texture: _Texture) -> np.ndarray:
+    """MuJoCo's mapping of a 2D texture onto a plane or box (render_gl3.c, settexture): linear
+    in the geom's local x and y, `repeat` times across the object (per unit of length when
+    `uniform`, or along an infinite plane: `half` 0), centred; GL's t runs up the image as
+    glTF's v runs down it, so t is v."""
+    scale = np.array(texture.repeat, dtype=np.float64)
+    if not texture.uniform:
+        half_sizes = np.asarray(half, dtype=np.float64)
+        scale = np.where(half_sizes > 0, scale / np.maximum(half_sizes, mujoco.mjMINVAL), scale)
+    s = 0.5 * scale[0] * vertices[:, 0] - 0.5
+    t = -0.5 * scale[1] * vertices[:, 1] - 0.5
+    return np.stack([s, t], axis=1).astype(np.float32)
+
+
+def _textured(shape: GeomShape, texture: _Texture | None, size: np.ndarray) -> GeomShape:
+    """The plane or box `shape` (of the geom's `size`) as a mesh carrying `texture` (unchanged
+    without one)."""
+    if texture is None:
+        return shape
+    if shape.kind == "box":
+        vertices, faces = _box(np.asarray(shape.size))
+    else:
+        assert shape.vertices is not None and shape.faces is not None
+        vertices, faces = shape.vertices, shape.faces
+    uv = _texture_coordinates(vertices, (float(size[0]), float(size[1])), texture)
+    return shape._replace(kind="mesh", vertices=vertices, faces=faces, uv=uv,
+                          texture=texture.image)
 
 
 def _primitive(geom_type: int, size: np.ndarray, rgba: np.ndarray,
@@ -214,8 +286,11 @@ def geom_shape(model: mujoco.MjModel, geom_id: int) -> GeomShape | None:
         rgb, opacity = _colour(rgba)
         return GeomShape("mesh", (float(data_id),), rgb, opacity, vertices, faces,
                          double_sided=True)
-    return _primitive(geom_type, np.asarray(model.geom_size[geom_id]), rgba,
-                      5.0 * max(float(model.stat.extent), 1.0))
+    size = np.asarray(model.geom_size[geom_id])
+    shape = _primitive(geom_type, size, rgba, 5.0 * max(float(model.stat.extent), 1.0))
+    if shape is not None and geom_type in (_G.mjGEOM_PLANE, _G.mjGEOM_BOX):
+        return _textured(shape, _texture_2d(model, geom_id), size)
+    return shape
 
 
 def model_geom_shapes(model: mujoco.MjModel) -> list[GeomShape | None]:

@@ -21,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import errno
-import io
 import logging
 import math
 import socket
@@ -32,10 +30,12 @@ from typing import Any
 
 import mujoco
 import numpy as np
+import trimesh
 import viser
 
 from mjfast.errors import LogicError, MjfastError
 from mjfast.web import scene as shapes
+from mjfast.web.server import start_server, stop_server
 
 __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "DEFAULT_RATE_HZ", "WebViewer", "launch_web_viewer"]
 
@@ -57,42 +57,6 @@ def _url(host: str, port: int) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"http://{host}:{port}/"
-
-
-def _check_address(host: str, port: int) -> None:
-    """OSError naming host:port when this machine cannot listen there (viser itself would try
-    the next thousand ports, and wait forever when the host is not one of this machine's)."""
-    where = f"cannot listen on {host}:{port}"
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    except socket.gaierror as error:
-        raise OSError(f"{where}: unknown host ({error.strerror})") from error
-    with socket.socket(family, kind, proto) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server will
-        try:
-            probe.bind(address)
-        except OSError as error:
-            reason = "the port is in use" if error.errno == errno.EADDRINUSE else error.strerror
-            raise OSError(f"{where}: {reason}") from error
-
-
-def _start_server(host: str, port: int) -> viser.ViserServer:
-    """A viser server on exactly host:port (viser itself would move on to the next free port);
-    OSError naming the address when it cannot listen there."""
-    _check_address(host, port)
-    # viser prints its banner and "Server stopped" with rich: not into mjfast's output.
-    with contextlib.redirect_stdout(io.StringIO()):
-        server = viser.ViserServer(host=host, port=port, verbose=False)
-    if port != 0 and server.get_port() != port:
-        _stop_server(server)
-        raise OSError(f"cannot listen on {host}:{port}: the port is in use")
-    return server
-
-
-def _stop_server(server: viser.ViserServer) -> None:
-    with contextlib.redirect_stdout(io.StringIO()):
-        server.stop()
 
 
 @dataclasses.dataclass(slots=True)
@@ -137,18 +101,21 @@ class WebViewer:
         self._shapes: list[shapes.GeomShape | None] = []
         self._user_nodes: list[tuple[tuple[Any, ...], Any]] = []
         self._camera_images: dict[str, tuple[Any, int]] = {}
+        self._lights: list[Any] = []
         self._next_panel = 0.0
 
-        server = _start_server(host, port)
+        server = start_server(host, port)
         self._server = server
         self._host, self._port = host, server.get_port()
         try:
             with env.hold_stepping("launch_web_viewer"):
                 first = self._copy_model()
+            server.scene.configure_default_lights(enabled=False, cast_shadow=False)
+            server.scene.configure_environment_map(None)
             self._build_panel()
             self._apply_snapshot(first)  # builds the scene
         except BaseException:
-            _stop_server(server)
+            stop_server(server)
             raise
         server.on_client_connect(lambda _client: self._wake.set())
         self._thread = threading.Thread(target=self._run, name="mjfast-web", daemon=True)
@@ -227,7 +194,7 @@ class WebViewer:
         with self._close_lock:
             if not self._server_stopped:
                 self._server_stopped = True
-                _stop_server(self._server)
+                stop_server(self._server)
         self._ended.set()
 
     def _turn(self) -> None:
@@ -327,6 +294,37 @@ class WebViewer:
         server.initial_camera.fov = camera.fov
         server.initial_camera.near = 0.01 * max(float(model.stat.extent), 1e-3)
         server.initial_camera.far = 100.0 * max(float(model.stat.extent), 1e-3)
+        self._build_lights(camera)
+
+    def _build_lights(self, camera: shapes.FreeCamera) -> None:
+        """MuJoCo's lighting, without shadows: the headlight's ambient, its diffuse from the first
+        view, and each active model light, as lights that cost a browser drawing in software
+        (no GPU) next to nothing. viser's own lights (shadow-casting cascades) and environment
+        map are off: in software WebGL they made every frame take a second or more."""
+        model, data, scene = self._model, self._data, self._server.scene
+        assert model is not None
+        for light in self._lights:
+            light.remove()
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_camlight(model, data)
+        headlight = model.vis.headlight
+        self._lights = [scene.add_light_ambient(
+            "/mjfast/lights/ambient", **_light_colour(np.asarray(headlight.ambient)))]
+        distance = max(float(model.stat.extent), 1e-3)
+        directions = []  # (name, where the light comes from, diffuse colour)
+        if headlight.active:
+            directions.append(("head", camera.position - camera.look_at,
+                               np.asarray(headlight.diffuse)))
+        for light_id in range(model.nlight):
+            if model.light_active[light_id]:
+                directions.append((f"{light_id}", -np.asarray(data.light_xdir[light_id]),
+                                   np.asarray(model.light_diffuse[light_id])))
+        for name, towards, diffuse in directions:
+            norm = float(np.linalg.norm(towards))
+            if norm > 0:  # three.js lights from its position towards the origin
+                self._lights.append(scene.add_light_directional(
+                    f"/mjfast/lights/{name}", position=tuple(towards / norm * distance),
+                    **_light_colour(diffuse)))
 
     def _update_geom_properties(self, snapshot: _Snapshot) -> None:
         """set_geom_properties changed a size or colour: that geom's node is made again."""
@@ -475,9 +473,37 @@ def _add_node(server: viser.ViserServer, name: str, shape: shapes.GeomShape,
         return scene.add_cylinder(name, radius=shape.size[0], height=2 * shape.size[1],
                                   color=shape.rgb, opacity=shape.opacity, **pose)
     assert shape.vertices is not None and shape.faces is not None
+    if shape.texture is not None:
+        return scene.add_mesh_trimesh(name, _textured_mesh(shape), **pose)
     return scene.add_mesh_simple(name, shape.vertices, shape.faces, color=shape.rgb,
                                  opacity=shape.opacity,
                                  side="double" if shape.double_sided else "front", **pose)
+
+
+def _light_colour(rgb: np.ndarray) -> dict[str, Any]:
+    """A MuJoCo light colour (0-1 per channel, fixed-function) as a three.js light's colour and
+    intensity (physically based: a Lambertian surface reflects 1/pi of it)."""
+    strongest = float(np.max(rgb))
+    if strongest <= 0:
+        return {"color": (0, 0, 0), "intensity": 0.0}
+    colour = tuple(round(float(c) / strongest * 255) for c in rgb[:3])
+    return {"color": colour, "intensity": math.pi * strongest}
+
+
+def _textured_mesh(shape: shapes.GeomShape) -> trimesh.Trimesh:
+    """A textured shape as a trimesh mesh (viser sends it as a GLB): the image repeats and
+    multiplies the geom's colour, unlit parts of it as dull as MuJoCo's (no metal, rough)."""
+    import PIL.Image  # viser's dependency, as trimesh is
+
+    assert shape.texture is not None and shape.uv is not None
+    image = PIL.Image.fromarray(shape.texture)
+    alpha = 255 if shape.opacity is None else round(shape.opacity * 255)
+    material = trimesh.visual.material.PBRMaterial(
+        baseColorTexture=image, baseColorFactor=[*shape.rgb, alpha], metallicFactor=0.0,
+        roughnessFactor=1.0, doubleSided=shape.double_sided,
+        alphaMode=None if shape.opacity is None else "BLEND")
+    return trimesh.Trimesh(shape.vertices, shape.faces, process=False,
+                           visual=trimesh.visual.TextureVisuals(uv=shape.uv, material=material))
 
 
 def launch_web_viewer(env: Any, *, port: int = DEFAULT_PORT, host: str = DEFAULT_HOST,
