@@ -285,3 +285,134 @@ def test_a_node_makes_its_logger_only_when_used(bus: Bus) -> None:
     node = Node(ParameterServer(), f"/ns/{name}", bus, name)
     assert f"mjfast.{name}" not in logging.Logger.manager.loggerDict
     assert node.logger is logging.getLogger(f"mjfast.{name}")
+
+
+def test_a_subscriber_that_raises_on_every_message_is_logged_once_a_second_with_the_count(
+    bus: Bus, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Bad commands from outside (a NaN Twist, 20,000 times) used to log one traceback each.
+    def refuses(message: object) -> None:
+        raise ValueError("not finite")
+
+    bus.subscribe("/cmd", refuses)
+    with caplog.at_level(logging.ERROR, logger="mjfast.bus"):
+        for _ in range(2000):
+            bus.publish("/cmd", float("nan"))
+    records = [r for r in caplog.records if r.name == "mjfast.bus"]
+    assert 1 <= len(records) <= 3  # the first at once; then at most one a second
+    assert records[0].exc_info is not None
+    if len(records) > 1:
+        assert "more like it" in records[1].getMessage()
+
+
+# -- Bus: taps and latched topics ---------------------------------------------------------------
+
+
+def test_taps_see_every_topic_after_its_subscribers_in_the_order_added(bus: Bus) -> None:
+    seen: list[tuple[str, str, object]] = []
+    bus.subscribe("/a", lambda m: seen.append(("subscriber", "/a", m)))
+    bus.add_tap(lambda topic, m: seen.append(("first", topic, m)))
+    bus.add_tap(lambda topic, m: seen.append(("second", topic, m)))
+    bus.publish("a", 1)  # a global name: the taps get it absolute
+    bus.publish("/b/c", 2)
+    assert seen == [("subscriber", "/a", 1), ("first", "/a", 1), ("second", "/a", 1),
+                    ("first", "/b/c", 2), ("second", "/b/c", 2)]
+
+
+def test_removing_a_tap_leaves_the_others_whatever_the_order(bus: Bus) -> None:
+    # Consumers used to wrap bus.publish, and closing one removed the wrappers of the others.
+    for order in ([0, 1, 2], [2, 1, 0], [1, 0, 2]):
+        seen: list[list[object]] = [[], [], []]
+        taps = [bus.add_tap(lambda topic, m, i=i, seen=seen: seen[i].append(m)) for i in range(3)]
+        for count, index in enumerate(order):
+            taps[index].remove()
+            taps[index].close()  # idempotent; close is remove
+            bus.publish("/t", count)
+            for i in range(3):
+                expected = [c for c in range(count + 1) if i not in order[:c + 1]]
+                assert seen[i] == expected, (order, i)
+
+
+def test_a_tap_that_raises_is_counted_and_stops_nothing(
+    bus: Bus, caplog: pytest.LogCaptureFixture
+) -> None:
+    received: list[object] = []
+    seen: list[object] = []
+
+    def broken(topic: str, message: object) -> None:
+        raise RuntimeError("tap exploded")
+
+    bus.subscribe("/t", received.append)
+    tap = bus.add_tap(broken)
+    bus.add_tap(lambda topic, m: seen.append(m))
+    with caplog.at_level(logging.ERROR, logger="mjfast.bus"):
+        for i in range(100):
+            bus.publish("/t", i)
+    assert received == seen == list(range(100))
+    assert tap.failures == 100
+    records = [r for r in caplog.records if r.name == "mjfast.bus"]
+    assert 1 <= len(records) <= 2 and "tap exploded" in str(records[0].exc_info[1])
+
+
+def test_a_taps_own_publish_skips_it(bus: Bus) -> None:
+    # What a bridge receives from outside goes into the env, not back out through the bridge.
+    mine: list[object] = []
+    others: list[object] = []
+    received: list[object] = []
+    bus.subscribe("/in", received.append)
+    tap = bus.add_tap(lambda topic, m: mine.append(m))
+    bus.add_tap(lambda topic, m: others.append(m))
+    tap.publish("in", "hello")
+    assert received == others == ["hello"] and mine == []
+    assert bus.latest("/in") == "hello"
+
+
+def test_a_latched_message_goes_to_taps_added_later_until_its_node_shuts_down(
+    node: Node, bus: Bus
+) -> None:
+    node.publish("/tf_static", "first", latched=True)
+    node.publish("/tf_static", "welded", latched=True)  # replaces the first
+    node.publish("/tf", "moving")
+    bus.publish("/other", "kept too", latched=True)
+    early: list[tuple[str, object]] = []
+    bus.add_tap(lambda topic, m: early.append((topic, m)))
+    assert early == [("/tf_static", "welded"), ("/other", "kept too")]
+    unlatched: list[object] = []
+    bus.add_tap(lambda topic, m: unlatched.append(m), latched=False)
+    assert unlatched == []
+    assert bus.latched() == {"/tf_static": "welded", "/other": "kept too"}
+    node.shutdown()  # a reload: the old plugin's static transforms are gone with it
+    late: list[tuple[str, object]] = []
+    bus.add_tap(lambda topic, m: late.append((topic, m)))
+    assert late == [("/other", "kept too")]
+    assert bus.latest("/tf_static") == "welded"  # latest() is not latching
+
+
+def test_a_shut_down_node_does_not_unlatch_a_newer_nodes_message(bus: Bus) -> None:
+    params = ParameterServer()
+    old = Node(params, NS, bus, "my_plugin")
+    new = Node(params, NS, bus, "my_plugin")
+    old.publish("/tf_static", "old", latched=True)
+    new.publish("/tf_static", "new", latched=True)
+    old.shutdown()
+    assert bus.latched() == {"/tf_static": "new"}
+
+
+def test_a_latched_publish_racing_add_tap_reaches_the_tap_in_order(bus: Bus) -> None:
+    for _ in range(50):
+        seen: list[int] = []
+        stop = threading.Event()
+
+        def publisher(stop: threading.Event = stop) -> None:
+            i = 0
+            while not stop.is_set():
+                bus.publish("/static", i, latched=True)
+                i += 1
+
+        thread = threading.Thread(target=publisher)
+        thread.start()
+        tap = bus.add_tap(lambda topic, m, seen=seen: seen.append(m))
+        stop.set()
+        thread.join()
+        tap.remove()
+        assert seen == sorted(seen) and len(seen) == len(set(seen))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import signal
 import socket
@@ -901,3 +902,58 @@ def test_a_name_or_message_that_cannot_travel_is_a_usage_error(
     captured = capsys.readouterr()
     assert captured.err.startswith("mjfast: error: ") and expected in captured.err
     assert captured.err.count("\n") == 1 and captured.out == ""
+
+
+def test_a_server_on_a_closed_env_is_a_logic_error_and_listens_on_nothing() -> None:
+    env = mjfast.MujocoEnv(arm_xml())
+    env.close()
+    port = free_port()
+    with pytest.raises(mjfast.LogicError, match="the env is closed"):
+        server_module().BusServer(env, f"tcp/127.0.0.1:{port}")
+    with socket.socket() as again:
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        again.bind(("127.0.0.1", port))  # the port is free
+
+
+def test_a_server_forwards_after_a_tap_added_later_is_removed() -> None:
+    # BusServer.close() used to `del bus.publish`, and a later wrapper's close removed the
+    # server's: every consumer is a bus tap of its own now.
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    bus_server = server_module().BusServer(env, endpoint)
+    try:
+        with mjfast.connect(endpoint, timeout=10) as remote:
+            got = threading.Semaphore(0)
+            remote.subscribe("/probe/t", lambda message: got.release())
+            later = env.bus.add_tap(lambda topic, message: None)
+            later.remove()
+            assert wait_for(lambda: env.bus.publish("/probe/t", 1) or got.acquire(timeout=0.05),
+                            10)
+    finally:
+        bus_server.close()
+        env.close()
+
+
+def test_malformed_remote_publishes_are_counted_and_logged_once_a_second(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # One warning per malformed publish let a flood of them fill the log.
+    import zenoh
+
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    env = mjfast.MujocoEnv(arm_xml())
+    bus_server = server_module().BusServer(env, endpoint)
+    raw = zenoh.open(server_module().zenoh_config("client", endpoint))
+    try:
+        with caplog.at_level(logging.WARNING, logger="mjfast.remote"):
+            for _ in range(500):
+                raw.put("mjfast/publish/probe/junk", b"\xc1")
+            assert wait_for(lambda: bus_server.statistics()["malformed"] == 500, 20), (
+                bus_server.statistics())
+        records = [r for r in caplog.records if r.name == "mjfast.remote"]
+        assert 1 <= len(records) <= 1 + 20, len(records)
+        assert "ignored a remote publish on mjfast/publish/probe/junk" in records[0].getMessage()
+        assert env.bus.latest("/probe/junk") is None
+    finally:
+        raw.close()
+        bus_server.close()
+        env.close()

@@ -8,6 +8,8 @@ A Zenoh router runs in a child process on a free loopback port; every test has i
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import os
 import random
@@ -875,6 +877,340 @@ def test_serve_ros2_router_is_the_router_nodes_connect_to(tmp_path: Path) -> Non
             child.communicate()
     assert child.returncode == 0, err
     assert f"via its own router at {endpoint}" in err
+
+
+# -- lifecycle: bounded queues, close, several consumers (SPEC §18) -----------------------------
+
+# The raw Zenoh side of a flood of std_srvs calls: fire-and-forget queries with rmw_zenoh's
+# attachment, whose replies are counted, not waited for.
+FLOOD_CODE = """
+import itertools, os, threading, time
+import zenoh
+from mjfast.ros2 import types as ros_types, wire
+
+def flood(session, domain, service, count):
+    ros_type = "std_srvs/srv/Trigger"
+    key = wire.data_key(domain, service, ros_types.dds_type_name(ros_type),
+                        ros_types.type_hash(ros_type))
+    request = bytes(ros_types.serialize(ros_types.message_class(ros_type + "_Request")(
+        structure_needs_at_least_one_member=0), ros_type + "_Request"))
+    gid = os.urandom(16)
+    replies = {"ok": 0, "refused": 0}
+    lock = threading.Lock()
+    def on_reply(reply):
+        if reply.ok is None:
+            return
+        response = ros_types.deserialize(reply.ok.payload.to_bytes(), ros_type + "_Response")
+        with lock:
+            replies["ok" if response.success else "refused"] += 1
+    for sequence in range(1, count + 1):
+        session.get(key, on_reply, payload=request, timeout=60.0,
+                    attachment=wire.encode_attachment(sequence, time.time_ns(), gid))
+    return replies
+"""
+
+FLOOD_THEN_CLOSE_SCRIPT = FLOOD_CODE + """
+import json, sys
+import mjfast
+from mjfast.ros2 import Bridge
+
+endpoint, domain = sys.argv[1], int(sys.argv[2])
+xml = ('<mujoco><worldbody><body><joint name="j0" type="hinge"/><geom size="0.1"/></body>'
+       '</worldbody></mujoco>')
+params = {"mujoco_server": {"MujocoPlugins": [{"type": "mjfast/JointStatePublisher"}]}}
+env = mjfast.MujocoEnv(xml, params=params)
+bridge = Bridge(env, domain_id=domain, router=endpoint)
+config = zenoh.Config()
+config.insert_json5("mode", '"client"')
+config.insert_json5("connect/endpoints", json.dumps([endpoint]))
+config.insert_json5("scouting/multicast/enabled", "false")
+session = zenoh.open(config)
+first = env.model_generation
+replies = flood(session, domain, "/mujoco_server/reload", 4000)
+deadline = time.monotonic() + 30
+while env.model_generation < first + 3 and time.monotonic() < deadline:
+    time.sleep(0.01)
+started = time.monotonic()
+bridge.close()
+took = time.monotonic() - started
+closed_at = env.model_generation
+time.sleep(1.0)
+deadline = time.monotonic() + 30  # every call has its reply: run, refused or refused at close
+while sum(replies.values()) < 4000 and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(json.dumps({"took": took, "reloads": closed_at - first,
+                  "after_close": env.model_generation - closed_at, "replies": replies,
+                  "stats": bridge.statistics()}), flush=True)
+session.close()
+env.close()
+"""
+
+
+def test_a_flood_of_service_calls_is_bounded_and_close_ends_it(router: tuple[str, int],
+                                                               domain: int) -> None:
+    # 4,000 reload calls used to queue without bound: close() took 20 s, the workers reloaded
+    # the env after it returned, and the process aborted at exit.
+    result = subprocess.run([sys.executable, "-c", FLOOD_THEN_CLOSE_SCRIPT, router[0],
+                             str(domain)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "FATAL" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    report = json.loads(result.stdout)
+    assert report["took"] < 5.0, report
+    assert report["after_close"] == 0, report  # nothing of the bridge touches the env after
+    # Every call was answered: run, or refused (success false) past the queue or at close.
+    assert sum(report["replies"].values()) == 4000, report
+    assert report["replies"]["ok"] <= report["reloads"] + 1, report
+    assert report["stats"]["refused_calls"] > 0, report
+
+
+def test_serve_ros2_with_a_backlog_of_calls_stops_cleanly_on_sigint(
+        tmp_path: Path, router: tuple[str, int], domain: int) -> None:
+    model = tmp_path / "room.xml"
+    model.write_text(ROOM_XML)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mjfast", "serve", str(model), "--ros2", "--domain-id",
+         str(domain), "--router", router[0], "--listen", f"tcp/127.0.0.1:{free_port()}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    namespace: dict[str, Any] = {}
+    exec(FLOOD_CODE, namespace)
+    try:
+        assert wait_for(lambda: child.poll() is not None or any(
+            "%reload" in k for k in liveliness_keys(router, domain)), 60), "no node"
+        assert child.poll() is None, child.communicate()
+        with client_session(router) as session:
+            replies = namespace["flood"](session, domain, "/mujoco_server/reload", 3000)
+            assert wait_for(lambda: replies["ok"] >= 1, TIMEOUT)  # reloads run, more wait
+            child.send_signal(signal.SIGINT)
+            _, err = child.communicate(timeout=60)
+            # Each call has its reply: the waiting ones are refused, not run (the old queue had
+            # no bound, and the process ran every waiting reload before it exited).
+            assert wait_for(lambda: sum(replies.values()) == 3000, TIMEOUT), replies
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 0, err
+    assert "FATAL" not in err and "Traceback" not in err, err
+    assert replies["refused"] > 0, replies
+    assert liveliness_keys(router, domain) == []
+
+
+UNPACED_CLOSE_SCRIPT = """
+import json, sys, time
+import zenoh
+import mjfast
+from mjfast.ros2 import Bridge
+
+endpoint, domain = sys.argv[1], int(sys.argv[2])
+plugins = [{"type": "mjfast/JointStatePublisher"}, {"type": "mjfast/ClockPublisher"},
+           {"type": "mjfast/TfPublisher", "rate_hz": 0}]
+xml = ('<mujoco><worldbody><body name="b"><joint name="j0" type="hinge"/><geom size="0.1"/>'
+       '<body name="w"><geom size="0.05"/></body></body></worldbody></mujoco>')
+env = mjfast.MujocoEnv(xml, params={"mujoco_server": {"MujocoPlugins": plugins}})
+config = zenoh.Config()
+config.insert_json5("mode", '"client"')
+config.insert_json5("connect/endpoints", json.dumps([endpoint]))
+config.insert_json5("scouting/multicast/enabled", "false")
+watcher = zenoh.open(config)
+
+def tokens():
+    replies = watcher.liveliness().get(f"@ros2_lv/{domain}/**", timeout=5.0)
+    return [str(r.ok.key_expr) for r in replies if r.ok is not None]
+
+env.start(None)  # unpaced: the physics thread publishes as fast as it can
+for attempt in range(20):
+    bridge = Bridge(env, domain_id=domain, router=endpoint)
+    deadline = time.monotonic() + 10
+    while bridge.statistics()["messages_out"] < 50 and time.monotonic() < deadline:
+        time.sleep(0.001)
+    bridge.close()  # while the physics thread puts
+    deadline = time.monotonic() + 10
+    while tokens() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = tokens()
+    assert not left, (attempt, left)
+print("closed 20 times", flush=True)
+env.close()
+watcher.close()
+"""
+
+
+def test_close_against_an_unpaced_env_never_races_the_physics_thread(
+        router: tuple[str, int], domain: int) -> None:
+    # close() used to undeclare publishers while the physics thread put on them ("Already
+    # borrowed", 12 of 20 closes), and left the node's tokens on the graph.
+    result = subprocess.run([sys.executable, "-c", UNPACED_CLOSE_SCRIPT, router[0],
+                             str(domain)], capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "closed 20 times"
+    assert "Traceback" not in result.stderr and "FATAL" not in result.stderr, result.stderr
+
+
+def test_a_bridge_on_a_closed_env_is_a_logic_error_and_declares_nothing(
+        router: tuple[str, int], domain: int) -> None:
+    env = mjfast.MujocoEnv(ROOM_XML)
+    env.close()
+    with pytest.raises(mjfast.LogicError, match="the env is closed"):
+        Bridge(env, domain_id=domain, router=router[0])
+    assert liveliness_keys(router, domain) == []
+
+
+class _Consumer:
+    """One consumer of an env's bus (a bridge, a recording or a bus server) and what of
+    /joint_states reached its far side; `published` is every /joint_states message of the env."""
+
+    def __init__(self, kind: str, env: mjfast.MujocoEnv, router: tuple[str, int], where: Path,
+                 domain: int, published: list[Any]) -> None:
+        self.kind, self.env, self.published, self.received = kind, env, published, 0
+        self.far: Any = None
+        self.stopped = False
+        if kind == "bridge":
+            self.handle: Any = Bridge(env, domain_id=domain, router=router[0])
+            self.far = client_session(router)
+            self.far.declare_subscriber(f"{domain}/joint_states/**", self._count)
+        elif kind == "recording":
+            self.path = where / f"bag{domain}"
+            self.span = [len(published), 0]  # the messages published while it records
+            self.handle = env.record(self.path, topics=["/joint_states"])
+        else:
+            from mjfast.remote import BusServer
+
+            endpoint = f"tcp/127.0.0.1:{free_port()}"
+            self.handle = BusServer(env, endpoint)
+            self.far = mjfast.connect(endpoint, timeout=10)
+            self.far.subscribe("/joint_states", self._count)
+
+    def _count(self, _: Any) -> None:
+        self.received += 1
+
+    def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.kind == "recording":
+            self.span[1] = len(self.published)
+            self.handle.stop()
+        else:
+            self.handle.close()
+        if self.far is not None:
+            self.far.close()
+
+    def check_recording(self) -> None:
+        """The bag holds every message published while it recorded."""
+        from rosbags.rosbag2 import Reader
+
+        with Reader(self.path) as reader:
+            count = sum(1 for c, _, _ in reader.messages() if c.topic == "/joint_states")
+        assert count == self.span[1] - self.span[0]
+
+
+@pytest.mark.parametrize("first_stops_first", [True, False])
+@pytest.mark.parametrize("kinds", [("bridge", "bridge"), ("bridge", "recording"),
+                                   ("recording", "bridge"), ("server", "bridge"),
+                                   ("bridge", "server")])
+def test_consumers_of_one_bus_start_and_stop_in_any_order(
+        kinds: tuple[str, str], first_stops_first: bool, router: tuple[str, int],
+        tmp_path: Path) -> None:
+    # Each bridge, server and recording used to wrap bus.publish and `del` it on close: closing
+    # the later one silently removed the earlier one's (a bag with half its joint states).
+    plugins = [{"type": "mjfast/JointStatePublisher", "topic": "/joint_states"}]
+    with mjfast.MujocoEnv(ROOM_XML, params={"mujoco_server": {"MujocoPlugins": plugins}}) as env:
+        published: list[Any] = []
+        env.bus.subscribe("/joint_states", published.append)
+        consumers = [_Consumer(kind, env, router, tmp_path, random.randint(1, 200), published)
+                     for kind in kinds]
+        try:
+            # Every consumer's far side sees the messages (the subscriptions need a moment).
+            assert wait_for(lambda: env.step(1) or all(
+                c.received for c in consumers if c.far is not None), TIMEOUT)
+            stopping, staying = consumers if first_stops_first else consumers[::-1]
+            stopping.stop()
+            before, counted = staying.received, len(published)
+            env.step(100)
+            sent = len(published) - counted
+            assert sent > 0
+            staying.stop() if staying.kind == "recording" else None
+            for consumer in consumers:
+                if consumer.kind == "recording":
+                    consumer.check_recording()
+            if staying.kind != "recording":
+                assert wait_for(lambda: staying.received >= before + sent, TIMEOUT), (
+                    f"{staying.kind} delivered {staying.received - before} of {sent} after "
+                    f"the {stopping.kind} stopped")
+        finally:
+            for consumer in consumers:
+                consumer.stop()
+
+
+# -- latched topics: late consumers get /tf_static ----------------------------------------------
+
+
+def test_a_recording_started_later_holds_tf_static(env: mjfast.MujocoEnv, tmp_path: Path) -> None:
+    from rosbags.rosbag2 import Reader
+    from rosbags.typesys import Stores, get_typestore
+
+    env.step(50)  # long after the one /tf_static message, published at load
+    with env.record(tmp_path / "bag"):
+        env.step(10)
+    store = get_typestore(Stores.ROS2_JAZZY)
+    with Reader(tmp_path / "bag") as reader:
+        static = [store.deserialize_cdr(raw, c.msgtype) for c, _, raw in reader.messages()
+                  if c.topic == "/tf_static"]
+    assert len(static) == 1
+    parents = {t.child_frame_id: t.header.frame_id for t in static[0].transforms}
+    assert parents["base"] == "world" and parents["tool"] == "link2"
+
+
+def test_tf_static_reaches_a_late_joiner_after_a_reload(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    from zenoh_ros2_sdk.qos import QosDurability, QosProfile
+
+    env.reload()  # new plugins: the bridge declares new publishers, with empty caches
+    env.step(20)
+    static, inbox = subscribe(
+        ros, router, domain, "/tf_static", "tf2_msgs/msg/TFMessage",
+        qos=QosProfile(durability=QosDurability.TRANSIENT_LOCAL, history_depth=1))
+    try:
+        assert inbox.event.wait(TIMEOUT), "the late joiner got no /tf_static"
+        assert {"base", "tool"} <= {t.child_frame_id for t in inbox.messages[0].transforms}
+    finally:
+        static.close()
+
+
+# -- bad inbound input -------------------------------------------------------------------------
+
+
+def test_non_finite_twists_are_counted_logged_once_a_second_and_never_applied(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        caplog: pytest.LogCaptureFixture) -> None:
+    # A NaN Twist used to be logged as an ERROR with a traceback per message, and not counted.
+    ros_type = "geometry_msgs/msg/Twist"
+    key = wire.data_key(domain, "/mujoco_server/drive/cmd_vel", ros_types.dds_type_name(ros_type),
+                        ros_types.type_hash(ros_type))
+    vector = ros_types.message_class("geometry_msgs/msg/Vector3")
+    heard: list[Any] = []
+    env.bus.subscribe("/mujoco_server/drive/cmd_vel", heard.append)
+    bad = [bytes(ros_types.serialize(ros_types.message_class(ros_type)(
+        linear=vector(x=value, y=0.0, z=0.0), angular=vector(x=0.0, y=0.0, z=0.0)), ros_type))
+        for value in (math.nan, math.inf, -math.inf)]
+    malformed = b"\x00\x01\x00\x00\x01"
+    with client_session(router) as session, caplog.at_level("INFO"):
+        publisher = session.declare_publisher(key)
+        assert wait_for(lambda: publisher.put(bad[0]) or bridge.statistics()["non_finite"], TIMEOUT)
+        for i in range(600):
+            publisher.put(bad[i % 3])
+            publisher.put(malformed)
+        assert wait_for(lambda: bridge.statistics()["non_finite"] >= 601
+                        and bridge.statistics()["malformed"] >= 600, TIMEOUT), (
+            bridge.statistics())
+    assert heard == []  # none reached the env's bus
+    records = [r for r in caplog.records if r.name.startswith("mjfast")]
+    assert all(r.levelno < logging.ERROR and not r.exc_info for r in records), records
+    # The first of each kind at once; later ones in a line a second, with the count.
+    assert 2 <= len(records) <= 2 + 2 * 30, len(records)
+    assert any("not finite" in r.getMessage() for r in records)
+    assert any("malformed" in r.getMessage() for r in records)
 
 
 def test_frames_stamped_on_the_wire_resolve_through_tf_to_their_sites(

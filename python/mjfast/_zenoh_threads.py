@@ -22,13 +22,15 @@ from __future__ import annotations
 import atexit
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 import zenoh
 
-__all__ = ["close_when_the_program_ends", "declare_on_daemon_thread", "no_close_at_the_end"]
+__all__ = ["close_session", "close_when_the_program_ends", "declare_on_daemon_thread",
+           "join_drains", "no_close_at_the_end"]
 
 _log = logging.getLogger("mjfast")
 
@@ -39,6 +41,8 @@ _CAPACITY = 4096
 # How long the end of the program waits for one drain thread (a callback that never returns
 # leaves it behind).
 _JOIN_AT_EXIT_S = 2.0
+# How long close_session retries while another thread's Zenoh call still holds the session.
+_CLOSE_RETRY_S = 2.0
 
 Declared = TypeVar("Declared")
 
@@ -77,12 +81,36 @@ def _close_the_owners() -> None:
 getattr(threading, "_register_atexit", atexit.register)(_close_the_owners)
 
 
+def close_session(session: Any) -> None:
+    """Closes a Zenoh session, retrying for a moment while a Zenoh call on another thread still
+    holds it (zenoh-python's "Already borrowed")."""
+    deadline = time.monotonic() + _CLOSE_RETRY_S
+    while True:
+        try:
+            session.close()
+            return
+        except RuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def join_drains(threads: list[threading.Thread], timeout: float = _JOIN_AT_EXIT_S) -> None:
+    """Waits (up to `timeout` in all) for drain threads whose channels are closed (undeclared,
+    or the session closed) to deliver what was left in them and end."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
 def declare_on_daemon_thread(declare: Callable[[Any], Declared], callback: Callable[[Any], Any],
-                             name: str) -> Declared:
+                             name: str, threads: list[threading.Thread] | None = None
+                             ) -> Declared:
     """`declare(handler)` (a `session.declare_subscriber` or `declare_queryable` with its key
     bound) with a channel that a daemon thread called `name` drains into `callback`, one item at
-    a time; returns what `declare` returned. What `callback` raises is logged, and the next item
-    is delivered."""
+    a time; returns what `declare` returned, and appends the thread to `threads` when given.
+    What `callback` raises is logged, and the next item is delivered."""
     declared = declare(zenoh.handlers.FifoChannel(_CAPACITY))
     handler = declared.handler  # type: ignore[attr-defined]
 
@@ -98,4 +126,6 @@ def declare_on_daemon_thread(declare: Callable[[Any], Declared], callback: Calla
     thread = threading.Thread(target=drain, name=name, daemon=True)
     thread.start()
     _drains.add(thread)
+    if threads is not None:
+        threads.append(thread)
     return declared

@@ -169,8 +169,8 @@ class Recording:
                                                     self._state_period)
                 self._write_state(first, first.time)
                 tap.attach(self._recorder)
-                self._inner_publish = env.bus.publish
-                env.bus.publish = self._publish_and_record
+                # Every bus message from now on (and the latched ones, /tf_static, first).
+                self._bus_tap = env.bus.add_tap(self._record_message)
                 env.bus.inbound_tap = self._inbound
                 tap.set_recording(self)
         except BaseException:
@@ -222,10 +222,9 @@ class Recording:
 
     # -- what the recording threads call --------------------------------------------------------
 
-    def _publish_and_record(self, topic: str, message: Any) -> None:
-        """bus.publish while recording: delivery first, then a reference into the queue (the
+    def _record_message(self, topic: str, message: Any) -> None:
+        """The bus tap while recording (after delivery): a reference into the queue (the
         publisher's message is not written to after publishing, as for the bus's latest())."""
-        self._inner_publish(topic, message)
         if self._closed:
             return
         if self._env.plugin_specs is not self._specs:  # a reload changed the plugins
@@ -413,12 +412,7 @@ class Recording:
             finally:
                 tap.release_steps()
         self._closed = True
-        if env.bus.__dict__.get("publish") == self._publish_and_record:
-            env.bus.publish = self._inner_publish
-            if self._inner_publish == type(env.bus).publish.__get__(env.bus):
-                del env.bus.publish
-        else:  # wrapped again after us (a bridge): ours passes through from now on
-            pass
+        self._bus_tap.remove()
         if env.bus.inbound_tap == self._inbound:
             env.bus.inbound_tap = None
         if tap.recording is self:

@@ -36,7 +36,8 @@
 //      and Node._lock (node.py: the subscribers and services are copied out, then called with no
 //      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
 //      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
-//      the collector may close a dropped env inside it, whose locks no other thread can hold).
+//      the collector may close a dropped env inside it, whose locks no other thread can hold),
+//      ThrottledLog._lock (_throttled_log.py: a count and a time per key).
 //      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
 //   8. the GIL: no thread holding it waits for 0-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).
@@ -48,9 +49,12 @@
 // takes none of 1-7 and is never held across a call into an env. remote/: BusServer's _state (a
 // Condition) and _publishers_lock (held across declaring a Zenoh publisher), _Counters._lock,
 // Client's and RemoteSubscription's _lock; ros2/: Bridge._lock (held across Zenoh declares and
-// undeclares) and types.py's _lock (rosbags' type store); viewer.py's _window_lock; web/:
-// WebViewer._close_lock (held while the web server stops) and server.py's _START_LOCK (held while
-// a web server starts); cli/remote.py's echo lock. Those on the
+// undeclares), the bridge's _Work._state (a Condition counting its work in progress, never held
+// across it) and types.py's _lock (rosbags' type store); node.py's Bus._latch_lock (an RLock held
+// while the bus taps, these consumers, get latched messages, so that each gets them in order;
+// the taps call no env); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
+// web server stops) and server.py's _START_LOCK (held while a web server starts);
+// cli/remote.py's echo lock. Those on the
 // publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
 // publish. No Python lock is held across a call into an env: ForwardCommand._lock (the shipped
 // mjfast/ForwardCommand) is a leaf of 7, held to hand a command over, never across its

@@ -95,7 +95,8 @@ class TfPublisher(RatePublisher):
         static += [_transform(frames.cameras[c], frames.optical[c], (0.0, 0.0, 0.0), OPTICAL_QUAT)
                    for c in cameras]
         if static:
-            self.node.publish(static_topic, {"time": float(data.time), "transforms": static})
+            self.node.publish(static_topic, {"time": float(data.time), "transforms": static},
+                              latched=True)
         return True
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:

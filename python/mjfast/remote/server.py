@@ -20,11 +20,14 @@ from typing import Any
 import zenoh
 
 from mjfast import services
+from mjfast._throttled_log import ThrottledLog
 from mjfast._zenoh_threads import (
+    close_session,
     close_when_the_program_ends,
     declare_on_daemon_thread,
     no_close_at_the_end,
 )
+from mjfast.errors import LogicError
 from mjfast.params import resolve_name
 from mjfast.remote import keys
 from mjfast.remote.codec import decode, encode
@@ -89,8 +92,8 @@ class _Counters:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.values = {"messages_out": 0, "messages_in": 0, "calls": 0, "failed_calls": 0,
-                       "unencodable": 0}
+        self.values = {"messages_out": 0, "messages_in": 0, "malformed": 0, "calls": 0,
+                       "failed_calls": 0, "unencodable": 0}
 
     def add(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -132,13 +135,18 @@ def _caller_deadline(query: zenoh.Query, arrived: float) -> float | None:
 
 
 class BusServer:
-    """Bridges `env.bus` to Zenoh on `endpoint` until `close()`."""
+    """Bridges `env.bus` to Zenoh on `endpoint` until `close()`; beside other consumers of the
+    bus (bridges, recordings), in any order. A closed env is a `LogicError`."""
 
     def __init__(self, env: Any, endpoint: str = DEFAULT_ENDPOINT) -> None:
+        if env.closed:
+            raise LogicError("BusServer: the env is closed; serve an open env")
         self._env = env
         self._bus = env.bus
         self.endpoint = endpoint
         self._counters = _Counters()
+        # A bad remote publish says so once a second per topic, with the count (SPEC §18).
+        self._rejected = ThrottledLog(_log)
         self._publishers: dict[str, zenoh.Publisher] = {}
         self._publishers_lock = threading.Lock()
         self._closed = False
@@ -170,16 +178,14 @@ class BusServer:
             self._session.close()
             raise
         self._declared = [subscriber, services, server]
-        # Every publish on the env's bus, by plugins or user code, is forwarded: the bus has no
-        # catch-all subscription, so this instance's publish is wrapped (and put back on close).
-        self._bus_publish = self._bus.publish
-        self._bus.publish = self._publish_and_forward
+        # Every publish on the env's bus, by plugins or user code, is forwarded, after its
+        # delivery in the env (a tap on the bus, removed on close).
+        self._tap = self._bus.add_tap(self._forward_message, latched=False)
         close_when_the_program_ends(self)
 
     # -- topics ---------------------------------------------------------------------------------
 
-    def _publish_and_forward(self, topic: str, message: Any) -> None:
-        self._bus_publish(topic, message)  # in-process delivery first, as without a server
+    def _forward_message(self, topic: str, message: Any) -> None:
         with self._state:
             if self._closed:
                 return
@@ -231,13 +237,16 @@ class BusServer:
             topic = keys.bus_name(keys.PUBLISH, str(sample.key_expr))
             message = decode(sample.payload.to_bytes())
         except Exception as error:  # a malformed put from some client: not ours to crash on
-            _log.warning("ignored a remote publish on %s: %s", sample.key_expr, error)
+            self._counters.add("malformed")
+            self._rejected.report(str(sample.key_expr), "ignored a remote publish on %s: %s",
+                                  sample.key_expr, error)
             return
         self._counters.add("messages_in")
         try:
             self._bus.publish_inbound(topic, message)  # a command, while the env records
         except Exception as error:  # the bus refused it (a bad topic name)
-            _log.warning("ignored a remote publish on %s: %s", topic, error)
+            self._counters.add("malformed")
+            self._rejected.report(topic, "ignored a remote publish on %s: %s", topic, error)
 
     # -- services -------------------------------------------------------------------------------
 
@@ -338,7 +347,8 @@ class BusServer:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def statistics(self) -> dict[str, int]:
-        """Messages sent out and received, service calls answered and failed."""
+        """Messages sent out and received (and remote publishes refused as malformed), service
+        calls answered and failed."""
         return self._counters.snapshot()
 
     def close(self) -> None:
@@ -354,9 +364,7 @@ class BusServer:
             self._session_closed.wait(_CLOSE_WAIT_S * 3)
             return
         try:
-            # Only if still ours: someone may have wrapped the bus after us.
-            if self._bus.publish == self._publish_and_forward:
-                del self._bus.publish
+            self._tap.remove()
             for entity in self._declared:
                 with contextlib.suppress(Exception):
                     entity.undeclare()
@@ -378,23 +386,10 @@ class BusServer:
                     publisher.undeclare()
         finally:
             try:
-                self._close_session()
+                close_session(self._session)  # frees the endpoint
             finally:
                 self._session_closed.set()
                 no_close_at_the_end(self)
-
-    def _close_session(self) -> None:
-        """Closes the session (which frees the endpoint), retrying while a Zenoh call on another
-        thread still holds it ("Already borrowed")."""
-        deadline = time.monotonic() + _CLOSE_WAIT_S
-        while True:
-            try:
-                self._session.close()
-                return
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
 
     def __enter__(self) -> BusServer:
         return self

@@ -1,11 +1,17 @@
 """`Bridge`: one env as a ROS 2 node on rmw_zenoh's wire (SPEC §19).
 
 Owns one Zenoh session (a client of the router at `router`, or the router itself), the graph's
-liveliness tokens (the node, every publisher, subscriber and service server), and the hook on
-the env's bus: a message published on a bus topic that the conversion table (`conversions`)
-knows goes out as CDR on that topic's data key with rmw_zenoh's attachment; a ROS 2 message on
-an inbound topic is converted and published on the bus; the std_srvs services answer queries.
-The wire's strings and bytes are `wire`'s; the types, CDR and hashes `types`'.
+liveliness tokens (the node, every publisher, subscriber and service server), and a tap on the
+env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
+goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
+transient-local publisher's cache); a ROS 2 message on an inbound topic is converted and
+published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
+`wire`'s; the types, CDR and hashes `types`'.
+
+What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
+in a queue of `_SERVICE_QUEUE` (a call past that is answered `success: false` at once); every
+piece of work that touches the env (a call, an inbound message, a message going out) runs
+inside `_Work`, which `close()` shuts and then waits for, before anything is undeclared.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import copy
 import itertools
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -23,14 +30,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import zenoh
 import zenoh.ext
 
+from mjfast._throttled_log import ThrottledLog
 from mjfast._zenoh_threads import (
+    close_session,
     close_when_the_program_ends,
     declare_on_daemon_thread,
+    join_drains,
     no_close_at_the_end,
 )
+from mjfast.errors import LogicError
 from mjfast.params import resolve_name
 from mjfast.ros2 import conversions, types, wire
 from mjfast.ros2.conversions import Inbound, Outbound
@@ -41,6 +53,12 @@ DEFAULT_ROUTER = "tcp/127.0.0.1:7447"
 ROUTER_HINT = "start one with `ros2 run rmw_zenoh_cpp rmw_zenohd`, or pass --ros2-router"
 _CONNECT_TIMEOUT_S = 3.0
 _SERVICE_WORKERS = 2
+# Service calls (reset, reload) waiting for a worker; a call past that many is refused at once
+# with `success: false`, rather than queueing work that would run long after its caller left.
+_SERVICE_QUEUE = 64
+# close() warns (and goes on waiting) when the work in progress takes longer than this.
+_CLOSE_WARN_S = 5.0
+_CLOSING = "the ROS 2 bridge is closing"
 
 _log = logging.getLogger("mjfast.ros2")
 
@@ -78,11 +96,80 @@ class _Publisher:
     serialize: Callable[[Any], bytearray]
 
 
+class _Work:
+    """The work in progress that touches the env or the session (a service call, an inbound
+    message, a message going out), counted per thread; `shut()` refuses new work and waits for
+    what is in progress on other threads."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()  # a leaf of the lock order (src/_core/env_core.h)
+        self._running: dict[int, int] = {}  # thread id -> depth of work on it
+        self.shut_down = False
+
+    @contextlib.contextmanager
+    def running(self) -> Any:
+        """Yields True while the bridge is open (the work is counted until it ends), else
+        False (nothing may be done)."""
+        me = threading.get_ident()
+        with self._state:
+            if self.shut_down:
+                allowed = False
+            else:
+                allowed = True
+                self._running[me] = self._running.get(me, 0) + 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._state:
+                    depth = self._running.pop(me) - 1
+                    if depth:
+                        self._running[me] = depth
+                    else:
+                        self._state.notify_all()
+
+    def shut(self) -> bool:
+        """Refuses new work; False if it was refused already."""
+        with self._state:
+            was, self.shut_down = self.shut_down, True
+            return not was
+
+    def wait_idle(self) -> None:
+        """Until no other thread is inside `running()` (this thread's own work, if close() is
+        called from inside some, is not waited for)."""
+        me = threading.get_ident()
+        started = time.monotonic()
+        warned = False
+        with self._state:
+            while any(thread != me for thread in self._running):
+                if not warned and time.monotonic() - started > _CLOSE_WARN_S:
+                    warned = True
+                    _log.warning("closing the ROS 2 bridge waits for %d call(s) in progress",
+                                 len(self._running))
+                self._state.wait(0.5)
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a converted message (dicts, lists, arrays) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, np.ndarray):
+        return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, np.floating):
+        return bool(np.isfinite(value))
+    return True
+
+
 class _Counters:
     """Counts from any thread without a lock: `next()` on an itertools.count is one C call
     (atomic under the GIL), and a copy of a count reads it without advancing it."""
 
-    NAMES = ("messages_out", "messages_in", "malformed", "unconvertible", "calls", "failed_calls")
+    NAMES = ("messages_out", "messages_in", "malformed", "non_finite", "unconvertible", "calls",
+             "failed_calls", "refused_calls")
 
     def __init__(self) -> None:
         self._counts = {name: itertools.count() for name in self.NAMES}
@@ -109,6 +196,8 @@ class Bridge:
     `domain_id`: the ROS domain (default `ROS_DOMAIN_ID`, else 0). `router`: the Zenoh router's
     endpoint (default `tcp/127.0.0.1:7447`); `RouterNotFound` when none answers there.
     `listen=True` makes this bridge's own session the router, listening on that endpoint.
+    Several bridges (and bus servers, recordings) on one env start and stop in any order; a
+    closed env is a `LogicError`.
     """
 
     def __init__(self, env: Any, *, domain_id: int | None = None, router: str | None = None,
@@ -121,13 +210,21 @@ class Bridge:
                 raise ValueError(f"ROS_DOMAIN_ID must be an integer, got {raw!r}") from None
         if isinstance(domain_id, bool) or not isinstance(domain_id, int) or domain_id < 0:
             raise ValueError(f"domain_id must be a non-negative integer, got {domain_id!r}")
+        if env.closed:
+            raise LogicError("Bridge: the env is closed; bridge an open env")
         self._env = env
         self._bus = env.bus
         self.domain_id = domain_id
         self.router = router or DEFAULT_ROUTER
         self.namespace, self.node_name = split_node_name(env.namespace)
         self._counters = _Counters()
-        self._closed = False
+        # Bad input from the graph says so once a second per topic, with the count (SPEC §18).
+        self._rejected = ThrottledLog(_log)
+        self._work = _Work()
+        self._closed = threading.Event()  # set when close() has finished
+        self._drains: list[threading.Thread] = []  # the inbound subscribers'
+        self._service_drains: list[threading.Thread] = []
+        self._tap: Any = None
         self._lock = threading.RLock()
         self._entity_ids = itertools.count(1)
         self._publishers: dict[str, _Publisher] = {}
@@ -150,7 +247,7 @@ class Bridge:
             self.zid = str(self._session.info.zid())
             self._node_token = self._session.liveliness().declare_token(wire.node_token(
                 domain_id, self.zid, 0, self.namespace, self.node_name))
-            self._service_queries: queue.SimpleQueue[Any] = queue.SimpleQueue()
+            self._service_queries: queue.Queue[Any] = queue.Queue(_SERVICE_QUEUE)
             self._workers = [threading.Thread(target=self._serve_queries, daemon=True,
                                               name=f"mjfast-ros2-service-{i}")
                              for i in range(_SERVICE_WORKERS)]
@@ -158,21 +255,23 @@ class Bridge:
                 worker.start()
             self._declare_services()
             self._specs: Any = None
-            self._rebuild()
+            self._rebuild(send_latched=False)
+            # Every bus publish passes here, after its subscribers; the latched ones (the
+            # /tf_static published at load) come first, into the transient-local caches.
+            self._tap = self._bus.add_tap(self._forward)
         except BaseException:
+            self._work.shut()
+            self._stop_workers()
             if self._owns_session:
                 self._session.close()
             raise
-        # Every bus publish passes here (the remote bus of section 15 wraps it the same way).
-        self._bus_publish = self._bus.publish
-        self._bus.publish = self._publish_and_forward
-        self._send_cached_transient_local()
         close_when_the_program_ends(self)
 
     # -- routes ---------------------------------------------------------------------------------
 
-    def _rebuild(self) -> None:
-        """(Re)declares the publishers and subscribers of the env's current plugins."""
+    def _rebuild(self, send_latched: bool = True) -> None:
+        """(Re)declares the publishers and subscribers of the env's current plugins
+        (`send_latched`: and fills the transient-local caches with the latched messages)."""
         with self._lock:
             self._specs = self._env.plugin_specs
             old, self._publishers = self._publishers, {}
@@ -198,6 +297,11 @@ class Bridge:
                 for route in inbound:
                     self._inbound.append(self._declare_subscriber(route))
                     self._inbound_topics.add(route.topic)
+            # New transient-local publishers start with empty caches: the latched messages go in.
+            for topic, message in (self._bus.latched() if send_latched else {}).items():
+                entry = self._publishers.get(topic)
+                if entry is not None and entry.route.transient_local:
+                    self._send(entry, message)
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -223,9 +327,7 @@ class Bridge:
     def _undeclare_publisher(self, entry: _Publisher) -> None:
         for companion in entry.companions:
             self._undeclare_publisher(companion)
-        with contextlib.suppress(zenoh.ZError):
-            entry.token.undeclare()
-            entry.publisher.undeclare()
+        self._undeclare(entry.token, entry.publisher)
 
     def _declare_subscriber(self, route: Inbound) -> tuple[Any, Any]:
         dds, hash_ = types.dds_type_name(route.ros_type), types.type_hash(route.ros_type)
@@ -236,19 +338,19 @@ class Bridge:
             dds, hash_, wire.QOS_DEFAULT))
         subscriber = declare_on_daemon_thread(
             lambda handler: self._session.declare_subscriber(key, handler),
-            lambda sample: self._on_ros_message(route, sample), f"mjfast-ros2-in {route.topic}")
+            lambda sample: self._on_ros_message(route, sample), f"mjfast-ros2-in {route.topic}",
+            self._drains)
         return subscriber, token
 
     # -- outbound -------------------------------------------------------------------------------
 
-    def _publish_and_forward(self, topic: str, message: Any) -> None:
-        self._bus_publish(topic, message)  # in-process delivery first, as without the bridge
-        self._forward(topic, message)
-
     def _forward(self, topic: str, message: Any) -> None:
-        """What the bridge adds to a bus publish: the message out on ROS 2, if it has a type."""
-        if self._closed:
-            return
+        """The bus tap: the message out on ROS 2, if it has a type."""
+        with self._work.running() as open_:
+            if open_:
+                self._forward_open(topic, message)
+
+    def _forward_open(self, topic: str, message: Any) -> None:
         if self._env.plugin_specs is not self._specs:  # a reload changed the plugins
             self._rebuild()
         entry = self._publishers.get(topic)
@@ -287,27 +389,31 @@ class Bridge:
         for companion in entry.companions:
             self._send(companion, message)
 
-    def _send_cached_transient_local(self) -> None:
-        """A transient-local topic published before the bridge (TfPublisher's /tf_static at
-        load) goes into its cache now."""
-        for topic, entry in list(self._publishers.items()):
-            if entry.route.transient_local:
-                latest = self._bus.latest(topic)
-                if latest is not None:
-                    self._send(entry, latest)
-
     # -- inbound --------------------------------------------------------------------------------
 
     def _on_ros_message(self, route: Inbound, sample: zenoh.Sample) -> None:
         try:
             message = route.convert(types.deserialize(sample.payload.to_bytes(), route.ros_type))
         except Exception as error:  # malformed CDR from some node: counted, never fatal
-            self._counters.add("malformed")
-            _log.warning("ignored a malformed %s on %s: %s", route.ros_type, route.topic, error)
+            self._reject(route, "malformed", "ignored a malformed %s on %s: %s", error)
             return
-        self._counters.add("messages_in")
-        # Not back out on ROS 2 (the unwrapped publish); a command, while the env records.
-        self._bus.publish_inbound(route.topic, message, self._bus_publish)
+        if not _finite(message):
+            self._reject(route, "non_finite", "ignored a %s on %s with a value that is not "
+                         "finite (NaN or infinite): %s", message)
+            return
+        with self._work.running() as open_:
+            if not open_:
+                return
+            self._counters.add("messages_in")
+            # Not back out on ROS 2 (past this bridge's tap); a command, while the env records.
+            tap = self._tap  # None while the bridge is being made
+            self._bus.publish_inbound(route.topic, message,
+                                      tap.publish if tap is not None else None)
+
+    def _reject(self, route: Inbound, counter: str, text: str, detail: Any) -> None:
+        """Bad input on an inbound topic: counted, and logged once a second per topic."""
+        self._counters.add(counter)
+        self._rejected.report((counter, route.topic), text, route.ros_type, route.topic, detail)
 
     # -- services -------------------------------------------------------------------------------
 
@@ -333,11 +439,11 @@ class Bridge:
                     self._answer(query, t, h)
             else:  # reset and reload may take long: a worker thread, the queryable's is free
                 def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
-                    self._service_queries.put((query, t, h))
+                    self._enqueue(query, t, h)
             queryable = declare_on_daemon_thread(
                 lambda handler, key=key: self._session.declare_queryable(key, handler,
                                                                         complete=True),
-                on_query, f"mjfast-ros2-service {name}")
+                on_query, f"mjfast-ros2-service {name}", self._service_drains)
             self._services.append((queryable, token))
 
     def _pause(self, request: Any) -> tuple[bool, str]:
@@ -355,6 +461,28 @@ class Bridge:
         self._env.reload()
         return True, "reloaded"
 
+    def _enqueue(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
+        """A call for a worker, or refused at once: the bridge is closing, or the queue full."""
+        with self._work.running() as open_:  # close() drains the queue after this
+            if open_:
+                try:
+                    self._service_queries.put_nowait((query, service_type, handler))
+                    return
+                except queue.Full:
+                    reason = (f"the bridge is busy: {_SERVICE_QUEUE} calls are waiting; call "
+                              f"again when they are answered")
+            else:
+                reason = _CLOSING
+        self._refuse(query, service_type, reason)
+
+    def _refuse(self, query: Any, service_type: str, reason: str) -> None:
+        self._counters.add("refused_calls")
+
+        def refusal(request: Any) -> tuple[bool, str]:
+            raise RuntimeError(reason)
+
+        self._answer(query, service_type, refusal, work=False)
+
     def _serve_queries(self) -> None:
         while True:
             item = self._service_queries.get()
@@ -364,7 +492,10 @@ class Bridge:
             self._answer(query, service_type, handler)
             del query, item  # dropping the query ends the caller's wait
 
-    def _answer(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
+    def _answer(self, query: Any, service_type: str, handler: Callable[[Any], Any],
+                work: bool = True) -> None:
+        """Replies to `query` with what `handler` does with its request (`work`: counted as work
+        on the env, and refused once the bridge is closing)."""
         self._counters.add("calls")
         try:
             raw = query.attachment
@@ -377,22 +508,28 @@ class Bridge:
         except Exception as error:
             self._counters.add("malformed")
             self._counters.add("failed_calls")
-            _log.warning("ignored a malformed %s request: %s", service_type, error)
+            self._rejected.report(("malformed", service_type),
+                                  "ignored a malformed %s request: %s", service_type, error)
             with contextlib.suppress(zenoh.ZError):
                 query.reply_err(f"malformed request: {error}".encode())
             return
-        try:
-            success, message = handler(request)
-        except Exception as error:
-            self._counters.add("failed_calls")
-            success, message = False, f"{type(error).__name__}: {error}"
-        response = types.message_class(f"{service_type}_Response")(success=success,
-                                                                   message=message)
-        reply_attachment = wire.encode_attachment(request_id.sequence_number, time.time_ns(),
-                                                  request_id.gid)
-        with contextlib.suppress(zenoh.ZError):
-            query.reply(query.key_expr, types.serialize(response, f"{service_type}_Response"),
-                        attachment=reply_attachment)
+        # The reply too is work: close() waits for it before the session goes.
+        with self._work.running() if work else contextlib.nullcontext(True) as open_:
+            try:
+                if not open_:
+                    raise RuntimeError(_CLOSING)
+                success, message = handler(request)
+            except Exception as error:
+                self._counters.add("failed_calls")
+                success, message = False, f"{type(error).__name__}: {error}"
+            response = types.message_class(f"{service_type}_Response")(success=success,
+                                                                       message=message)
+            reply_attachment = wire.encode_attachment(request_id.sequence_number,
+                                                      time.time_ns(), request_id.gid)
+            with contextlib.suppress(zenoh.ZError):
+                query.reply(query.key_expr, types.serialize(response,
+                                                            f"{service_type}_Response"),
+                            attachment=reply_attachment)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -417,29 +554,59 @@ class Bridge:
 
     def close(self) -> None:
         """Leaves the graph (every token undeclared, so the node disappears) and closes the
-        session; idempotent."""
-        if self._closed:
+        session; idempotent. The service calls still waiting are answered `success: false`;
+        returns once no work of the bridge's can touch the env any more (the calls and messages
+        in progress have ended) and nothing of it is left on the graph."""
+        if not self._work.shut():  # closed, or being closed on another thread
+            self._closed.wait()
             return
-        self._closed = True
-        if self._bus.publish == self._publish_and_forward:
-            del self._bus.publish
-        for _ in self._workers:
+        try:
+            if self._tap is not None:
+                self._tap.remove()  # no new message goes out
+            # The calls, inbound messages and puts in progress end; from now on every call is
+            # answered `success: false` at once, not run.
+            self._work.wait_idle()
+            for queryable, _ in self._services:
+                self._undeclare(queryable)  # no call comes any more
+            # The calls that came before, answered while the session is open: those still in
+            # the queryables' channels, then those waiting for a worker.
+            join_drains(self._service_drains)
+            self._stop_workers()
+            join_drains(self._workers)
+            with self._lock:
+                for _, token in self._services:
+                    self._undeclare(token)
+                for subscriber, token in self._inbound:
+                    self._undeclare(token, subscriber)
+                for entry in self._publishers.values():
+                    self._undeclare_publisher(entry)
+                self._undeclare(self._node_token)
+            if self._owns_session:
+                close_session(self._session)
+            join_drains(self._drains)
+        finally:
+            self._closed.set()
+            no_close_at_the_end(self)
+
+    def _stop_workers(self) -> None:
+        """Answers the calls still waiting (`success: false`, not run) and tells each worker to
+        end once its call in progress is answered (the work is shut: no call is queued now)."""
+        while True:
+            try:
+                item = self._service_queries.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self._refuse(item[0], item[1], _CLOSING)
+            del item
+        for _ in getattr(self, "_workers", ()):
             self._service_queries.put(None)
-        for worker in self._workers:
-            worker.join(10.0)
-        with self._lock, contextlib.suppress(zenoh.ZError):
-            for queryable, token in self._services:
-                token.undeclare()
-                queryable.undeclare()
-            for subscriber, token in self._inbound:
-                token.undeclare()
-                subscriber.undeclare()
-            for entry in self._publishers.values():
-                self._undeclare_publisher(entry)
-            self._node_token.undeclare()
-        if self._owns_session:
-            self._session.close()
-        no_close_at_the_end(self)
+
+    @staticmethod
+    def _undeclare(*entities: Any) -> None:
+        for entity in entities:
+            with contextlib.suppress(zenoh.ZError):
+                entity.undeclare()
 
     def __enter__(self) -> Bridge:
         return self
