@@ -105,3 +105,16 @@ def test_a_command_from_a_plugin_callback_while_another_thread_applies_one_does_
     # The newest command wins (as in forward_command_controller's realtime buffer).
     assert "ctrl [0.5, -0.5]" in result.stdout
     assert "'applied': 2.0" in result.stdout, result.stdout
+
+
+def test_a_flood_of_bad_commands_is_counted_and_logged_once_a_second(
+        env: Any, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level("WARNING", logger="mjfast.plugins.forward_command"):
+        for _ in range(500):
+            env.bus.publish(TOPIC, {"data": [1.0]})
+    env.step(1)
+    assert statistics(env)["rejected"] == 500.0
+    lines = [r for r in caplog.records if "command rejected" in r.getMessage()]
+    # The first is logged at once; the rest of a burst shorter than a second are only counted.
+    assert 1 <= len(lines) <= 2, [r.getMessage() for r in lines]
+    assert "expected 2 values, got 1" in lines[0].getMessage()

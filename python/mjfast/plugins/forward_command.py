@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast._throttled_log import ThrottledLog
 from mjfast.plugin import MujocoPlugin
 from mjfast.plugins._sensing import id_of, names_of
 from mjfast.plugins.clock_publisher import topic_name
@@ -27,6 +28,9 @@ from mjfast.plugins.clock_publisher import topic_name
 __all__ = ["ForwardCommand"]
 
 _log = logging.getLogger("mjfast.plugins.forward_command")
+# A publisher sending bad commands at a high rate gets a line a second with the count, not a line a
+# message (SPEC §18: bad inbound input is counted and logged at most once a second per topic).
+_rejections = ThrottledLog(_log)
 
 
 class ForwardCommand(MujocoPlugin):
@@ -88,7 +92,7 @@ class ForwardCommand(MujocoPlugin):
         except (TypeError, ValueError) as error:
             with self._lock:
                 self._rejected += 1
-            _log.warning("%s: command rejected, not applied: %s", self.name, error)
+            _rejections.report(id(self), "%s: command rejected, not applied: %s", self.name, error)
             return
         with self._lock:
             if self._pending is not None:
