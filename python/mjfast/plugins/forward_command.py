@@ -28,9 +28,6 @@ from mjfast.plugins.clock_publisher import topic_name
 __all__ = ["ForwardCommand"]
 
 _log = logging.getLogger("mjfast.plugins.forward_command")
-# A publisher sending bad commands at a high rate gets a line a second with the count, not a line a
-# message (SPEC §18: bad inbound input is counted and logged at most once a second per topic).
-_rejections = ThrottledLog(_log)
 
 
 class ForwardCommand(MujocoPlugin):
@@ -68,6 +65,9 @@ class ForwardCommand(MujocoPlugin):
         self._lock = threading.Lock()
         self._pending: np.ndarray | None = None
         self._applying = False
+        # A publisher sending bad commands at a high rate gets a line a second with the count, not
+        # a line a message (SPEC §18: bad inbound input is logged at most once a second per topic).
+        self._rejections = ThrottledLog(_log)
         self._applied = 0
         self._superseded = 0
         self._rejected = 0
@@ -92,7 +92,8 @@ class ForwardCommand(MujocoPlugin):
         except (TypeError, ValueError) as error:
             with self._lock:
                 self._rejected += 1
-            _rejections.report(id(self), "%s: command rejected, not applied: %s", self.name, error)
+            self._rejections.report("command", "%s: command rejected, not applied: %s",
+                                    self.name, error)
             return
         with self._lock:
             if self._pending is not None:
