@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -196,9 +197,71 @@ def test_a_stepping_failure_has_the_same_wording(capsys: pytest.CaptureFixture[s
     finally:
         mjfast.unregister_plugin("hour/Raising")
     assert code == 0
-    assert err.splitlines() == [
-        "mjfast: warning: plugin 'Raising' (hour/Raising) failed while stepping, in "
-        "control_callback: RuntimeError: deliberate failure"]
+    [line] = err.splitlines()
+    assert re.fullmatch(r"mjfast: warning: plugin 'Raising' \(hour/Raising\) failed while "
+                        r"stepping, in control_callback at tests/test_first_hour\.py:\d+: "
+                        r"RuntimeError: deliberate failure", line), line
+
+
+# A plugin package whose callback fails inside a helper of its own, below which numpy raises.
+ACME_FILES = {
+    "acme/__init__.py": "",
+    "acme/helpers.py": "import numpy as np\n\n\ndef square(values):\n"
+                       "    return np.reshape(values, (5, 5))\n",
+    "acme/plugin.py": "import mjfast\n\nfrom acme.helpers import square\n\n\n"
+                      "class Squarer(mjfast.MujocoPlugin):\n"
+                      "    def load(self, model, data):\n"
+                      "        if self.config.get('in_load'):\n"
+                      "            raise RuntimeError('no load today')\n"
+                      "        return True\n\n"
+                      "    def control_callback(self, model, data):\n"
+                      "        square([1.0, 2.0])\n",
+}
+
+
+@pytest.mark.parametrize(("in_load", "where"), [
+    (False, "while stepping, in control_callback at {root}/acme/helpers.py:5: ValueError: "
+            "cannot reshape"),
+    (True, "to load, in load at {root}/acme/plugin.py:9: RuntimeError: no load today"),
+])
+def test_the_one_line_failure_names_where_the_plugin_raised(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, arm_file: Path,
+        monkeypatch: pytest.MonkeyPatch, in_load: bool, where: str) -> None:
+    (tmp_path / "acme").mkdir()
+    for name, text in ACME_FILES.items():
+        write(tmp_path, name, text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from acme.plugin import Squarer  # type: ignore[import-not-found]
+
+    mjfast.register_plugin("acme/Squarer", Squarer)
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: acme/Squarer\n"
+                                           f"    in_load: {str(in_load).lower()}\n")
+        code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                               "--steps", "10", "--no-progress")
+    finally:
+        mjfast.unregister_plugin("acme/Squarer")
+        for module in ("acme.plugin", "acme.helpers", "acme"):
+            sys.modules.pop(module, None)
+    assert code == 0
+    [line] = err.splitlines()
+    expected = f"mjfast: warning: plugin 'Squarer' (acme/Squarer) failed {where}"
+    assert line.startswith(expected.format(root=tmp_path.resolve())), line
+
+
+def test_acquiring_a_plugin_that_failed_says_it_failed_and_why() -> None:
+    params = {"MujocoPlugins": [{"type": "mjfast/PoseHoldPD", "name": "hold", "Kp": 6.0}]}
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params=params) as env:
+        with pytest.raises(KeyError) as raised, env.acquire_plugin("hold"):
+            pass
+        message = raised.value.args[0]
+        assert message.startswith("plugin 'hold' (mjfast/PoseHoldPD) failed to load, in "
+                                  "factory: ConfigError: unknown configuration key 'Kp'"), message
+        assert "did you mean 'hold'" not in message
+        with pytest.raises(KeyError, match=r"no active plugin named 'hodl' \(did you mean "
+                                           r"'hold'\?\)"), env.acquire_plugin("hodl"):
+            pass
+        env.step(1)  # the scope was released
 
 
 def test_strict_exits_1_on_a_load_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path,

@@ -74,9 +74,7 @@ class _FailureReporter:
                 continue
             self._reported.add((info.name, failure.phase))
             fresh.append(info.name)
-            where = "to load" if failure.phase in _LOAD_PHASES else "while stepping"
-            self._warn.write(f"mjfast: warning: plugin '{info.name}' ({info.type}) failed "
-                             f"{where}, in {failure.phase}: {one_line(failure.message)}\n")
+            self._warn.write(f"mjfast: warning: {one_line(failure.summary())}\n")
             if self._tracebacks and failure.traceback:
                 self._warn.write(textwrap.indent(failure.traceback.rstrip("\n"), "    ") + "\n")
         self.failed += len(fresh)
@@ -84,7 +82,6 @@ class _FailureReporter:
             raise _StrictFailure(f"plugin {', '.join(repr(n) for n in fresh)} failed (--strict)")
 
 
-_LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
 
 
 def _steps_taken(env: Any) -> int:
