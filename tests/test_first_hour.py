@@ -1,16 +1,22 @@
 """The first hour of a user and a plugin author (issue 12): declared configuration keys,
 misnamed callbacks, JSON-able statistics and their table, the CLI's messages by their text,
-`mjfast plugins`, `mjfast demo --export`, `--duration inf`, `--strict`, `-v/-q`, and
-`mjfast new-plugin` packages built with the one documented pip command."""
+`mjfast plugins`, `mjfast demo --export`, `--duration inf`, `--strict`, `-v/-q`,
+`mjfast new-plugin` packages built with the one documented pip command, and README.md's
+examples run as written."""
 
 from __future__ import annotations
 
+import ast
 import json
 import logging
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -196,9 +202,71 @@ def test_a_stepping_failure_has_the_same_wording(capsys: pytest.CaptureFixture[s
     finally:
         mjfast.unregister_plugin("hour/Raising")
     assert code == 0
-    assert err.splitlines() == [
-        "mjfast: warning: plugin 'Raising' (hour/Raising) failed while stepping, in "
-        "control_callback: RuntimeError: deliberate failure"]
+    [line] = err.splitlines()
+    assert re.fullmatch(r"mjfast: warning: plugin 'Raising' \(hour/Raising\) failed while "
+                        r"stepping, in control_callback at tests/test_first_hour\.py:\d+: "
+                        r"RuntimeError: deliberate failure", line), line
+
+
+# A plugin package whose callback fails inside a helper of its own, below which numpy raises.
+ACME_FILES = {
+    "acme/__init__.py": "",
+    "acme/helpers.py": "import numpy as np\n\n\ndef square(values):\n"
+                       "    return np.reshape(values, (5, 5))\n",
+    "acme/plugin.py": "import mjfast\n\nfrom acme.helpers import square\n\n\n"
+                      "class Squarer(mjfast.MujocoPlugin):\n"
+                      "    def load(self, model, data):\n"
+                      "        if self.config.get('in_load'):\n"
+                      "            raise RuntimeError('no load today')\n"
+                      "        return True\n\n"
+                      "    def control_callback(self, model, data):\n"
+                      "        square([1.0, 2.0])\n",
+}
+
+
+@pytest.mark.parametrize(("in_load", "where"), [
+    (False, "while stepping, in control_callback at {root}/acme/helpers.py:5: ValueError: "
+            "cannot reshape"),
+    (True, "to load, in load at {root}/acme/plugin.py:9: RuntimeError: no load today"),
+])
+def test_the_one_line_failure_names_where_the_plugin_raised(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path, arm_file: Path,
+        monkeypatch: pytest.MonkeyPatch, in_load: bool, where: str) -> None:
+    (tmp_path / "acme").mkdir()
+    for name, text in ACME_FILES.items():
+        write(tmp_path, name, text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from acme.plugin import Squarer  # type: ignore[import-not-found]
+
+    mjfast.register_plugin("acme/Squarer", Squarer)
+    try:
+        params = write(tmp_path, "p.yaml", "MujocoPlugins:\n  - type: acme/Squarer\n"
+                                           f"    in_load: {str(in_load).lower()}\n")
+        code, _, err = run_cli(capsys, "run", str(arm_file), "--params", str(params),
+                               "--steps", "10", "--no-progress")
+    finally:
+        mjfast.unregister_plugin("acme/Squarer")
+        for module in ("acme.plugin", "acme.helpers", "acme"):
+            sys.modules.pop(module, None)
+    assert code == 0
+    [line] = err.splitlines()
+    expected = f"mjfast: warning: plugin 'Squarer' (acme/Squarer) failed {where}"
+    assert line.startswith(expected.format(root=tmp_path.resolve())), line
+
+
+def test_acquiring_a_plugin_that_failed_says_it_failed_and_why() -> None:
+    params = {"MujocoPlugins": [{"type": "mjfast/PoseHoldPD", "name": "hold", "Kp": 6.0}]}
+    with mjfast.MujocoEnv(TWO_LINK_ARM_XML, params=params) as env:
+        with pytest.raises(KeyError) as raised, env.acquire_plugin("hold"):
+            pass
+        message = raised.value.args[0]
+        assert message.startswith("plugin 'hold' (mjfast/PoseHoldPD) failed to load, in "
+                                  "factory: ConfigError: unknown configuration key 'Kp'"), message
+        assert "did you mean 'hold'" not in message
+        with pytest.raises(KeyError, match=r"no active plugin named 'hodl' \(did you mean "
+                                           r"'hold'\?\)"), env.acquire_plugin("hodl"):
+            pass
+        env.step(1)  # the scope was released
 
 
 def test_strict_exits_1_on_a_load_failure(capsys: pytest.CaptureFixture[str], tmp_path: Path,
@@ -277,10 +345,25 @@ def test_demo_export_writes_files_that_run(capsys: pytest.CaptureFixture[str],
     code, out, err = run_cli(capsys, "run", str(model), "--params", str(params),
                              "--duration", "0.1", "--no-progress")
     assert code == 0 and err == "" and "ACTIVE" in out
+    # What README's later sections use is there too, and runs.
+    scene, ros2 = tmp_path / "start" / "demo_scene.xml", tmp_path / "start" / "ros2_params.yaml"
+    with mjfast.MujocoEnv(scene, params=ros2) as env:
+        assert {"box", "table"} <= {env.model.body(i).name for i in range(env.model.nbody)}
+        env.reset("home")
+        env.set_equality_active("gripper_weld", True)
+        env.step(10)
+        assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), env.plugins
+    # Exporting again (each README section starts with it) keeps files that are unchanged ...
+    code, out, _ = run_cli(capsys, "demo", "--export", str(tmp_path / "start"))
+    assert code == 0 and f"mjfast run {model} --params {params}" in out
+    # ... and overwrites none that was changed: nothing is written then.
+    params.write_text(params.read_text() + "# mine\n")
+    scene.unlink()
     code, _, err = run_cli(capsys, "demo", "--export", str(tmp_path / "start"))
     assert code == 1
-    assert err == f"mjfast: error: not overwriting {model}, {params}: remove it or choose " \
+    assert err == f"mjfast: error: not overwriting {params}: remove it or choose " \
                   f"another --export directory\n"
+    assert not scene.exists()
 
 
 def test_duration_inf_runs_until_ctrl_c(arm_file: Path) -> None:
@@ -496,3 +579,231 @@ def test_record_camera_scales_depth_to_the_scene_not_the_far_plane() -> None:
     assert (grey[2:] == 0).all()  # the background is black
     assert grey[:2].max() - grey[:2].min() >= 30  # the scene spans visible greys
     assert grey[0, 0] > grey[1, 3]  # nearer is brighter
+
+
+# -- the README, run as written (issue 28) --------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+# A fenced block's directive: the HTML comment on the line before its fence.
+_DIRECTIVE = re.compile(r"<!-- readme-test: (?P<what>skip|while serving)(?:: (?P<why>.+))? -->")
+# A block whose first line is `# <path>` with a file name is that file's text: it is written.
+_FILE_HEADER = re.compile(r"# (?P<path>[\w./-]+\.(?:py|toml|yaml))\s*(?:,.*)?$")
+_SERVING = "mjfast: serving "
+
+
+@dataclass
+class Snippet:
+    language: str
+    line: int  # README line of the block's first line (after the fence)
+    text: str
+    directive: str | None = None
+    reason: str | None = None
+
+
+def readme_snippets() -> list[Snippet]:
+    snippets: list[Snippet] = []
+    lines = README.read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        fence = re.fullmatch(r"```(\w+)", lines[index])
+        if fence is None:
+            index += 1
+            continue
+        end = lines.index("```", index + 1)
+        directive = _DIRECTIVE.fullmatch(lines[index - 1].strip())
+        snippets.append(Snippet(fence[1], index + 2, "\n".join(lines[index + 1:end]) + "\n",
+                                directive["what"] if directive else None,
+                                directive["why"] if directive else None))
+        index = end + 1
+    return snippets
+
+
+class ReadmeRun:
+    """README's snippets run in order in one scratch directory, as a user of the venv would:
+    `mjfast` and `python` are this interpreter's (through small scripts on PATH), and
+    `pip install ./X` installs into a directory of the run's own (`--target`, no dependencies:
+    the venv is shared), which is on the snippets' PYTHONPATH."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.site = directory / ".site"
+        shims = directory / ".bin"
+        shims.mkdir(parents=True)
+        for name, command in (("mjfast", f'"{sys.executable}" -m mjfast'),
+                              ("python", f'"{sys.executable}"'),
+                              ("pip", f'"{sys.executable}" -m pip')):
+            shim = shims / name
+            shim.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+            shim.chmod(0o755)
+        repository_python = Path(mjfast.__file__).resolve().parent.parent
+        self.environment = {
+            **os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
+            "PYTHONPATH": os.pathsep.join([str(repository_python), str(self.site)]),
+            "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),  # as tests/conftest.py sets it
+        }
+        self.server: subprocess.Popen[str] | None = None
+        self.not_run: list[str] = []
+        self.configurations: list[Snippet] = []
+
+    def where(self, snippet: Snippet) -> str:
+        return f"README.md:{snippet.line} ({snippet.language})"
+
+    # -- shell ----------------------------------------------------------------------------------
+
+    def shell(self, snippet: Snippet) -> None:
+        for command in (line.strip() for line in snippet.text.splitlines()):
+            if not command or command.startswith("#"):
+                continue
+            if command.startswith("pip install ./"):
+                command = (f"pip install --quiet --no-deps --target {self.site} "
+                           f"{command.removeprefix('pip install ')}")
+            if command.startswith("mjfast serve "):
+                self.serve(snippet, command)
+            elif "--duration inf" in command:
+                self.until_ctrl_c(snippet, command)
+            else:
+                result = subprocess.run(["bash", "-c", command], cwd=self.directory,
+                                        env=self.environment, capture_output=True, text=True,
+                                        timeout=120)
+                assert result.returncode == 0, (f"{self.where(snippet)}: `{command}` exited "
+                                                f"{result.returncode}:\n{result.stderr}")
+
+    def until_ctrl_c(self, snippet: Snippet, command: str) -> None:
+        """A run that the README stops with Ctrl-C: stopped so once it runs (it says so on
+        stderr once a wall second)."""
+        process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.directory,
+                                   env=self.environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        assert process.stderr is not None
+        said = []
+        for line in process.stderr:
+            said.append(line)
+            if line.startswith("mjfast: sim "):
+                process.send_signal(signal.SIGINT)
+                break
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 130 and "steps" in out, (
+            f"{self.where(snippet)}: `{command}` exited {process.returncode}:\n"
+            f"{''.join(said)}{err}")
+
+    def serve(self, snippet: Snippet, command: str) -> None:
+        """`mjfast serve`, which the README leaves running for the commands after it: started,
+        and waited for until it says it serves."""
+        process = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=self.directory,
+                                   env=self.environment, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True)
+        self.server = process
+        assert process.stderr is not None
+        said = []
+        for line in process.stderr:  # (the child ends the stream if it fails)
+            said.append(line)
+            if line.startswith(_SERVING):
+                return
+        process.wait(timeout=60)
+        pytest.fail(f"{self.where(snippet)}: `{command}` exited {process.returncode}:\n"
+                    f"{''.join(said)}")
+
+    def stop_serving(self) -> None:
+        process, self.server = self.server, None
+        if process is None:
+            return
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 0 and "remote bus" in out, (process.returncode, err)
+
+    # -- python, files, configuration -------------------------------------------------------
+
+    def python(self, snippet: Snippet) -> None:
+        tree = ast.parse(snippet.text)
+        names = [node for node in ast.walk(tree) if isinstance(node, ast.Name)]
+        makes_env = any(n.id == "env" and isinstance(n.ctx, ast.Store) for n in names)
+        uses_env = any(n.id == "env" for n in names)
+        prelude = "import mjfast\nimport numpy as np\n"
+        if uses_env and not makes_env:
+            prelude += 'env = mjfast.MujocoEnv("robot.xml", params="params.yaml")\n'
+        # The snippet keeps its README line numbers in a traceback.
+        source = "\n" * (snippet.line - 1) + snippet.text
+        program = (f"{prelude}exec(compile({source!r}, 'README.md', 'exec'))\n")
+        result = subprocess.run([sys.executable, "-c", program], cwd=self.directory,
+                                env=self.environment, capture_output=True, text=True,
+                                timeout=120)
+        assert result.returncode == 0, f"{self.where(snippet)} failed:\n{result.stderr}"
+
+    def write_file(self, snippet: Snippet, path: str) -> None:
+        target = self.directory / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(snippet.text)
+
+    def configuration(self, snippet: Snippet) -> None:
+        """A YAML fragment that is no file: parameters that an env on the demo arm accepts, every
+        plugin loaded (`strict`)."""
+        result = subprocess.run(
+            [sys.executable, "-c", "import sys, yaml, mjfast\n"
+             "params = yaml.safe_load(sys.stdin)\n"
+             "mjfast.MujocoEnv('start/demo_arm.xml', params=params, strict=True)"],
+            input=snippet.text, cwd=self.directory, env=self.environment, capture_output=True,
+            text=True, timeout=60)
+        assert result.returncode == 0, f"{self.where(snippet)} is refused:\n{result.stderr}"
+
+    def run(self, snippet: Snippet) -> None:
+        if snippet.directive != "while serving":
+            self.stop_serving()
+        if snippet.directive == "skip":
+            assert snippet.reason, f"{self.where(snippet)}: a skip says why"
+            return
+        header = _FILE_HEADER.match(snippet.text.splitlines()[0])
+        if header is not None and snippet.language in ("python", "toml", "yaml"):
+            self.write_file(snippet, header["path"])
+        elif snippet.language == "bash":
+            if "mjfast serve" in snippet.text and not _port_is_free(7447):
+                # The README's server listens on the default endpoint, which the machine's other
+                # work may hold: then it and its client are not run.
+                self.not_run.append(f"{self.where(snippet)}: tcp/127.0.0.1:7447 is taken")
+                self.server = None
+                return
+            self.shell(snippet)
+        elif snippet.language == "python":
+            if snippet.directive == "while serving" and self.server is None:
+                return  # its server was not run (above)
+            self.python(snippet)
+        elif snippet.language == "yaml":
+            self.configurations.append(snippet)  # checked at the end, its plugins installed
+        elif snippet.language != "toml":
+            pytest.fail(f"{self.where(snippet)}: no way to run a {snippet.language} block")
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_the_readme_runs_as_written(tmp_path: Path) -> None:
+    """Every snippet of README.md, in order, in one scratch directory (README "A five-minute
+    tour"): a snippet that stops working fails here. Blocks that cannot run here say why in an
+    HTML comment above them."""
+    pytest.importorskip("zenoh", reason="README's remote bus needs mjfast[server]")
+    pytest.importorskip("gymnasium", reason="README's Gymnasium example needs mjfast[gym]")
+    pytest.importorskip("rosbags", reason="README's recordings need mjfast[ros2]")
+    snippets = readme_snippets()
+    skipped = [s for s in snippets if s.directive == "skip"]
+    assert len(snippets) > 25 and len(skipped) <= 13, "keep skips few (13 now, each with a reason)"
+    run = ReadmeRun(tmp_path / "tour")
+    try:
+        for snippet in snippets:
+            started = time.monotonic()
+            run.run(snippet)
+            print(f"{run.where(snippet)}: {snippet.directive or 'ran'} "
+                  f"({time.monotonic() - started:.1f} s)")
+        run.stop_serving()
+        for snippet in run.configurations:
+            run.configuration(snippet)
+    finally:
+        if run.server is not None:
+            run.server.kill()
+            run.server.communicate()
+    for line in run.not_run:
+        print(f"not run: {line}")

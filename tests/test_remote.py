@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import types
@@ -424,7 +425,11 @@ def test_serve_on_a_taken_port_is_one_line_exit_1(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         result = run_cli("serve", str(model), "--listen", f"tcp/127.0.0.1:{port}")
     assert result.returncode == 1
-    assert result.stderr.startswith(f"mjfast: error: cannot listen on tcp/127.0.0.1:{port}")
+    line = result.stderr.rstrip("\n")
+    assert line.startswith(f"mjfast: error: cannot listen on tcp/127.0.0.1:{port}: the address "
+                           f"is in use (something else listens there"), line
+    assert "; choose another endpoint with --listen (e.g. --listen tcp/127.0.0.1:" in line, line
+    assert ".rs:" not in line and "cargo" not in line, line  # none of Zenoh's Rust internals
     assert result.stderr.count("\n") == 1
 
 
@@ -957,3 +962,99 @@ def test_malformed_remote_publishes_are_counted_and_logged_once_a_second(
         raw.close()
         bus_server.close()
         env.close()
+
+
+# -- connecting to what is not (yet) an mjfast server (issue 28) ---------------------------------
+
+# A plain Zenoh router, as a ROS 2 router (rmw_zenohd) is one, on `endpoint`, in a child that
+# prints "up" and then runs until its stdin closes; `connect` names where it connects to.
+ROUTER = """
+    import json, sys, zenoh
+    from mjfast.remote.server import zenoh_config
+
+    config = zenoh_config("router", sys.argv[1])
+    if len(sys.argv) > 2:
+        config.insert_json5("connect/endpoints", json.dumps([sys.argv[2]]))
+    session = zenoh.open(config)
+    print("up", flush=True)
+    sys.stdin.read()
+    session.close()
+"""
+
+
+@contextlib.contextmanager
+def zenoh_router(endpoint: str, connect: str | None = None) -> Iterator[None]:
+    router = subprocess.Popen([sys.executable, "-c", textwrap.dedent(ROUTER), endpoint,
+                               *([connect] if connect else [])], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert router.stdout is not None and router.stdout.readline() == "up\n"
+        yield
+    finally:
+        assert router.stdin is not None and router.stdout is not None
+        router.stdin.close()
+        router.stdout.close()
+        try:
+            router.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            router.kill()
+            router.wait()
+
+
+def test_a_zenoh_router_that_is_not_mjfast_is_said_with_a_hint() -> None:
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
+    with zenoh_router(endpoint):
+        result = run_python(f"""
+            import time, mjfast
+            started = time.monotonic()
+            try:
+                mjfast.connect({endpoint!r}, timeout=1.5)
+            except ConnectionError as error:
+                print(error)
+                print(round(time.monotonic() - started, 1))
+            """, timeout=60)
+        listed = run_cli("service", "list", "--connect", endpoint)
+    message, waited = result.stdout.splitlines()
+    assert message == (f"no mjfast server at {endpoint}: something listens there (a Zenoh "
+                       f"router or peer, such as a ROS 2 router) but no mjfast server answered "
+                       f"within 1.5 s"), result.stderr
+    assert 1.4 <= float(waited) < 10
+    assert listed.returncode == 1
+    in_5_s = message.replace("1.5 s", "5 s")  # the CLI's timeout
+    assert listed.stderr == (f"mjfast: error: {in_5_s}; start one with `mjfast serve`, or give "
+                             f"the endpoint it listens on with --connect ENDPOINT\n")
+    assert "gone" not in listed.stderr
+
+
+def test_connect_waits_within_its_timeout_for_a_server_that_is_starting() -> None:
+    # The client reaches a router at once; the mjfast server behind it comes a moment later (as
+    # `serve --ros2`'s bus answers after its node is on the graph). connect() asks again until
+    # its timeout instead of failing at once.
+    router, server = f"tcp/127.0.0.1:{free_port()}", f"tcp/127.0.0.1:{free_port()}"
+    with zenoh_router(router, connect=server):
+        result = run_python(f"""
+            import threading, time, mjfast
+            from mjfast.remote import BusServer
+
+            outcome = []
+            def connect():
+                try:
+                    outcome.append(mjfast.connect({router!r}, timeout=40))
+                except ConnectionError as error:
+                    outcome.append(error)
+            waiting = threading.Thread(target=connect)
+            waiting.start()
+            waiting.join(1.0)
+            print("still waiting" if not outcome else f"gave up at once: {{outcome[0]}}",
+                  flush=True)
+            env = mjfast.MujocoEnv('<mujoco><worldbody><geom size="1"/></worldbody></mujoco>')
+            bus_server = BusServer(env, {server!r})
+            waiting.join()
+            client = outcome[0]
+            print(client.server["namespace"], client.call("/mujoco_server/info")["step_count"])
+            client.close()
+            bus_server.close()
+            env.close()
+            """, timeout=90)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["still waiting", "/mujoco_server 0"], result.stdout

@@ -186,8 +186,9 @@ def test_the_example_params_give_the_usual_topic_names() -> None:
     from mjfast.discovery import resolve_plugin
 
     root = Path(__file__).resolve().parent.parent
-    params = yaml.safe_load((root / "examples" / "ros2_params.yaml").read_text())
-    model = root / "python" / "mjfast" / "data" / "demo_arm.xml"
+    data = root / "python" / "mjfast" / "data"  # what `mjfast demo --export` writes
+    params = yaml.safe_load((data / "ros2_params.yaml").read_text())
+    model = data / "demo_arm.xml"
     with mjfast.MujocoEnv(str(model), params=params) as env:
         assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), env.plugins
         out: dict[str, str] = {}

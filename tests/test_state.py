@@ -265,6 +265,34 @@ def test_a_state_moves_between_models_that_differ_only_in_values(
     target.step(10)  # and it runs on with its own masses
 
 
+def with_physics_value(state: mjfast.SimState, index: int, value: float) -> mjfast.SimState:
+    """`state` with physics[index] = value, made as a user would: through its bytes."""
+    data = state.to_bytes()
+    start = data.index(state.physics.tobytes()) + 8 * index
+    return mjfast.SimState.from_bytes(data[:start] + struct.pack("<d", value) + data[start + 8:])
+
+
+@pytest.mark.parametrize(("index", "value", "named"), [
+    (0, float("nan"), "time is nan"),
+    (0, float("inf"), "time is inf"),
+    (1 + 2, float("-inf"), r"qpos\[2\] is -inf"),
+    (1 + 17 + 3, float("nan"), r"qvel\[3\] is nan"),  # after time and 17 qpos values
+])
+def test_a_state_that_is_not_finite_is_refused_and_changes_nothing(
+        make_env: Callable[..., mjfast.MujocoEnv], index: int, value: float, named: str) -> None:
+    env = make_env(SCENE_XML, params={"MujocoPlugins": [
+        {"type": "mjfast/JointStatePublisher", "name": "joints", "rate_hz": 500}]})
+    env.step(20)
+    bad = with_physics_value(env.get_state(), index, value)
+    env.step(5)
+    before = env.get_state()
+    with pytest.raises(ValueError, match=f"{named}, expected a finite number"):
+        env.set_state(bad)
+    assert env.get_state() == before
+    env.step(5)  # and the plugins step on
+    assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins)
+
+
 def test_type_is_checked(env: mjfast.MujocoEnv) -> None:
     with pytest.raises(TypeError, match="SimState"):
         env.set_state(env.get_state().to_bytes())  # type: ignore[arg-type]

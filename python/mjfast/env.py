@@ -440,11 +440,11 @@ class MujocoEnv:
         changed. Stepping on with the same commands reproduces the original run bit for bit."""
         recording = self._recording
         if recording is None or self._core.host._in_callback():
-            restore(self._core, state)  # (refused inside a callback, as it says)
+            restore(self._core, state, self._model)  # (refused inside a callback, as it says)
             return
         self._core.hold_steps()  # one boundary for the restore and its record (re-entrant)
         try:
-            restore(self._core, state)
+            restore(self._core, state, self._model)
             recording.call("set_state", {"state": state})
         finally:
             self._core.release_steps()

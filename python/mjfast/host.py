@@ -74,7 +74,8 @@ def scoped_plugin(core: Any, name: str, model_generation: int | None,
                    plugin_generation: int | None, configured: Sequence[str]) -> Iterator[Any]:
     """The compiled EnvCore `core`'s host scope held for the block (no dispatch runs), yielding
     plugin `name` as a ScopedPlugin; StaleGenerationError when a generation given is not the
-    active one. `configured` names the plugins for the KeyError of a name with no active plugin."""
+    active one. `configured` names the plugins for the KeyError of a name with no active plugin:
+    one that is configured but failed is named with its failure."""
     host = core.host
     host._acquire_scope()
     try:
@@ -88,10 +89,14 @@ def scoped_plugin(core: Any, name: str, model_generation: int | None,
                     f"but generation {actual} is active"
                 )
         backend = host._scoped_backend(name)
-        if backend is None:
-            # report() would wait on the mutex this scope holds: name the configuration.
-            raise KeyError(unknown("no active plugin named", name, configured,
-                                   exists="the configured plugins"))
+    except BaseException:
+        host._release_scope()
+        raise
+    if backend is None:
+        # report() waits on the mutex the scope holds: it is read once the scope is released.
+        host._release_scope()
+        raise KeyError(_no_active_plugin(core, name, configured))
+    try:
         scoped = ScopedPlugin(name, backend)
         try:
             yield scoped
@@ -99,6 +104,19 @@ def scoped_plugin(core: Any, name: str, model_generation: int | None,
             scoped._release()
     finally:
         host._release_scope()
+
+
+def _no_active_plugin(core: Any, name: str, configured: Sequence[str]) -> str:
+    """Why acquire_plugin(`name`) found no plugin: its failure when it is configured (read from
+    the host's report), else the configured names close to it."""
+    if name in configured:
+        for report in core.host.report():
+            info = plugin_info(report)
+            if info.name == name and info.failure is not None:
+                return f"{info.failure.summary()}; it has no object to acquire"
+            if info.name == name:
+                return f"plugin {name!r} ({info.type}) is {info.state}, not ACTIVE"
+    return unknown("no active plugin named", name, configured, exists="the configured plugins")
 
 
 class EnvHost:

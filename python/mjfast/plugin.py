@@ -11,9 +11,12 @@ inside any plugin callback.
 from __future__ import annotations
 
 import enum
+import os
+import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mjfast._core_loader import _core
@@ -26,6 +29,7 @@ if TYPE_CHECKING:
     from mjfast.node import Node
 
 __all__ = [
+    "LOAD_PHASES",
     "ControlPlugin",
     "MujocoPlugin",
     "PluginInfo",
@@ -67,6 +71,68 @@ class PluginLoadFailure:
     phase: str
     message: str
     traceback: str | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def location(self) -> str | None:
+        """`file:line` where the plugin's own code raised (the innermost frame of its package
+        in `traceback`), or None where there is no such frame (a native plugin, a failure that
+        mjfast found, such as an unknown configuration key)."""
+        return None if self.traceback is None else plugin_frame(self.traceback)
+
+    def summary(self) -> str:
+        """The failure in one line, as `mjfast run` prints it: `plugin 'NAME' (TYPE) failed to
+        load, in PHASE at FILE:LINE: MESSAGE` (or `failed while stepping, in CALLBACK ...`)."""
+        where = "to load" if self.phase in LOAD_PHASES else "while stepping"
+        at = f" at {self.location}" if self.location else ""
+        message = " ".join(str(self.message).split())
+        return f"plugin '{self.name}' ({self.type}) failed {where}, in {self.phase}{at}: {message}"
+
+
+# The phases of a load; a failure in any other phase (a callback's name) happened while stepping.
+LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
+
+_MJFAST_DIR = Path(__file__).resolve().parent
+_SHIPPED_PLUGINS_DIR = _MJFAST_DIR / "plugins"
+_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in ', re.MULTILINE)
+_TRACEBACK_START = "Traceback (most recent call last):"
+
+
+def plugin_frame(traceback: str) -> str | None:
+    """`file:line` of the innermost frame of a plugin's own code in a formatted traceback of what
+    it raised (the last exception's, when exceptions are chained). The plugin's code is the
+    package (or lone module) of the traceback's first frame outside mjfast's own machinery: its
+    callback, `load` or constructor; frames below it in libraries (numpy, mujoco, the standard
+    library) are not the plugin's. The file is shown relative to the working directory when it
+    is inside it."""
+    frames = [(Path(match["file"]).resolve(), match["line"])
+              for match in _FRAME.finditer(traceback.rpartition(_TRACEBACK_START)[2])]
+    own = [(file, line) for file, line in frames if not _is_mjfast_machinery(file)]
+    if not own:
+        return None
+    root = _code_root(own[0][0])
+    inside = [(file, line) for file, line in own if file == root or root in file.parents]
+    file, line = inside[-1]
+    try:
+        shown = os.path.relpath(file) if Path.cwd() in file.parents else str(file)
+    except (OSError, ValueError):  # no working directory, or another drive
+        shown = str(file)
+    return f"{shown}:{line}"
+
+
+def _is_mjfast_machinery(file: Path) -> bool:
+    """Whether `file` (resolved) is mjfast's own code other than its shipped plugins."""
+    return _MJFAST_DIR in file.parents and _SHIPPED_PLUGINS_DIR not in file.parents
+
+
+def _code_root(file: Path) -> Path:
+    """The outermost package directory holding `file` (resolved; the file itself outside any
+    package); mjfast's shipped plugins are their own package."""
+    if _SHIPPED_PLUGINS_DIR in file.parents:
+        return _SHIPPED_PLUGINS_DIR
+    root = file
+    while (root.parent / "__init__.py").is_file() and root.parent != root.parent.parent:
+        root = root.parent
+    return root
 
 
 @dataclass(frozen=True)

@@ -419,11 +419,38 @@ def capture(core: Any) -> SimState:
     return SimState._make(*core.get_state())
 
 
-def restore(core: Any, state: SimState) -> None:
-    """Puts `state` into `core` at a step boundary (see MujocoEnv.set_state)."""
+def restore(core: Any, state: SimState, model: mujoco.MjModel) -> None:
+    """Puts `state` into `core` (on `model`) at a step boundary (see MujocoEnv.set_state)."""
     if type(state) is not SimState:
         raise TypeError(f"set_state takes a mjfast.SimState (from get_state() or "
                         f"SimState.from_bytes()), got {type(state).__name__}")
+    physics = state._physics
+    not_finite = np.flatnonzero(~np.isfinite(physics))
+    if not_finite.size:
+        # A NaN time or qpos would be taken as it is and break the next step's readers (a
+        # publisher's stamp, mj_step's own checks): refused before anything changes.
+        index = int(not_finite[0])
+        raise ValueError(f"set_state: the state's {_physics_entry(model, physics.size, index)} is "
+                         f"{float(physics[index])!r}, expected a finite number ({not_finite.size} "
+                         f"non-finite value(s) in physics); nothing changed")
     core.set_state(state._physics, state._step_count, state._signature, state._description,
                    state._plugins)
 
+
+
+def _physics_entry(model: mujoco.MjModel, size: int, index: int) -> str:
+    """Which part of a `physics` array of `size` values `index` is: `time`, `qpos[3]`, ... (or
+    `physics[i]` when the size is not this model's)."""
+    if size != mujoco.mj_stateSize(model, STATE_SPEC):
+        return f"physics[{index}]"
+    start = 0
+    for bit in range(int(mujoco.mjtState.mjNSTATE)):
+        part = 1 << bit
+        if not STATE_SPEC & part:
+            continue
+        length = mujoco.mj_stateSize(model, part)
+        if index < start + length:
+            name = mujoco.mjtState(part).name.removeprefix("mjSTATE_").lower()
+            return "time" if name == "time" else f"{name}[{index - start}]"
+        start += length
+    return f"physics[{index}]"

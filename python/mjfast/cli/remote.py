@@ -63,7 +63,8 @@ def _connected(endpoint: str) -> Iterator[Any]:
     try:
         client = remote.connect(endpoint)
     except ConnectionError as error:
-        raise CliError(str(error)) from error
+        raise CliError(f"{one_line(str(error))}; start one with `mjfast serve`, or give the "
+                       f"endpoint it listens on with --connect ENDPOINT") from error
     try:
         yield client
     finally:

@@ -74,9 +74,7 @@ class _FailureReporter:
                 continue
             self._reported.add((info.name, failure.phase))
             fresh.append(info.name)
-            where = "to load" if failure.phase in _LOAD_PHASES else "while stepping"
-            self._warn.write(f"mjfast: warning: plugin '{info.name}' ({info.type}) failed "
-                             f"{where}, in {failure.phase}: {one_line(failure.message)}\n")
+            self._warn.write(f"mjfast: warning: {one_line(failure.summary())}\n")
             if self._tracebacks and failure.traceback:
                 self._warn.write(textwrap.indent(failure.traceback.rstrip("\n"), "    ") + "\n")
         self.failed += len(fresh)
@@ -84,7 +82,6 @@ class _FailureReporter:
             raise _StrictFailure(f"plugin {', '.join(repr(n) for n in fresh)} failed (--strict)")
 
 
-_LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
 
 
 def _steps_taken(env: Any) -> int:
@@ -288,28 +285,52 @@ def run(model: Path, params: Path | None, args: argparse.Namespace,
 
 
 def demo_files() -> tuple[Path, Path]:
-    data = resources.files("mjfast") / "data"
-    model, params = Path(str(data / "demo_arm.xml")), Path(str(data / "demo.yaml"))
-    if not model.is_file() or not params.is_file():
-        raise CliError(f"the demo files are missing from the installed package ({data}); "
-                       f"reinstall mjfast")
+    """The demo's model and parameters, as the package ships them."""
+    model, params, *_ = _shipped_demo_files()
     return model, params
 
 
+# What `mjfast demo --export` writes: the demo's model and parameters first, then what README's
+# later sections use (the arm on a table with a box for simulation control, and the ROS 2
+# configuration).
+_EXPORTED = ("demo_arm.xml", "demo.yaml", "demo_scene.xml", "ros2_params.yaml")
+
+
+def _shipped_demo_files() -> list[Path]:
+    data = resources.files("mjfast") / "data"
+    files = [Path(str(data / name)) for name in _EXPORTED]
+    if not all(file.is_file() for file in files):
+        raise CliError(f"the demo files are missing from the installed package ({data}); "
+                       f"reinstall mjfast")
+    return files
+
+
 def export_demo(directory: Path, out: TextIO) -> int:
-    model, params = demo_files()
-    targets = [directory / model.name, directory / params.name]
-    existing = [str(target) for target in targets if target.exists()]
-    if existing:
-        raise CliError(f"not overwriting {', '.join(existing)}: remove it or choose another "
+    """Writes the demo's files into `directory`; a file already there with the same content is
+    left as it is (so README's sections that each start with the export can run in turn), one
+    with other content is never overwritten: then nothing is written."""
+    sources = _shipped_demo_files()
+    targets = [directory / source.name for source in sources]
+    changed = [str(target) for source, target in zip(sources, targets, strict=True)
+               if target.exists() and not _same_content(source, target)]
+    if changed:
+        raise CliError(f"not overwriting {', '.join(changed)}: remove it or choose another "
                        f"--export directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        for source, target in zip((model, params), targets, strict=True):
-            shutil.copyfile(source, target)
+        for source, target in zip(sources, targets, strict=True):
+            if not target.exists():
+                shutil.copyfile(source, target)
     except OSError as error:
         raise CliError(f"cannot write the demo into {directory}: {error.strerror or error}"
                        ) from error
-    out.write(f"wrote {targets[0]} and {targets[1]}; run them with:\n"
+    out.write(f"wrote {', '.join(str(target) for target in targets)}; run the demo with:\n"
               f"  mjfast run {targets[0]} --params {targets[1]}\n")
     return EXIT_OK
+
+
+def _same_content(source: Path, target: Path) -> bool:
+    try:
+        return target.is_file() and target.read_bytes() == source.read_bytes()
+    except OSError:
+        return False

@@ -5,7 +5,9 @@ graph, a browser viewer and a recording beside it, until SIGINT or SIGTERM.
 from __future__ import annotations
 
 import argparse
+import re
 import signal
+import socket
 import threading
 import time
 from typing import Any, TextIO
@@ -33,11 +35,11 @@ def serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             bridge = _start_ros2(args, env)  # no router: one line, before anything listens
         try:
             server = remote.BusServer(env, args.listen)
-        except Exception as error:  # zenoh.ZError: a bad endpoint, or the port is taken
+        except OSError as error:  # a bad endpoint, or the port is taken
             if bridge is not None:
                 bridge.close()
-            raise CliError(f"cannot listen on {args.listen}: {one_line(str(error))}"
-                           ) from error
+            raise CliError(f"{one_line(str(error))}; choose another endpoint with --listen"
+                           f"{_free_endpoint_hint(args.listen)}") from error
         if args.ros2 and bridge is None:
             bridge = _start_ros2(args, env, session=server._session)
         if bridge is not None:
@@ -105,3 +107,20 @@ def _print_ros2(bridge: Any, out: TextIO) -> None:
     skipped = bridge.unbridged()
     if skipped:
         out.write("  not bridged (no ROS 2 type): " + ", ".join(skipped) + "\n")
+
+
+def _free_endpoint_hint(endpoint: str) -> str:
+    """`(e.g. --listen tcp/127.0.0.1:7449)`: the next port after `endpoint`'s that is free now,
+    for a tcp endpoint of a numeric host; "" otherwise."""
+    match = re.fullmatch(r"tcp/(?P<host>[0-9.]+):(?P<port>\d+)", endpoint)
+    if match is None:
+        return ""
+    host, port = match["host"], int(match["port"])
+    for candidate in range(port + 1, min(port + 50, 65536)):
+        with socket.socket() as probe:
+            try:
+                probe.bind((host, candidate))
+            except OSError:
+                continue
+        return f" (e.g. --listen tcp/{host}:{candidate})"
+    return ""

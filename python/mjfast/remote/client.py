@@ -32,6 +32,9 @@ __all__ = ["Client", "RemoteSubscription", "connect"]
 
 _log = logging.getLogger("mjfast.remote")
 
+# How often connect() asks again for a server that something at its endpoint does not answer for.
+_RETRY_S = 0.05
+
 
 class RemoteSubscription:
     """What `Client.subscribe` returns; `close()` stops the callbacks (idempotent)."""
@@ -66,21 +69,38 @@ class Client:
         self._subscriptions: list[RemoteSubscription] = []
         self._lock = threading.Lock()
         self._closed = False
-        started = time.monotonic()
+        deadline = time.monotonic() + timeout
         try:
             self._session = zenoh.open(zenoh_config("client", self.endpoint, timeout=timeout))
         except zenoh.ZError as error:
-            raise ConnectionError(f"no mjfast server at {self.endpoint} (nothing answered "
-                                  f"within {timeout:g} s)") from error
+            raise ConnectionError(f"no mjfast server at {self.endpoint}: nothing listens there "
+                                  f"(waited {timeout:g} s)") from error
         try:
-            # Something listens there; it must also be an mjfast server.
-            self.server = self._query(keys.ALIVE, None,
-                                      max(0.1, timeout - (time.monotonic() - started)),
-                                      what="the server")
-        except (TimeoutError, ConnectionError, RemoteError) as error:
+            self.server = self._wait_for_server(deadline, timeout)
+        except BaseException:
             self._session.close()
-            raise ConnectionError(f"no mjfast server at {self.endpoint}: {error}") from error
+            raise
         close_when_the_program_ends(self)
+
+    def _wait_for_server(self, deadline: float, timeout: float) -> Any:
+        """The server's ALIVE reply, asked again until `deadline`: something listens at the
+        endpoint, but the mjfast server may be starting (its bus answers a moment after its
+        session, or a ROS 2 node of the same process, is up), or reach it through a router."""
+        while True:
+            try:
+                return self._query(keys.ALIVE, None, max(0.05, deadline - time.monotonic()),
+                                   what="the server")
+            except RemoteError as error:
+                raise ConnectionError(f"no mjfast server at {self.endpoint}: what answers there "
+                                      f"is not one ({error})") from error
+            except (TimeoutError, ConnectionError) as error:
+                # No reply at all (no mjfast queryable yet), or none in time.
+                if time.monotonic() + _RETRY_S >= deadline:
+                    raise ConnectionError(
+                        f"no mjfast server at {self.endpoint}: something listens there (a Zenoh "
+                        f"router or peer, such as a ROS 2 router) but no mjfast server answered "
+                        f"within {timeout:g} s") from error
+            time.sleep(_RETRY_S)  # a query that finds no queryable ends at once
 
     # -- topics ---------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from mjfast.params import resolve_name
 from mjfast.remote import keys
 from mjfast.remote.codec import decode, encode
 
-__all__ = ["DEFAULT_ENDPOINT", "BusServer", "zenoh_config"]
+__all__ = ["DEFAULT_ENDPOINT", "BusServer", "listen_error", "zenoh_config", "zenoh_error_text"]
 
 DEFAULT_ENDPOINT = "tcp/127.0.0.1:7447"
 # Service calls run on worker threads (each call holds one until its handler returns), started as
@@ -85,6 +86,25 @@ def zenoh_config(mode: str, endpoint: str, *, timeout: float | None = None) -> z
         config.insert_json5("listen/endpoints", json.dumps([endpoint]))
         config.insert_json5("connect/endpoints", "[]")
     return config
+
+
+def zenoh_error_text(error: BaseException) -> str:
+    """Zenoh's error message without the Rust source locations (`at /root/.cargo/...rs:61.`)
+    and the brackets it nests causes in."""
+    text = _RUST_LOCATION.sub("", str(error))
+    return " ".join(text.replace("[", "").replace("]", "").split()).rstrip(".")
+
+
+_RUST_LOCATION = re.compile(r"\s*\bat \S+\.rs:\d+\.?")
+
+
+def listen_error(endpoint: str, error: BaseException) -> str:
+    """Why a server cannot listen on `endpoint`, in one line: a taken address said as such."""
+    text = zenoh_error_text(error)
+    if "address already in use" in text.lower():
+        return (f"cannot listen on {endpoint}: the address is in use (something else listens "
+                f"there: another mjfast serve, a Zenoh or ROS 2 router)")
+    return f"cannot listen on {endpoint}: {text}"
 
 
 class _Counters:
@@ -159,7 +179,10 @@ class BusServer:
         self._idle_workers = 0
         self._service_queries: queue.SimpleQueue[tuple[zenoh.Query, float] | None] = \
             queue.SimpleQueue()
-        self._session = zenoh.open(zenoh_config("router", endpoint))
+        try:
+            self._session = zenoh.open(zenoh_config("router", endpoint))
+        except zenoh.ZError as error:
+            raise OSError(listen_error(endpoint, error)) from error
         try:
             session = self._session
             subscriber = declare_on_daemon_thread(
