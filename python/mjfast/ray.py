@@ -30,6 +30,7 @@ import yaml
 from ray import cloudpickle as _pickle
 
 from mjfast._core_loader import _core
+from mjfast.plugin import LOAD_PHASES
 
 __all__ = ["DEFAULT_NAMESPACE", "JOB_KEYS", "EnvActor", "run_many"]
 
@@ -37,8 +38,6 @@ DEFAULT_NAMESPACE = "/mujoco_server"
 # What a run_many job may hold: `model` is required, and exactly one of `steps` and `duration`.
 JOB_KEYS = ("model", "params", "steps", "duration", "record", "namespace",
             "allow_plugin_failures")
-# The phases of PluginLoadFailure that are failures to load (the others are while stepping).
-_LOAD_PHASES = frozenset(("factory", "load", "statistics", "activate"))
 # The fields of env.control.read(), in the order ControlState has them.
 _CONTROL_FIELDS: tuple[str, ...] = _core.CONTROL_STATE_FIELDS
 
@@ -289,10 +288,7 @@ def _plugin_failures(env: Any, phases: frozenset[str] | None = None) -> list[str
         failure = info.failure
         if failure is None or (phases is not None and failure.phase not in phases):
             continue
-        where = "to load" if failure.phase in _LOAD_PHASES else "while stepping"
-        message = " ".join(str(failure.message).split())
-        lines.append(f"plugin '{info.name}' ({info.type}) failed {where}, in {failure.phase}: "
-                     f"{message}")
+        lines.append(failure.summary())
     return lines
 
 
@@ -308,7 +304,7 @@ def _run_job(job: Mapping[str, Any]) -> dict[str, Any]:
     allow_failures = bool(job.get("allow_plugin_failures", False))
     env = _worker_env(job["model"], job.get("params"), job.get("namespace", DEFAULT_NAMESPACE))
     try:
-        failed = _plugin_failures(env, _LOAD_PHASES)
+        failed = _plugin_failures(env, LOAD_PHASES)
         if failed and not allow_failures:
             raise PluginError("; ".join(failed))  # before any step: the job is misconfigured
         recorders: dict[str, _Recorder] = {}
