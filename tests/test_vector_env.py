@@ -155,9 +155,12 @@ def test_batched_arrays_have_one_row_per_world_and_are_the_callers() -> None:
 
 
 def test_threads_default_to_the_usable_cpus() -> None:
-    with mjfast.VectorEnv(MODEL, 2) as vector:
-        assert vector.threads == len(os.sched_getaffinity(0))
-        assert vector.num_envs == len(vector) == 2
+    cpus = len(os.sched_getaffinity(0))
+    with mjfast.VectorEnv(MODEL, cpus + 1) as vector:
+        assert vector.threads == cpus
+        assert vector.num_envs == len(vector) == cpus + 1
+    with mjfast.VectorEnv(MODEL, 1) as vector:
+        assert vector.threads == 1  # no worker without a world to step
 
 
 def test_worlds_share_the_model_unless_they_own_copies() -> None:
