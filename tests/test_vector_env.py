@@ -645,3 +645,32 @@ def test_a_world_state_restores_into_a_separate_env_and_back() -> None:
                                  "</worldbody></mujoco>")
         with other, pytest.raises(ValueError, match="model"):
             vector.set_state(0, other.get_state())
+
+
+def test_a_refused_close_from_a_worlds_plugin_stops_nothing() -> None:
+    result = run_python("""
+        import mjfast
+        from test_vector_env import MODEL
+        from support import plugins_param
+
+        class ClosesTheVector(mjfast.MujocoPlugin):
+            def load(self, model, data):
+                return True
+            def control_callback(self, model, data):
+                VECTOR.close()
+
+        mjfast.register_plugin("t/ClosesTheVector", ClosesTheVector)
+        VECTOR = mjfast.VectorEnv(MODEL, 2, plugins_param("t/ClosesTheVector"), threads=2)
+        try:
+            VECTOR.step(3)
+        except mjfast.PluginError as error:
+            print(type(error.__cause__).__name__, error.__cause__)
+        VECTOR.step(3)  # the vector was not closed, nor is its next step stopped
+        print([VECTOR.world(i).step_count for i in range(2)])
+        VECTOR.close()
+        print(VECTOR.threads)
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "LogicError close() from inside a plugin callback of one of the VectorEnv's own worlds "
+        "would deadlock", "[4, 4]", "0"]
