@@ -4,6 +4,9 @@ follows gymnasium's NEXT_STEP autoreset."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -156,6 +159,103 @@ def test_wrong_actions_and_use_after_close() -> None:
     for call in (lambda: env.step(np.zeros(1)), env.reset, env.render):
         with pytest.raises(mjfast.LogicError, match="the env is closed"):
             call()
+
+
+NOT_FINITE_OR_NOT_REAL = [
+    (np.nan, r"must be finite, got nan for {world}actuator 0 \(push\)"),
+    (-np.inf, r"must be finite, got -inf for {world}actuator 0 \(push\)"),
+    (0.5 + 1j, r"must hold real numbers, got dtype complex128"),
+    ("a", r"must hold real numbers, got dtype <U"),
+    (None, r"must hold real numbers, got dtype object"),
+]
+
+
+@pytest.mark.parametrize(("value", "message"), NOT_FINITE_OR_NOT_REAL)
+def test_an_action_that_is_not_finite_or_not_real_is_refused(registered: str, value: Any,
+                                                              message: str) -> None:
+    """One validation for both gym envs (SPEC §18): nothing is stepped."""
+    with MujocoGymEnv(XML) as env:
+        env.reset()
+        with pytest.raises(ValueError, match="action " + message.format(world="")):
+            env.step(np.array([value]))
+        assert env.time == 0.0
+    envs = make_vec(registered, 2)
+    try:
+        envs.reset()
+        with pytest.raises(ValueError, match="actions " + message.format(world="world 1, ")):
+            envs.step(np.array([[0.0], [value]]))
+        assert envs.vector_env.time.tolist() == [0.0, 0.0]
+    finally:
+        envs.close()
+
+
+def test_headless_rendering_needs_no_mujoco_gl() -> None:
+    """Without a display or MUJOCO_GL, rendering (the first frame, through mujoco.Renderer, too)
+    uses EGL, as mjfast's own cameras do: check_env passes and the frames show the scene."""
+    script = f"XML = {XML!r}\n" + textwrap.dedent("""
+        import warnings
+        import numpy as np
+        from gymnasium.utils.env_checker import check_env
+        import mjfast.gym
+
+        warnings.simplefilter("ignore")  # the checker's advice on unbounded boxes
+        env = mjfast.gym.MujocoGymEnv(XML, render_mode="rgb_array")
+        check_env(env)
+        env.reset(seed=0)
+        first = env.render()
+        env.step(np.array([1.0]))
+        stepped = env.render()
+        env.close()
+        for frame in (first, stepped):
+            print(frame.shape, len(np.unique(frame.reshape(-1, 3), axis=0)) > 10)
+    """)
+    child_env = {key: value for key, value in os.environ.items()
+                 if key not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY")}
+    child_env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, env=child_env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == ["(480, 640, 3) True"] * 2, result.stdout
+
+
+def test_a_plugin_writing_ctrl_is_warned_about_once(register: Any, registered: str) -> None:
+    """The agent's actions are overridden by a plugin that writes ctrl: said once per env."""
+    class WritesCtrl(mjfast.MujocoPlugin):
+        def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
+            return True
+
+        def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
+            data.ctrl[:] = 0.25
+
+    kind = register(WritesCtrl)
+    params = {"mujoco_server": {"MujocoPlugins": [{"type": kind, "name": "writer"},
+                                                  {"type": "mjfast/NoOp", "name": "idle"}]}}
+    expected = (r"the env: one of its plugins \(writer, idle\) wrote ctrl during the step, "
+                r"overriding the agent's action \(action \[0\.75\], ctrl after the step "
+                r"\[0\.25\]\); said once per env")
+    with MujocoGymEnv(XML, params) as env:
+        env.reset(seed=0)
+        with pytest.warns(mjfast.gym.ActionOverriddenWarning, match=expected) as caught:
+            for _ in range(5):
+                env.step(np.array([0.75]))
+            env.reset()
+            env.step(np.array([0.75]))
+        assert len(caught) == 1
+    with MujocoGymEnv(XML) as env:  # an env without such a plugin says nothing
+        env.reset(seed=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            env.step(np.array([0.75]))
+    envs = make_vec(registered, 2, params=params)
+    try:
+        envs.reset(seed=0)
+        with pytest.warns(mjfast.gym.ActionOverriddenWarning,
+                          match=r"world 0: one of its plugins \(writer, idle\) wrote") as caught:
+            for _ in range(3):
+                envs.step(np.full((2, 1), 0.75))
+        assert len(caught) == 1
+    finally:
+        envs.close()
 
 
 def test_bad_arguments() -> None:

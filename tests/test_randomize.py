@@ -236,12 +236,44 @@ def test_info_reports_the_last_draw(make_env: Callable[..., mjfast.MujocoEnv]) -
     ([{"field": "actuator_gain", "names": ["servo", "servo"], "scale": [1, 2]}],
      "names lists the actuator 'servo' twice"),
     ([{"field": "body_mass", "scale": ["a", 2]}], "scale must be [lo, hi], two finite numbers"),
+    ([{"field": "body_mass", "scale": [1e300, 1e300]},
+      {"field": "body_mass", "scale": [1e10, 1e10]}],
+     "randomize[1] (body_mass): its draws could reach inf for 'box' (with the terms before it); "
+     "expected scale and add that keep every value finite"),
+    ([{"field": "body_inertia", "names": ["ball"], "scale": [1e306, 1e306]},
+      {"field": "body_inertia", "names": ["ball"], "scale": [1e5, 1e5]}],
+     "randomize[1] (body_inertia): its draws could reach inf for 'ball'"),
+    ([{"field": "dof_damping", "scale": [1e200, 1e200]}, {"field": "dof_damping", "add": [1, 2]},
+      {"field": "dof_damping", "scale": [1e200, 1e200]}],
+     "randomize[2] (dof_damping): its draws could reach inf for 'hinge'"),
+    ([{"field": "body_mass", "names": ["box"], "scale": [0, 2]}],
+     "randomize[0] (body_mass): its draws could leave the moving body 'box' with no mass "
+     "(MuJoCo requires a moving body's mass > 1e-15)"),
+    ([{"field": "body_inertia", "scale": [1e-20, 1]}],
+     "randomize[0] (body_inertia): its draws could leave the moving body 'box' with no inertia"),
     ("body_mass", "/mujoco_server/randomize must be a list of terms"),
 ])
 def test_a_bad_term_is_a_config_error_naming_it(
         make_env: Callable[..., mjfast.MujocoEnv], terms: Any, message: str) -> None:
     with pytest.raises(mjfast.ConfigError, match=re.escape(message)):
         make_env(XML, params=params(terms))
+
+
+def test_a_draw_that_is_not_finite_is_a_config_error_and_changes_nothing(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    """A nominal value edited after the terms were checked (set_geom_properties) can still make
+    a draw overflow: the reset refuses it, naming the term, with the model as it was."""
+    term = {"field": "geom_friction", "names": ["box_geom"], "scale": [1e300, 1e300]}
+    env = make_env(XML, params=params([term]))
+    geom = mujoco.mj_name2id(env.model, mujoco.mjtObj.mjOBJ_GEOM, "box_geom")
+    assert env.model.geom_friction[geom, 0] == 1e300
+    env.set_geom_properties("box_geom", friction=[1e10, 0.005, 0.0001])
+    before = env.model.geom_friction.copy()
+    with pytest.raises(mjfast.ConfigError, match=re.escape(
+            "/mujoco_server/randomize[0] (geom_friction): it drew inf for 'box_geom'; expected "
+            "finite values (the model is unchanged)")):
+        env.reset()
+    np.testing.assert_array_equal(env.model.geom_friction, before)
 
 
 def test_a_bad_seed_is_refused_and_changes_nothing(

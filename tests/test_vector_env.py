@@ -155,9 +155,12 @@ def test_batched_arrays_have_one_row_per_world_and_are_the_callers() -> None:
 
 
 def test_threads_default_to_the_usable_cpus() -> None:
-    with mjfast.VectorEnv(MODEL, 2) as vector:
-        assert vector.threads == len(os.sched_getaffinity(0))
-        assert vector.num_envs == len(vector) == 2
+    cpus = len(os.sched_getaffinity(0))
+    with mjfast.VectorEnv(MODEL, cpus + 1) as vector:
+        assert vector.threads == cpus
+        assert vector.num_envs == len(vector) == cpus + 1
+    with mjfast.VectorEnv(MODEL, 1) as vector:
+        assert vector.threads == 1  # no worker without a world to step
 
 
 def test_worlds_share_the_model_unless_they_own_copies() -> None:
@@ -378,8 +381,96 @@ def test_construction_arguments_are_checked() -> None:
         mjfast.VectorEnv(MODEL, "2")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="threads must be >= 1, got 0"):
         mjfast.VectorEnv(MODEL, 2, threads=0)
+    for threads in (2.0, "4", True):
+        with pytest.raises(TypeError, match="threads must be an integer, got"):
+            mjfast.VectorEnv(MODEL, 2, threads=threads)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="seed must be an integer, got str"):
         mjfast.VectorEnv(MODEL, 2, seed="x")  # type: ignore[arg-type]
+
+
+def test_threads_are_capped_at_the_worlds_and_a_few_times_the_cpus() -> None:
+    # In a child: a cap that fails would start a million threads.
+    result = run_python("""
+        import os
+        import mjfast
+        from test_vector_env import MODEL
+
+        cpus = len(os.sched_getaffinity(0))
+        for threads in (64, 10**6, 2**31, 2**80):
+            with mjfast.VectorEnv(MODEL, 2, threads=threads) as vector:
+                print(vector.threads)
+        with mjfast.VectorEnv(MODEL, 8 * cpus + 1, threads=10**6) as vector:
+            print(vector.threads == 4 * cpus)
+    """, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "2", "2", "2", "True"]
+
+
+def test_an_impossible_number_of_worlds_is_a_memory_error_at_once() -> None:
+    result = run_python("""
+        import time
+        import mjfast
+        from test_vector_env import MODEL
+
+        begun = time.monotonic()
+        try:
+            mjfast.VectorEnv(MODEL, 2**40)
+        except MemoryError as error:
+            print(time.monotonic() - begun < 10, error)
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("True num_envs=1099511627776 worlds need at least "), (
+        result.stdout)
+    assert "of memory; this machine has " in result.stdout
+
+
+def test_world_indices_out_of_range_are_one_index_error() -> None:
+    with mjfast.VectorEnv(MODEL, 3, threads=1) as vector:
+        assert vector.world(-1).index == 2  # counted from the end, as a sequence is
+        for index in (3, 5, -4, -5, 2**70):
+            for call in (vector.world, vector.get_state):
+                with pytest.raises(IndexError, match=rf"world index {index} out of range for 3 "
+                                   r"worlds: expected 0\.\.2 \(or -3\.\.-1 from the end\)"):
+                    call(index)
+            if abs(index) < 2**63:
+                with pytest.raises(IndexError, match=rf"world index {index} out of range"):
+                    vector.reset([0, index])
+        with pytest.raises(TypeError, match="world index must be an integer, got float"):
+            vector.world(1.0)  # type: ignore[arg-type]
+
+
+def test_close_from_another_thread_stops_a_running_step_at_a_step_boundary() -> None:
+    result = run_python("""
+        import threading, time
+        import mjfast
+        from test_vector_env import MODEL
+
+        vector = mjfast.VectorEnv(MODEL, 3, threads=2)
+        raised = []
+
+        def step():
+            try:
+                vector.step(10**9)
+            except mjfast.LogicError as error:
+                raised.append(str(error))
+
+        stepper = threading.Thread(target=step)
+        stepper.start()
+        deadline = time.monotonic() + 30
+        while (min(vector.world(i).step_count for i in range(2)) == 0
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+        begun = time.monotonic()
+        vector.close()
+        took = time.monotonic() - begun
+        stepper.join(30)
+        print(took < 2, not stepper.is_alive(), raised)
+        print(vector.threads, repr(vector))
+    """, timeout=90)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "True True ['the VectorEnv was closed during step()']", lines
+    assert lines[1].startswith("0 <VectorEnv /mujoco_server num_envs=3 "), lines
 
 
 def test_use_after_close_is_a_clear_error() -> None:
@@ -554,3 +645,32 @@ def test_a_world_state_restores_into_a_separate_env_and_back() -> None:
                                  "</worldbody></mujoco>")
         with other, pytest.raises(ValueError, match="model"):
             vector.set_state(0, other.get_state())
+
+
+def test_a_refused_close_from_a_worlds_plugin_stops_nothing() -> None:
+    result = run_python("""
+        import mjfast
+        from test_vector_env import MODEL
+        from support import plugins_param
+
+        class ClosesTheVector(mjfast.MujocoPlugin):
+            def load(self, model, data):
+                return True
+            def control_callback(self, model, data):
+                VECTOR.close()
+
+        mjfast.register_plugin("t/ClosesTheVector", ClosesTheVector)
+        VECTOR = mjfast.VectorEnv(MODEL, 2, plugins_param("t/ClosesTheVector"), threads=2)
+        try:
+            VECTOR.step(3)
+        except mjfast.PluginError as error:
+            print(type(error.__cause__).__name__, error.__cause__)
+        VECTOR.step(3)  # the vector was not closed, nor is its next step stopped
+        print([VECTOR.world(i).step_count for i in range(2)])
+        VECTOR.close()
+        print(VECTOR.threads)
+    """, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "LogicError close() from inside a plugin callback of one of the VectorEnv's own worlds "
+        "would deadlock", "[4, 4]", "0"]

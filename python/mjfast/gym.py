@@ -9,7 +9,9 @@ and cameras are the envs'. Only its users import it: `import mjfast` does not im
 
 from __future__ import annotations
 
+import importlib
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -31,7 +33,7 @@ from mjfast.model_names import labelled_id, object_labels
 from mjfast.names import close_matches, suggestion
 from mjfast.params import ParameterServer, resolve_name
 
-__all__ = ["MujocoGymEnv", "MujocoVectorGymEnv", "register"]
+__all__ = ["ActionOverriddenWarning", "MujocoGymEnv", "MujocoVectorGymEnv", "register"]
 
 RewardFn = Callable[[Any, np.ndarray], float]
 TerminatedFn = Callable[[Any, np.ndarray], bool]
@@ -116,12 +118,65 @@ def _checked_callable(value: object, what: str) -> Any:
     return value
 
 
-def _checked_action(action: object, shape: tuple[int, ...], what: str) -> np.ndarray:
-    array = np.asarray(action, dtype=np.float64)
+def _checked_action(action: object, shape: tuple[int, ...], what: str,
+                    model: mujoco.MjModel) -> np.ndarray:
+    """`action` (one world's, or a batch's (num_envs, nu)) as float64: real numbers of `shape`,
+    all finite (SPEC §18), else a ValueError naming what is wrong. The one check of both gym
+    envs, made before anything is written or stepped."""
+    try:
+        array = np.asarray(action)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{what} must be an array of shape {shape}: {error}") from None
+    if array.dtype.kind not in "fiu":
+        raise ValueError(f"{what} must hold real numbers, got dtype {array.dtype}")
     if array.shape != shape:
         raise ValueError(f"{what} must have shape {shape} (one ctrl value per actuator), got "
                          f"shape {array.shape}")
+    array = array.astype(np.float64)
+    not_finite = ~np.isfinite(array)
+    if not_finite.any():
+        position = tuple(int(i) for i in np.argwhere(not_finite)[0])
+        actuator = position[-1]
+        label = object_labels(model, mujoco.mjtObj.mjOBJ_ACTUATOR, model.nu, "actuator")[actuator]
+        world = f"world {position[0]}, " if len(position) == 2 else ""
+        raise ValueError(f"{what} must be finite, got {array[position]} for {world}actuator "
+                         f"{actuator}{f' ({label})' if label else ''}")
     return array
+
+
+class ActionOverriddenWarning(UserWarning):
+    """A plugin wrote ctrl during a gym env's step: what ran was not the agent's action. Warned
+    once per env (the plugin keeps doing it: PoseHoldPD, a ros2_control controller...)."""
+
+
+def _warn_overridden(where: str, plugins: Sequence[Any], action: np.ndarray,
+                     ctrl: np.ndarray) -> None:
+    """Says that a plugin of `where` wrote ctrl: the one active plugin by name, else the active
+    ones that may have (the core does not record which plugin wrote)."""
+    active = [info for info in plugins if info.state == "ACTIVE"]
+    if len(active) == 1:
+        who = f"its plugin {active[0].name!r} ({active[0].type})"
+    else:
+        who = f"one of its plugins ({', '.join(info.name for info in active)})"
+    warnings.warn(f"{where}: {who} wrote ctrl during the step, overriding the agent's action "
+                  f"(action {action.tolist()}, ctrl after the step {ctrl.tolist()}); said once "
+                  f"per env", ActionOverriddenWarning, stacklevel=3)
+
+
+def _use_egl_without_display() -> None:
+    """mujoco chose the GL backend of `mujoco.Renderer` when it was imported: GLFW unless
+    MUJOCO_GL names another, and GLFW cannot render without a display. Where there is none and
+    MUJOCO_GL is unset, the renderer gets EGL instead, the backend mjfast's own cameras (and
+    mjfast.ray's workers) use then."""
+    if any(os.environ.get(name) for name in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY")):
+        return
+    context_module = getattr(importlib.import_module(mujoco.Renderer.__module__), "gl_context",
+                             None)
+    if context_module is None:  # a mujoco whose renderer picks its context otherwise
+        return
+    from mujoco.egl import GLContext
+
+    context_module.GLContext = GLContext
 
 
 def _render_fps(model: mujoco.MjModel, frame_skip: int) -> float:
@@ -190,6 +245,7 @@ class MujocoGymEnv(gymnasium.Env):  # type: ignore[misc]
         self._frame: np.ndarray | None = None  # the camera's latest frame, and its time
         self._frame_time_ns = -1
         self._renderer: mujoco.Renderer | None = None  # renders the state a reset leaves
+        self._override_said = False  # ActionOverriddenWarning, once
         self._closed = False
 
     # -- what reward/terminated read ------------------------------------------------------------
@@ -251,12 +307,16 @@ class MujocoGymEnv(gymnasium.Env):  # type: ignore[misc]
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._check_open()
-        ctrl = _checked_action(action, (self._nu,), "action")
-        self.mujoco_env.data.ctrl[:] = ctrl
+        ctrl = _checked_action(action, (self._nu,), "action", self.mujoco_env.model)
+        data = self.mujoco_env.data
+        data.ctrl[:] = ctrl
         if self._camera is not None and self.frame_skip > 1:
             self.mujoco_env.step(self.frame_skip - 1)
         self._request_frame()
         self.mujoco_env.step(1 if self._camera is not None else self.frame_skip)
+        if not self._override_said and not np.array_equal(data.ctrl, ctrl):
+            self._override_said = True
+            _warn_overridden("the env", self.mujoco_env.plugins, ctrl, np.array(data.ctrl))
         self._episode_steps += 1
         reward = 0.0 if self._reward is None else float(self._reward(self, ctrl))
         terminated = False if self._terminated is None else bool(self._terminated(self, ctrl))
@@ -315,6 +375,7 @@ class MujocoGymEnv(gymnasium.Env):  # type: ignore[misc]
 
     def _render_directly(self) -> np.ndarray:
         if self._renderer is None:
+            _use_egl_without_display()
             model = self.mujoco_env.model
             self._renderer = mujoco.Renderer(model, self._camera.height, self._camera.width)
             if self.render_mode == "depth_array":
@@ -425,6 +486,7 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._episode_steps = np.zeros(self.num_envs, dtype=np.int64)
         self._autoreset = np.zeros(self.num_envs, dtype=bool)
         self._worlds = [WorldView(self, i) for i in range(self.num_envs)]
+        self._override_said = False  # ActionOverriddenWarning, once
         self._closed = False
 
     def _world_model(self, index: int) -> mujoco.MjModel:
@@ -475,9 +537,12 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
                                           dict[str, Any]]:
         self._check_open()
-        ctrl = _checked_action(actions, (self.num_envs, self._nu), "actions")
+        ctrl = _checked_action(actions, (self.num_envs, self._nu), "actions",
+                               self._world_model(0))
         resetting = self._autoreset.copy()
         self.vector_env.step(self.frame_skip, ctrl)
+        if not self._override_said:
+            self._check_overridden(ctrl, resetting)
         if resetting.any():
             # NEXT_STEP: the worlds that ended at the last step start over instead of stepping
             # (VectorEnv steps every world: theirs is undone by the reset).
@@ -497,6 +562,17 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             truncations = ~resetting & (self._episode_steps >= self.truncate_steps)
         self._autoreset = terminations | truncations
         return self._observations(), rewards, terminations, truncations, {}
+
+    def _check_overridden(self, ctrl: np.ndarray, resetting: np.ndarray) -> None:
+        """Warns once if a plugin wrote ctrl in a world that stepped the agent's action (read
+        before the autoreset, which zeroes ctrl)."""
+        after = self.vector_env.ctrl
+        overridden = np.flatnonzero(~resetting & (after != ctrl).any(axis=1))
+        if overridden.size:
+            self._override_said = True
+            world = int(overridden[0])
+            _warn_overridden(f"world {world}", self.vector_env.world(world).plugins,
+                             ctrl[world], after[world])
 
     def close_extras(self, **kwargs: Any) -> None:
         if not self._closed:

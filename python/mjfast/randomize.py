@@ -148,6 +148,7 @@ class Randomizer:
         if any(term.field == "actuator_gain" for term in self.model_terms):
             attributes = sorted({*attributes, "actuator_biasprm"})
         self._nominal = {name: np.array(getattr(model, name), copy=True) for name in attributes}
+        self._check_reachable(model)
         # Position servos whose bias mirrors their gain (see FIELDS): the bias follows a draw.
         self._servos = np.flatnonzero(
             (model.actuator_biastype == mujoco.mjtBias.mjBIAS_AFFINE)
@@ -172,30 +173,92 @@ class Randomizer:
         if attribute in self._nominal:
             self._nominal[attribute][row] = getattr(model, attribute)[row]
 
+    def _term_where(self, term: _ModelTerm) -> str:
+        return f"{self.where}[{term.index}] ({term.field})"
+
+    def _check_reachable(self, model: mujoco.MjModel) -> None:
+        """ConfigError naming the first term whose draws, from the nominal values and after the
+        terms before it, could leave a value that is not finite, or a moving body (its welded
+        group) with no mass or inertia, which MuJoCo requires (its compiler refuses such a
+        model): the terms are checked together, from each value's lowest and highest reach."""
+        low = {name: values.astype(float).reshape(-1) for name, values in self._nominal.items()}
+        high = {name: values.copy() for name, values in low.items()}
+        with np.errstate(over="ignore", invalid="ignore"):
+            for term in self.model_terms:
+                field = FIELDS[term.field]
+                lo, hi = low[field.attribute][term.flat], high[field.attribute][term.flat]
+                if term.scale is not None:
+                    ends = [lo * term.scale[0], lo * term.scale[1], hi * term.scale[0],
+                            hi * term.scale[1]]
+                    lo, hi = np.minimum.reduce(ends), np.maximum.reduce(ends)
+                if term.add is not None:
+                    lo, hi = lo + term.add[0], hi + term.add[1]
+                lo, hi = np.clip(lo, *field.bounds), np.clip(hi, *field.bounds)
+                unbounded = ~(np.isfinite(lo) & np.isfinite(hi))
+                if unbounded.any():
+                    at = int(np.flatnonzero(unbounded)[0])
+                    raise ConfigError(
+                        f"{self._term_where(term)}: its draws could reach "
+                        f"{hi[at] if not np.isfinite(hi[at]) else lo[at]} for "
+                        f"{_label_of(term, at)} (with the terms before it); expected scale and "
+                        f"add that keep every value finite")
+                low[field.attribute][term.flat], high[field.attribute][term.flat] = lo, hi
+                self._check_moving_bodies(model, term, low)
+
+    def _check_moving_bodies(self, model: mujoco.MjModel, term: _ModelTerm,
+                             low: Mapping[str, np.ndarray]) -> None:
+        if term.field not in ("body_mass", "body_inertia"):
+            return
+        lowest = low[FIELDS[term.field].attribute].reshape(model.nbody, -1).sum(axis=1)
+        nominal = np.asarray(getattr(model, FIELDS[term.field].attribute)).reshape(
+            model.nbody, -1).sum(axis=1)
+        for body in range(1, model.nbody):
+            if model.body_dofnum[body] == 0 or model.body_weldid[body] != body:
+                continue
+            group = np.flatnonzero(model.body_weldid == body)  # it and the bodies welded to it
+            if (float(nominal[group].sum()) >= mujoco.mjMINVAL
+                    and float(lowest[group].sum()) < mujoco.mjMINVAL):
+                what = "mass" if term.field == "body_mass" else "inertia"
+                name = object_labels(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody, "body")[body]
+                raise ConfigError(
+                    f"{self._term_where(term)}: its draws could leave the moving body "
+                    f"{name or f'body_{body}'!r} with no {what} (MuJoCo requires a moving body's "
+                    f"{what} > {mujoco.mjMINVAL}); expected scale and add that keep it above that")
+
     def draw_model(self, model: mujoco.MjModel, rng: np.random.Generator) -> None:
         """The nominal values of every randomised field, then each term's draw over them, in
-        order; then `mj_setConst`, so that the simulation uses the drawn values."""
-        records: list[dict[str, Any]] = [{} for _ in self.model_terms]
-        self.last = records
+        order; then `mj_setConst`, so that the simulation uses the drawn values. The draws are
+        made on copies, written only once all are finite (a ConfigError naming the term
+        otherwise, the model unchanged)."""
         if not self.model_terms:
+            self.last = []
             return
-        for attribute, nominal in self._nominal.items():
-            getattr(model, attribute)[...] = nominal
-        for term, record in zip(self.model_terms, records, strict=True):
-            field = FIELDS[term.field]
-            values = getattr(model, field.attribute).reshape(-1)
-            current = values[term.flat]
-            if term.scale is not None:
-                current = current * _sample(rng, term.scale, term.draws, term.loguniform)[
-                    term.group]
-            if term.add is not None:
-                current = current + _sample(rng, term.add, term.draws, term.loguniform)[
-                    term.group]
-            values[term.flat] = np.clip(current, *field.bounds)
-            record["term"] = term.index
-            record["field"] = term.field
-        if any(term.field == "actuator_gain" for term in self.model_terms):
-            model.actuator_biasprm[self._servos, 1] = -model.actuator_gainprm[self._servos, 0]
+        drawn = {attribute: nominal.copy() for attribute, nominal in self._nominal.items()}
+        with np.errstate(over="ignore", invalid="ignore"):
+            for term in self.model_terms:
+                field = FIELDS[term.field]
+                values = drawn[field.attribute].reshape(-1)
+                current = values[term.flat]
+                if term.scale is not None:
+                    current = current * _sample(rng, term.scale, term.draws, term.loguniform)[
+                        term.group]
+                if term.add is not None:
+                    current = current + _sample(rng, term.add, term.draws, term.loguniform)[
+                        term.group]
+                current = np.clip(current, *field.bounds)
+                if not np.isfinite(current).all():
+                    at = int(np.flatnonzero(~np.isfinite(current))[0])
+                    raise ConfigError(f"{self._term_where(term)}: it drew {current[at]} for "
+                                      f"{_label_of(term, at)}; expected finite values (the model "
+                                      f"is unchanged)")
+                values[term.flat] = current
+        if "actuator_biasprm" in drawn and "actuator_gainprm" in drawn:
+            drawn["actuator_biasprm"][self._servos, 1] = -drawn["actuator_gainprm"][
+                self._servos, 0]
+        for attribute, values in drawn.items():
+            getattr(model, attribute)[...] = values
+        records: list[dict[str, Any]] = [{"term": term.index, "field": term.field}
+                                         for term in self.model_terms]
         for term, record in zip(self.model_terms, records, strict=True):
             values = getattr(model, FIELDS[term.field].attribute).reshape(-1)
             record["values"] = {label: _plain(values[term.flat[start:stop]])
@@ -246,6 +309,14 @@ def _perturb_position(model: mujoco.MjModel, data: mujoco.MjData, joint: int,
     mujoco.mju_quatIntegrate(quat, np.asarray(sample, dtype=float), 1.0)
     mujoco.mju_normalize4(quat)
     data.qpos[address:address + 4] = quat
+
+
+def _label_of(term: _ModelTerm, at: int) -> str:
+    """The object of `term` whose values include its `at`-th flat index."""
+    for label, (start, stop) in zip(term.labels, term.objects, strict=True):
+        if start <= at < stop:
+            return repr(label)
+    return "a value"
 
 
 def _sample(rng: np.random.Generator, bounds: tuple[float, float], count: int,

@@ -36,6 +36,13 @@ __all__ = ["VectorEnv", "World"]
 
 # The batched arrays, each gathered by the core into a new (num_envs, width) array.
 BATCHED_FIELDS = ("qpos", "qvel", "ctrl", "sensordata", "time")
+# Worker threads are capped at this many per usable CPU (SPEC §18: a limit checked, not
+# discovered): more only contend for the CPUs, and each costs a thread's stack and Python state.
+THREADS_PER_CPU = 4
+# A lower bound on what one world costs besides its model's arena (its mjData header and
+# buffers, its env, bus and plugin host in Python: about 1 MiB measured for a small arm), used to
+# refuse a num_envs that cannot fit before building any world.
+MIN_WORLD_BYTES = 256 * 1024
 
 
 class _WorldEnv(MujocoEnv):
@@ -73,14 +80,19 @@ def _close_open_vectors() -> None:
         vector.close()
 
 
-def _count(value: object, what: str, minimum: int) -> int:
-    """An integer >= minimum (TypeError for a non-integer or a bool, ValueError below it)."""
+def _integer(value: object, what: str) -> int:
+    """An integer (TypeError for a non-integer or a bool)."""
     if isinstance(value, bool):
         raise TypeError(f"{what} must be an integer, got bool")
     try:
-        number = operator.index(value)  # type: ignore[arg-type]
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise TypeError(f"{what} must be an integer, got {type(value).__name__}") from None
+
+
+def _count(value: object, what: str, minimum: int) -> int:
+    """An integer >= minimum (TypeError for a non-integer or a bool, ValueError below it)."""
+    number = _integer(value, what)
     if number < minimum:
         raise ValueError(f"{what} must be >= {minimum}, got {number}")
     return number
@@ -90,6 +102,25 @@ def _seed(value: object) -> int | None:
     if value is None:
         return None
     return _count(value, "seed", 0)
+
+
+def _physical_memory() -> int | None:
+    """This machine's physical memory in bytes, where the OS says."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX, or not known
+        return None
+
+
+def _check_fits(num_envs: int, model: mujoco.MjModel, own_models: bool) -> None:
+    """MemoryError, before any world is built, where `num_envs` worlds cannot fit in this
+    machine's memory even at the least a world costs (MuJoCo would fail one allocation in, or
+    the machine would swap for hours first)."""
+    total = _physical_memory()
+    per_world = MIN_WORLD_BYTES + (int(model.nbuffer) if own_models else 0)
+    if total is not None and num_envs * per_world > total:
+        raise MemoryError(f"num_envs={num_envs} worlds need at least {num_envs * per_world:,} "
+                          f"bytes of memory; this machine has {total:,}")
 
 
 def usable_cpus() -> int:
@@ -118,10 +149,12 @@ class VectorEnv:
         """`own_models=True` gives every world a copy of the model of its own (for per-world
         model edits such as randomisation); by default the worlds share one `MjModel`, as
         `mujoco.rollout` does, and a model edit through one world (`apply_options`, geometry)
-        reaches them all. `threads` defaults to the CPUs this process may use."""
+        reaches them all. `threads` defaults to the CPUs this process may use, and is capped at
+        `num_envs` and at THREADS_PER_CPU times them (`threads` says how many there are)."""
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
         self._num_envs = _count(num_envs, "num_envs", 1)
         requested = usable_cpus() if threads is None else _count(threads, "threads", 1)
+        requested = min(requested, self._num_envs, THREADS_PER_CPU * usable_cpus())
         self._seed = _seed(seed)
         if not isinstance(own_models, bool):
             raise TypeError(f"own_models must be a bool, got {type(own_models).__name__}")
@@ -130,6 +163,7 @@ class VectorEnv:
         self._source = ModelSource.of(model)
         # The nominal model: the worlds' shared one, or what each world's copy starts from.
         self._model = self._source.compile()
+        _check_fits(self._num_envs, self._model, own_models)
         self._worlds: list[_WorldEnv] = []
         try:
             for index in range(self._num_envs):
@@ -275,18 +309,21 @@ class VectorEnv:
                             f"a boolean mask, got {indices!r}")
         chosen: list[int] = []
         for value in array.reshape(-1).tolist():
-            if not -self._num_envs <= value < self._num_envs:
-                raise IndexError(f"world index {value} out of range for {self._num_envs} worlds")
-            index = value % self._num_envs
+            index = self._in_range(value)
             if index not in chosen:
                 chosen.append(index)
         return chosen
 
-    def _index(self, index: object) -> int:
-        number = _count(index, "world index", -self._num_envs)
-        if number >= self._num_envs:
-            raise IndexError(f"world index {number} out of range for {self._num_envs} worlds")
+    def _in_range(self, number: int) -> int:
+        """World `number` (negative: counted from the end), or one IndexError naming the range."""
+        if not -self._num_envs <= number < self._num_envs:
+            raise IndexError(f"world index {number} out of range for {self._num_envs} worlds: "
+                             f"expected 0..{self._num_envs - 1} (or -{self._num_envs}..-1 from "
+                             f"the end)")
         return number % self._num_envs
+
+    def _index(self, index: object) -> int:
+        return self._in_range(_integer(index, "world index"))
 
     def reset(self, indices: Any = None, *, seed: int | None = None) -> None:
         """Resets the worlds named by `indices` (None: all) as `MujocoEnv.reset()` does, each

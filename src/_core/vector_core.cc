@@ -10,10 +10,23 @@
 #include "hooks.h"
 
 namespace mjfast {
+namespace {
+
+// A worker more than there are worlds would never have a world to step (SPEC §18: capped, not
+// discovered); below 1 is the pool's to refuse.
+int capped_threads(int threads, std::size_t worlds) {
+  if (threads < 1 || worlds == 0) return threads;
+  return static_cast<int>(std::min(static_cast<std::size_t>(threads), worlds));
+}
+
+}  // namespace
 
 VectorCore::VectorCore(std::vector<std::shared_ptr<EnvCore>> worlds, int threads,
                        WorkerPool::ThreadHooks hooks)
-    : worlds_(std::move(worlds)), pool_(threads, std::move(hooks)) {
+    : worlds_(std::move(worlds)),
+      pool_(capped_threads(threads, worlds_.size()), std::move(hooks)),
+      closed_during_step_(
+          std::make_exception_ptr(std::logic_error("the VectorEnv was closed during step()"))) {
   if (worlds_.empty()) throw std::invalid_argument("a VectorEnv needs at least one world");
   for (const auto& world : worlds_) {
     if (!world || world->model() == nullptr || world->data() == nullptr) {
@@ -42,8 +55,10 @@ std::size_t VectorCore::width(Field field) const {
   return 0;
 }
 
-std::unique_lock<std::mutex> VectorCore::lock(const char* what) {
-  if (closed()) throw std::logic_error(std::string(what) + " on a closed VectorEnv");
+std::unique_lock<std::mutex> VectorCore::lock(const char* what, bool refuse_closed) {
+  if (refuse_closed && closed()) {
+    throw std::logic_error(std::string(what) + " on a closed VectorEnv");
+  }
   if (pool_.is_worker()) call_context::refuse(call_context::Refusal::kVectorOwnWorld, what);
   std::unique_lock<std::mutex> held(mutex_, std::defer_lock);
   if (!hooks::in_dispatch() && !hooks::in_plugin_callback()) {
@@ -52,13 +67,16 @@ std::unique_lock<std::mutex> VectorCore::lock(const char* what) {
     // Waiting here from inside a plugin callback could close a cycle (lock order: this is 0).
     call_context::refuse(call_context::Refusal::kBusyVectorFromCallback, what);
   }
-  if (closed()) throw std::logic_error(std::string(what) + " on a closed VectorEnv");
+  if (refuse_closed && closed()) {
+    throw std::logic_error(std::string(what) + " on a closed VectorEnv");
+  }
   return held;
 }
 
 std::unique_lock<std::mutex> VectorCore::hold(const char* what) { return lock(what); }
 
 std::exception_ptr VectorCore::interrupt() const {
+  if (closing_.load(std::memory_order_acquire)) return closed_during_step_;
   return interrupted_.load(std::memory_order_acquire) ? interrupt_ : nullptr;
 }
 
@@ -76,18 +94,20 @@ void VectorCore::step(std::int64_t n, const double* ctrl,
   interrupt_ = nullptr;
   interrupted_.store(false, std::memory_order_release);
   const std::size_t nu = width(Field::kCtrl);
-  // Each world's step polls this between its steps (every 20 ms at most; see EnvCore::step).
+  // Each world's step polls this between its steps (every 20 ms at most; see EnvCore::step): a
+  // close() from another thread, or the caller's interrupt.
   const EnvCore::InterruptPoll world_poll = [this] { return interrupt(); };
   std::vector<std::exception_ptr> errors(worlds_.size());
   const WorkerPool::Task task = [&](std::size_t index) {
     EnvCore& world = *worlds_[index];
     try {
+      if (closing_.load(std::memory_order_acquire)) return;  // not begun: nothing to stop
       // Nothing else steps a world of a VectorEnv (its façade exposes no step or start), so
       // its ctrl is ours until its step() below takes its step mutex.
       if (ctrl != nullptr && nu > 0) {
         std::copy(ctrl + index * nu, ctrl + (index + 1) * nu, world.data()->ctrl);
       }
-      world.step(n, interrupted ? &world_poll : nullptr);
+      world.step(n, &world_poll);
     }
     MJFAST_RETHROW_FORCED_UNWIND
     catch (...) {
@@ -128,6 +148,7 @@ void VectorCore::step(std::int64_t n, const double* ctrl,
     failed_ = failed;
   }
   if (first_error) std::rethrow_exception(first_error);  // a plugin's error outranks an interrupt
+  if (closing_.load(std::memory_order_acquire)) std::rethrow_exception(closed_during_step_);
   if (first_interrupt) std::rethrow_exception(first_interrupt);
   if (std::exception_ptr error = interrupt()) throw Interrupted(error);
 }
@@ -156,7 +177,14 @@ void VectorCore::gather(Field field, double* out) {
 
 void VectorCore::close() {
   if (closed()) return;
-  std::unique_lock<std::mutex> held = lock("close()");
+  // Refused calls stop nothing: from a worker, or from inside a plugin callback, where close()
+  // only takes a free vector (lock()), the running step is left alone.
+  if (pool_.is_worker()) call_context::refuse(call_context::Refusal::kVectorOwnWorld, "close()");
+  const bool from_callback = hooks::in_dispatch() || hooks::in_plugin_callback();
+  if (!from_callback) closing_.store(true, std::memory_order_release);
+  std::unique_lock<std::mutex> held = lock("close()", /*refuse_closed=*/false);
+  if (closed()) return;  // another thread's close() came first
+  closing_.store(true, std::memory_order_release);
   closed_.store(true, std::memory_order_release);
   pool_.shutdown();
 }

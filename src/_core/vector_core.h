@@ -29,7 +29,8 @@ class VectorCore {
   // The per-world arrays that gather() collects, one row per world.
   enum class Field { kQpos, kQvel, kCtrl, kSensordata, kTime };
 
-  // `worlds` are bound (model and data) and share the model's sizes; `threads` >= 1.
+  // `worlds` are bound (model and data) and share the model's sizes; `threads` >= 1, capped at
+  // the number of worlds (a worker more would never have a world to step).
   VectorCore(std::vector<std::shared_ptr<EnvCore>> worlds, int threads,
              WorkerPool::ThreadHooks hooks = {});
   ~VectorCore();
@@ -48,7 +49,9 @@ class VectorCore {
   // others run their n steps; then the error of the lowest such world is rethrown (a plugin's
   // before an interrupt) and failed_worlds() lists them. `interrupted` (null: none) is polled on
   // the calling thread while the workers step: once it returns an error, every world stops at its
-  // next step boundary and Interrupted is thrown. Refused (std::logic_error) once closed, from a
+  // next step boundary and Interrupted is thrown. A close() from another thread stops every world
+  // at its next step boundary too (as EnvCore::close stops a step(n)), and std::logic_error("the
+  // VectorEnv was closed during step()") is thrown. Refused (std::logic_error) once closed, from a
   // worker (a plugin of a world stepping the vector), where a world could not step from this
   // thread (EnvCore::check_can_step), and from inside a plugin callback while the vector is busy.
   void step(std::int64_t n, const double* ctrl, const EnvCore::InterruptPoll* interrupted);
@@ -62,12 +65,19 @@ class VectorCore {
   // meanwhile. Refused as step() is (closed, a worker, busy from inside a plugin callback).
   std::unique_lock<std::mutex> hold(const char* what);
 
-  // Ends the pool (after a step in progress); the worlds are the façade's to close. Idempotent.
+  // Ends the pool; a step in progress on another thread stops at its worlds' next step boundary
+  // first (each world polls between its steps, every 20 ms at most). The worlds are the façade's to
+  // close. Idempotent; refused as step() is (from a worker, from inside a plugin callback while
+  // the vector is busy), and then nothing stops.
   void close();
   bool closed() const { return closed_.load(std::memory_order_acquire); }
 
  private:
-  std::unique_lock<std::mutex> lock(const char* what);
+  // Takes mutex_ for `what`, refused where waiting could deadlock (see step()); with
+  // `refuse_closed`, a closed vector is refused too.
+  std::unique_lock<std::mutex> lock(const char* what, bool refuse_closed = true);
+  // What stops the worlds of a step in progress at their next boundary: close()'s error, else
+  // the caller's interrupt (null: none).
   std::exception_ptr interrupt() const;
 
   std::vector<std::shared_ptr<EnvCore>> worlds_;
@@ -78,6 +88,9 @@ class VectorCore {
   std::atomic<bool> interrupted_{false};
   std::exception_ptr interrupt_;  // written before interrupted_ is set, read after
   std::atomic<bool> closed_{false};
+  // Set by close() before it waits for mutex_: a step in progress stops at its next boundary.
+  std::atomic<bool> closing_{false};
+  const std::exception_ptr closed_during_step_;
 };
 
 }  // namespace mjfast
