@@ -661,12 +661,13 @@ def check_complete_bag(bag: Path, capsys: Any) -> None:
     by_rosbags, by_mcap = read_with_rosbags(bag), read_with_mcap(bag)
     for topics in (by_rosbags, by_mcap):
         assert len(topics[JOINT_STATES]) > 20
-        assert len(topics["/mjfast/state"]) >= 2
+        assert len(topics["/mjfast/state"]) >= 1  # (a process killed records no last state)
     code, out, err = run_cli(capsys, "replay", str(bag), "--check")
     assert code == 0 and out.startswith("replay matches"), (out, err)
 
 
-@pytest.mark.parametrize("how", ["run-sigint", "serve-sigterm", "script-sigint", "exception"])
+@pytest.mark.parametrize("how", ["run-sigint", "run-sigterm", "serve-sigterm", "script-sigint",
+                                 "exception"])
 def test_a_signal_to_the_process_group_leaves_a_complete_bag(
         tmp_path: Path, capsys: Any, how: str) -> None:
     import os
@@ -679,7 +680,7 @@ def test_a_signal_to_the_process_group_leaves_a_complete_bag(
     params.write_text(yaml.safe_dump(recorded_params()))
     bag = tmp_path / "bag"
     python = [sys.executable, "-u"]
-    if how == "run-sigint":
+    if how.startswith("run-"):
         argv = [*python, "-m", "mjfast", "run", str(model), "--params", str(params),
                 "--duration", "inf", "--realtime", "1", "--no-progress", "--record", str(bag)]
     elif how == "serve-sigterm":
@@ -698,14 +699,17 @@ def test_a_signal_to_the_process_group_leaves_a_complete_bag(
                         and (bag / "bag.mcap").stat().st_size > 4096, timeout=60), (
             child.poll(), child.stderr.read() if child.poll() is not None else "")
         if how != "exception":
-            os.killpg(child.pid, signal.SIGTERM if how == "serve-sigterm" else signal.SIGINT)
+            os.killpg(child.pid, signal.SIGTERM if how.endswith("sigterm") else signal.SIGINT)
         out, err = child.communicate(timeout=60)
     except BaseException:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
         child.communicate()
         raise
-    expected = {"run-sigint": 130, "serve-sigterm": 0, "script-sigint": 0, "exception": 1}[how]
+    # (`run` leaves SIGTERM to its default: the process ends there, and the writer, whose pipe
+    # closes, closes the bag.)
+    expected = {"run-sigint": 130, "run-sigterm": -signal.SIGTERM, "serve-sigterm": 0,
+                "script-sigint": 0, "exception": 1}[how]
     assert child.returncode == expected, err
     assert "Traceback" not in err or how == "exception", err
     if how == "script-sigint":

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
 import io
 import os
 import pickle
@@ -367,7 +368,12 @@ class _Bag:
             needed += needed // 2  # grown seldom
             fd = os.open(self._reserve, os.O_WRONLY | os.O_CREAT, 0o644)
             try:
-                os.posix_fallocate(fd, 0, needed)
+                try:
+                    os.posix_fallocate(fd, 0, needed)
+                except OSError as error:  # a file system that cannot: written out instead
+                    if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                        raise
+                    os.pwrite(fd, bytes(needed), 0)
             finally:
                 os.close(fd)
             self._reserved = needed
