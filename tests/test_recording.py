@@ -954,6 +954,8 @@ def test_env_at_beyond_the_recording_names_its_span(good_bag: Path, beyond: floa
         opened.env_at(end + beyond)
     with pytest.raises(ValueError, match="outside the recording's span"):
         opened.env_at(-1)
+    with pytest.raises(TypeError, match="env_at: time must be a number of seconds, got '1'"):
+        opened.env_at("1")
 
 
 def test_env_at_after_a_reload_to_another_model(make_env: Any, tmp_path: Path) -> None:

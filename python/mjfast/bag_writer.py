@@ -442,9 +442,10 @@ class _Pipe:
             return _IDLE
         (size,) = _LENGTH.unpack_from(self._buffer)
         self._fill(_LENGTH.size + size, None)  # the rest of a frame follows at once
-        data = bytes(self._buffer[_LENGTH.size:_LENGTH.size + size])
+        with memoryview(self._buffer) as view:
+            value = pickle.loads(view[_LENGTH.size:_LENGTH.size + size])
         del self._buffer[:_LENGTH.size + size]
-        return pickle.loads(data)
+        return value
 
 
 _IDLE = object()

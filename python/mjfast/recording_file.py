@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -272,7 +273,7 @@ class RecordingFile:
         before `time`, then stepped with the recorded commands up to `time` (the last step
         boundary at or before it). ValueError for a time that is not finite or outside the
         recording's span."""
-        if isinstance(time, bool) or not isinstance(time, (int, float, np.integer, np.floating)):
+        if isinstance(time, bool) or not isinstance(time, numbers.Real):
             raise TypeError(f"env_at: time must be a number of seconds, got {time!r}")
         time = float(time)
         if not math.isfinite(time):
