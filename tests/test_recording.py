@@ -725,13 +725,15 @@ def test_a_full_disk_ends_the_recording_at_once_and_leaves_a_readable_bag(
 
     if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
         pytest.skip("needs unshare -rm (user namespaces) to mount a small tmpfs")
-    disk, copy = tmp_path / "disk", tmp_path / "copy"
+    disk, tiny, copy = tmp_path / "disk", tmp_path / "tiny", tmp_path / "copy"
     disk.mkdir()
-    script = FULL_DISK_SCRIPT.format(params=recorded_params(), bag=str(disk / "bag"))
-    shell = ('mount -t tmpfs -o size=8m tmpfs "$1" || exit 99; "$2" -u -c "$3"; status=$?; '
-             'cp -r "$1/bag" "$4"; exit $status')
+    tiny.mkdir()
+    script = FULL_DISK_SCRIPT.format(params=recorded_params(), bag=str(disk / "bag"),
+                                     tiny=str(tiny))
+    shell = ('mount -t tmpfs -o size=8m tmpfs "$1" && mount -t tmpfs -o size=16k tmpfs "$5" '
+             '|| exit 99; "$2" -u -c "$3"; status=$?; cp -r "$1/bag" "$4"; exit $status')
     child = start_group(["unshare", "-rm", "sh", "-c", shell, "sh", str(disk), sys.executable,
-                         script, str(copy)])
+                         script, str(copy), str(tiny)])
     out, err = child.communicate(timeout=300)
     if child.returncode == 99:
         pytest.skip(f"cannot mount a tmpfs in a user namespace: {err.strip()}")
@@ -741,12 +743,17 @@ def test_a_full_disk_ends_the_recording_at_once_and_leaves_a_readable_bag(
     assert lines[1].startswith(f"stop: the recording to {disk / 'bag'} failed: No space left "
                                f"on device (the bag holds what came before)"), lines
     assert lines[2] == "the env steps on"
+    # A disk too full to start a recording on: an OSError, and nothing left there.
+    assert lines[3].startswith(f"record: cannot write the bag {tiny / 'bag'}: ") and (
+        "No space left on device" in lines[3]), lines
+    assert lines[4] == "left: []"
     assert err.count("recording to") == 1 and "Traceback" not in err, err
     assert sorted(p.name for p in copy.iterdir()) == ["bag.mcap", "metadata.yaml"]
     check_complete_bag(copy, capsys)
 
 
 FULL_DISK_SCRIPT = '''
+import os
 import time
 import mjfast
 from support import arm_xml
@@ -762,6 +769,11 @@ except OSError as error:
     print("stop:", error, flush=True)
 env.step(100)
 print("the env steps on", flush=True)
+try:
+    env.record({tiny!r} + "/bag")
+except OSError as error:
+    print("record:", error, flush=True)
+print("left:", sorted(os.listdir({tiny!r})), flush=True)
 env.close()
 '''
 

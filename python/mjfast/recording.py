@@ -152,8 +152,12 @@ class Recording:
         # Log times: the wall clock at the start plus the simulated time since (the messages
         # keep simulated time); readers subtract the offset, which the metadata holds.
         self._log_offset = time_ns() - round(float(env.data.time) * 1e9)
-        self._bag = BagWriterProcess(str(target), self._metadata(env, tap.model_source),
-                                     CLOCK_TOPIC not in self._all_topics(), self._log_offset)
+        try:
+            self._bag = BagWriterProcess(str(target), self._metadata(env, tap.model_source),
+                                         CLOCK_TOPIC not in self._all_topics(), self._log_offset)
+        except OSError:  # (a full disk): what the child made of the new directory goes again
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         try:
             with env.hold_stepping("record", defer_interrupts=True):
                 if tap.recording is not None:  # started meanwhile
