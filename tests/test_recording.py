@@ -6,10 +6,12 @@ bit for bit against what the live run did."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import threading
 from pathlib import Path
+from time import time_ns
 from typing import Any, ClassVar
 
 import numpy as np
@@ -111,15 +113,22 @@ def test_the_bag_holds_what_the_run_published_read_by_independent_readers(
     env = make_env()
     live: list[Any] = []
     env.bus.subscribe(JOINT_STATES, live.append)
+    started_ns = time_ns()
     recording = env.record(tmp_path / "bag")
     run_with_commands(env, {})
     recording.stop()
+    stopped_ns = time_ns()
     assert not recording.recording
     bag = tmp_path / "bag"
     assert sorted(p.name for p in bag.iterdir()) == ["bag.mcap", "metadata.yaml"]
 
     by_rosbags = read_with_rosbags(bag)
     by_mcap = read_with_mcap(bag)
+    metadata = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert metadata["ros_distro"] == "jazzy"
+    # ros2 bag info shows when it was recorded (the run starts at simulated time 0).
+    offset = metadata["starting_time"]["nanoseconds_since_epoch"]
+    assert started_ns <= offset <= stopped_ns
     for topics in (by_rosbags, by_mcap):
         assert {JOINT_STATES, "/clock", "/mjfast/commands", "/mjfast/state"} <= set(topics)
         recorded = topics[JOINT_STATES]
@@ -130,9 +139,11 @@ def test_the_bag_holds_what_the_run_published_read_by_independent_readers(
             np.testing.assert_array_equal(np.asarray(message.velocity), seen["velocity"])
             stamp = message.header.stamp
             assert stamp.sec * 10**9 + stamp.nanosec == round(seen["time"] * 1e9)
-            assert stamp_ns == round(seen["time"] * 1e9)  # log time = simulated time
-        clock = [m.clock.sec + m.clock.nanosec / 1e9 for _, m in topics["/clock"]]
+            # Log time: the wall clock at the start plus the simulated time since then.
+            assert stamp_ns - round(seen["time"] * 1e9) == offset
+        clock = [(t, m.clock.sec * 10**9 + m.clock.nanosec) for t, m in topics["/clock"]]
         assert len(clock) > 10
+        assert all(t - simulated == offset for t, simulated in clock)
     # mjfast's reader sees the same.
     opened = mjfast.open_recording(bag)
     assert opened.topics()[JOINT_STATES] == "sensor_msgs/msg/JointState"
@@ -140,7 +151,6 @@ def test_the_bag_holds_what_the_run_published_read_by_independent_readers(
     assert [round(t * 1e9) for t, _ in mine] == [round(seen["time"] * 1e9) for seen in live]
     np.testing.assert_array_equal(mine[-1][1]["position"], live[-1]["position"])
 
-    metadata = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     custom = metadata["custom_data"]
     assert custom["mjfast.mjcf"] == arm_xml()
     assert custom["mujoco.version"] == "4.0.0"
@@ -164,7 +174,7 @@ def test_states_and_commands_are_uint8_multi_arrays_with_state_bytes(
     assert len(states) == 1 + 5 + 1
     decoded = [SimState.from_bytes(bytes(m.data)) for _, m in states]
     assert [s.step_count for s in decoded] == [0, 100, 200, 300, 400, 500, 510]
-    assert [ts for ts, _ in states] == [round(s.time * 1e9) for s in decoded]
+    assert [ts - states[0][0] for ts, _ in states] == [round(s.time * 1e9) for s in decoded]
     assert len(topics["/mjfast/commands"]) == 1
     (_, command), = topics["/mjfast/commands"]
     assert type(command).__name__ == "std_msgs__msg__UInt8MultiArray"
@@ -260,6 +270,7 @@ def rewrite_bag(source: Path, target: Path, time: float) -> None:
     store = get_typestore(Stores.ROS2_JAZZY)
     custom = yaml.safe_load((source / "metadata.yaml").read_text())[
         "rosbag2_bagfile_information"]["custom_data"]
+    stamp = int(custom["mjfast.log_time_offset_ns"]) + round(time * 1e9)
     with Reader(source) as reader, Writer(target, version=9,
                                           storage_plugin=StoragePlugin.MCAP) as writer:
         for key, value in custom.items():
@@ -267,7 +278,7 @@ def rewrite_bag(source: Path, target: Path, time: float) -> None:
         connections = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=store)
                        for c in reader.connections}
         for connection, timestamp, raw in reader.messages():
-            if connection.topic == "/mjfast/state" and timestamp == round(time * 1e9):
+            if connection.topic == "/mjfast/state" and timestamp == stamp:
                 message = store.deserialize_cdr(raw, connection.msgtype)
                 data = bytearray(bytes(message.data))
                 last = np.frombuffer(bytes(data[-8 - 4:-4]), dtype="<f8")[0]
@@ -593,3 +604,388 @@ def run_every_call(env: Any) -> None:
     env.step(20)
     env.reset(joint_positions={"j5": -0.3})
     env.step(45)
+
+
+# -- nothing is lost to a signal (SPEC §18) ----------------------------------------------------
+
+INTERRUPTED_SCRIPT = '''
+import sys, time
+import numpy as np
+import mjfast
+from support import arm_xml
+env = mjfast.MujocoEnv(arm_xml(), params={params!r})
+recording = env.record({bag!r})
+print("recording", flush=True)
+try:
+    while True:
+        env.control.write(ctrl=np.full(7, np.sin(env.data.time)))
+        env.step(5)
+        time.sleep(0.01)
+except KeyboardInterrupt:
+    recording.stop()
+    print("stopped", flush=True)
+'''
+
+RAISING_SCRIPT = '''
+import time
+import mjfast
+from support import arm_xml
+env = mjfast.MujocoEnv(arm_xml(), params={params!r})
+recording = env.record({bag!r})
+deadline = time.monotonic() + 2.5
+while time.monotonic() < deadline:
+    env.step(10)
+    time.sleep(0.01)
+raise RuntimeError("the script fails with its recording running")
+'''
+
+
+def start_group(argv: list[str]) -> Any:
+    """A child in a process group of its own (as a shell starts a job), so that a signal can go
+    to the whole group, the bag writer included, as Ctrl-C or `kill -TERM -PGID` sends it."""
+    import os
+    import subprocess
+
+    from support import TESTS_DIR
+
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(TESTS_DIR), str(TESTS_DIR.parent / "python"), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=TESTS_DIR.parent, env=environment, start_new_session=True)
+
+
+def check_complete_bag(bag: Path, capsys: Any) -> None:
+    """The bag is complete: metadata.yaml, read by both independent readers, and replay
+    --check matches."""
+    assert (bag / "metadata.yaml").is_file()
+    by_rosbags, by_mcap = read_with_rosbags(bag), read_with_mcap(bag)
+    for topics in (by_rosbags, by_mcap):
+        assert len(topics[JOINT_STATES]) > 20
+        assert len(topics["/mjfast/state"]) >= 1  # (a process killed records no last state)
+    code, out, err = run_cli(capsys, "replay", str(bag), "--check")
+    assert code == 0 and out.startswith("replay matches"), (out, err)
+
+
+@pytest.mark.parametrize("how", ["run-sigint", "run-sigterm", "serve-sigterm", "script-sigint",
+                                 "exception"])
+def test_a_signal_to_the_process_group_leaves_a_complete_bag(
+        tmp_path: Path, capsys: Any, how: str) -> None:
+    import os
+    import signal
+    import sys
+
+    model = tmp_path / "arm.xml"
+    model.write_text(arm_xml())
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(recorded_params()))
+    bag = tmp_path / "bag"
+    python = [sys.executable, "-u"]
+    if how.startswith("run-"):
+        argv = [*python, "-m", "mjfast", "run", str(model), "--params", str(params),
+                "--duration", "inf", "--realtime", "1", "--no-progress", "--record", str(bag)]
+    elif how == "serve-sigterm":
+        pytest.importorskip("zenoh")
+        argv = [*python, "-m", "mjfast", "serve", str(model), "--params", str(params),
+                "--listen", f"tcp/127.0.0.1:{free_port()}", "--realtime", "1",
+                "--record", str(bag)]
+    else:
+        script = INTERRUPTED_SCRIPT if how == "script-sigint" else RAISING_SCRIPT
+        argv = [*python, "-c", script.format(params=recorded_params(), bag=str(bag))]
+    child = start_group(argv)
+    try:
+        # A short recording (far less than a chunk of the MCAP file) is on disk within a second
+        # of wall time.
+        assert wait_for(lambda: (bag / "bag.mcap").is_file()
+                        and (bag / "bag.mcap").stat().st_size > 4096, timeout=60), (
+            child.poll(), child.stderr.read() if child.poll() is not None else "")
+        if how != "exception":
+            os.killpg(child.pid, signal.SIGTERM if how.endswith("sigterm") else signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.communicate()
+        raise
+    # (`run` leaves SIGTERM to its default: the process ends there, and the writer, whose pipe
+    # closes, closes the bag.)
+    expected = {"run-sigint": 130, "run-sigterm": -signal.SIGTERM, "serve-sigterm": 0,
+                "script-sigint": 0, "exception": 1}[how]
+    assert child.returncode == expected, err
+    assert "Traceback" not in err or how == "exception", err
+    if how == "script-sigint":
+        assert out.splitlines() == ["recording", "stopped"]
+    check_complete_bag(bag, capsys)
+
+
+def test_a_full_disk_ends_the_recording_at_once_and_leaves_a_readable_bag(
+        tmp_path: Path, capsys: Any) -> None:
+    """The bag on an 8 MiB tmpfs (mounted in a user namespace of the child's own)."""
+    import subprocess
+    import sys
+
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -rm (user namespaces) to mount a small tmpfs")
+    disk, tiny, copy = tmp_path / "disk", tmp_path / "tiny", tmp_path / "copy"
+    disk.mkdir()
+    tiny.mkdir()
+    script = FULL_DISK_SCRIPT.format(params=recorded_params(), bag=str(disk / "bag"),
+                                     tiny=str(tiny))
+    shell = ('mount -t tmpfs -o size=8m tmpfs "$1" && mount -t tmpfs -o size=16k tmpfs "$5" '
+             '|| exit 99; "$2" -u -c "$3"; status=$?; cp -r "$1/bag" "$4"; exit $status')
+    child = start_group(["unshare", "-rm", "sh", "-c", shell, "sh", str(disk), sys.executable,
+                         script, str(copy), str(tiny)])
+    out, err = child.communicate(timeout=300)
+    if child.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace: {err.strip()}")
+    assert child.returncode == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "ended at once True", (out, err)
+    assert lines[1].startswith(f"stop: the recording to {disk / 'bag'} failed: No space left "
+                               f"on device (the bag holds what came before)"), lines
+    assert lines[2] == "the env steps on"
+    # A disk too full to start a recording on: an OSError, and nothing left there.
+    assert lines[3].startswith(f"record: cannot write the bag {tiny / 'bag'}: ") and (
+        "No space left on device" in lines[3]), lines
+    assert lines[4] == "left: []"
+    assert err.count("recording to") == 1 and "Traceback" not in err, err
+    assert sorted(p.name for p in copy.iterdir()) == ["bag.mcap", "metadata.yaml"]
+    check_complete_bag(copy, capsys)
+
+
+FULL_DISK_SCRIPT = '''
+import os
+import time
+import mjfast
+from support import arm_xml
+env = mjfast.MujocoEnv(arm_xml(), params={params!r})
+recording = env.record({bag!r}, state_every=50)
+deadline = time.monotonic() + 120
+while recording.recording and time.monotonic() < deadline:
+    env.step(500)
+print("ended at once", not recording.recording, flush=True)
+try:
+    recording.stop()
+except OSError as error:
+    print("stop:", error, flush=True)
+env.step(100)
+print("the env steps on", flush=True)
+try:
+    env.record({tiny!r} + "/bag")
+except OSError as error:
+    print("record:", error, flush=True)
+print("left:", sorted(os.listdir({tiny!r})), flush=True)
+env.close()
+'''
+
+
+# -- damaged and hand-edited bags (SPEC §18) ---------------------------------------------------
+
+@pytest.fixture(scope="module")
+def good_bag(tmp_path_factory: Any) -> Path:
+    bag = tmp_path_factory.mktemp("good") / "bag"
+    with mjfast.MujocoEnv(arm_xml(), params=recorded_params()) as env:
+        recording = env.record(bag, state_every=100)
+        run_with_commands(env, {})
+        recording.stop()
+    return bag
+
+
+def edit_bag(source: Path, target: Path, metadata: Any = None, command: Any = None,
+             state: Any = None) -> None:
+    """A copy of the bag: `metadata(info)` edits metadata.yaml's bag information; the MCAP is
+    rewritten through rosbags when `command(entry)` edits decoded commands or `state(raw)`
+    replaces a state message's CDR."""
+    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from mjfast.state import encode_value
+
+    if command is None and state is None:
+        shutil.copytree(source, target)
+    else:
+        store = get_typestore(Stores.ROS2_JAZZY)
+        custom = yaml.safe_load((source / "metadata.yaml").read_text())[
+            "rosbag2_bagfile_information"]["custom_data"]
+        with Reader(source) as reader, Writer(target, version=9,
+                                              storage_plugin=StoragePlugin.MCAP) as writer:
+            for key, value in custom.items():
+                writer.set_custom_data(key, value)
+            connections = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=store)
+                           for c in reader.connections}
+            for connection, timestamp, raw in reader.messages():
+                if connection.topic == "/mjfast/commands" and command is not None:
+                    message = store.deserialize_cdr(raw, connection.msgtype)
+                    entry = decode_value(bytes(message.data))
+                    command(entry)
+                    message.data = np.frombuffer(encode_value(entry), dtype=np.uint8)
+                    raw = bytes(store.serialize_cdr(message, connection.msgtype))
+                elif connection.topic == "/mjfast/state" and state is not None:
+                    raw = state(raw)
+                writer.write(connections[connection.id], timestamp, raw)
+    if metadata is not None:
+        path = target / "metadata.yaml"
+        info = yaml.safe_load(path.read_text())
+        edited = metadata(info["rosbag2_bagfile_information"])
+        path.write_text(edited if isinstance(edited, str) else yaml.safe_dump(info))
+
+
+def set_custom(key: str, value: Any) -> Any:
+    def edit(info: dict[str, Any]) -> None:
+        if value is None:
+            del info["custom_data"][key]
+        else:
+            info["custom_data"][key] = value
+    return edit
+
+
+def edit_first(kind: str, change: Any) -> Any:
+    """A command edit: `change(entry)` on the first command of `kind`."""
+    done: list[bool] = []
+
+    def edit(entry: dict[str, Any]) -> None:
+        if entry["kind"] == kind and not done:
+            done.append(True)
+            change(entry)
+    return edit
+
+
+DAMAGED: dict[str, tuple[dict[str, Any], str]] = {
+    "custom_data a list": ({"metadata": lambda info: info.update(custom_data=["x"])},
+                           "its custom_data must map names to strings"),
+    "params a list": ({"metadata": set_custom("mjfast.params", "[1, 2]")},
+                      "its mjfast.params must be a JSON object, got [1, 2]"),
+    "params a number": ({"metadata": set_custom("mjfast.params", "3")},
+                        "its mjfast.params must be a JSON object, got 3"),
+    "params not JSON": ({"metadata": set_custom("mjfast.params", "{")},
+                        "its mjfast.params is not JSON"),
+    "no model": ({"metadata": set_custom("mjfast.mjcf", None)}, "holds no model"),
+    "a model that does not compile": ({"metadata": set_custom("mjfast.mjcf", "<mujoco><oops/>")},
+                                      "its model does not load"),
+    "negative state_every": ({"metadata": set_custom("mjfast.state_every", "-5")},
+                             "its mjfast.state_every must be finite and >= 0, got '-5'"),
+    "state_every not a number": ({"metadata": set_custom("mjfast.state_every", "often")},
+                                 "its mjfast.state_every must be an integer, got 'often'"),
+    "state_period nan": ({"metadata": set_custom("mjfast.state_period", "nan")},
+                         "its mjfast.state_period must be finite"),
+    "metadata not YAML": ({"metadata": lambda info: "{: ["}, "does not read as YAML"),
+    "metadata a list": ({"metadata": lambda info: "- 1\n"}, "no rosbag2_bagfile_information"),
+    "a file outside the bag": (
+        {"metadata": lambda info: info.update(relative_file_paths=["../good/bag/bag.mcap"])},
+        "relative_file_paths must name a file inside the bag's directory"),
+    "an absolute file": (
+        {"metadata": lambda info: info.update(relative_file_paths=["/etc/passwd.mcap"])},
+        "relative_file_paths must name a file inside the bag's directory"),
+    "two files": ({"metadata": lambda info: info.update(relative_file_paths=["a.mcap"] * 2)},
+                  "expected one MCAP file"),
+    "a command without step": ({"command": edit_first("call", lambda e: e.pop("step"))},
+                               "has no step"),
+    "a negative step": ({"command": edit_first("control", lambda e: e.update(step=-3))},
+                        "has no step"),
+    "a command of no known kind": ({"command": edit_first("call", lambda e: e.update(kind=7))},
+                                   "has kind 7, not control, call or publish"),
+    "a call of no recorded method": (
+        {"command": edit_first("call", lambda e: e.update(name="__init__"))},
+        "a recording holds calls of"),
+    "a control write as a list": (
+        {"command": edit_first("control", lambda e: e.update(fields=[1.0]))},
+        "has no fields mapping names to float64 arrays"),
+    "a control write to another field": (
+        {"command": edit_first("control", lambda e: e.update(fields={"qpos": np.zeros(7)}))},
+        "its control command at step 37 does not apply: no control field 'qpos'"),
+    "a control write of the wrong size": (
+        {"command": edit_first("control", lambda e: e.update(fields={"ctrl": np.zeros(3)}))},
+        "its control command at step 37 does not apply: no control field 'ctrl' of 3 values"),
+    "call arguments that do not fit": (
+        {"command": edit_first("call", lambda e: e.update(args={"nope": 1}))},
+        "its call command at step 157 does not apply"),
+    "a non-CDR state": ({"state": lambda raw: b"\x00\x01\x00\x00garbage"},
+                        "is not a std_msgs/msg/UInt8MultiArray in CDR"),
+    "a state that is no SimState": (
+        {"state": lambda raw: raw[:-16] + b"\xff" * 16}, "is not a SimState"),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(DAMAGED))
+def test_a_damaged_or_hand_edited_bag_is_one_value_error_naming_it(
+        good_bag: Path, tmp_path: Path, capsys: Any, variant: str) -> None:
+    edits, what = DAMAGED[variant]
+    target = tmp_path / "edited"
+    edit_bag(good_bag, target, **edits)
+    with pytest.raises(ValueError) as caught:
+        replay(target, check=True)
+    assert str(caught.value).startswith(f"cannot read the bag {target}: ")
+    assert what in str(caught.value)
+    if "does not apply" not in what and "does not load" not in what:
+        with pytest.raises(ValueError, match=f"cannot read the bag {target}: "):
+            mjfast.open_recording(target)
+    code, out, err = run_cli(capsys, "replay", str(target), "--check")
+    assert (code, out) == (1, "")
+    assert err.startswith("mjfast: error: cannot read the bag") and err.count("\n") == 1, err
+    assert what in err
+
+
+def test_replay_never_runs_past_the_last_state(good_bag: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    target = tmp_path / "edited"
+    last = {"done": False}
+
+    def far_away(entry: dict[str, Any]) -> None:  # the last control write, at step 10**12
+        if entry["kind"] == "control" and entry["step"] > 400 and not last["done"]:
+            last["done"] = True
+            entry["step"] = 10**12
+
+    edit_bag(good_bag, target, command=far_away)
+    assert last["done"]
+    states = mjfast.open_recording(target).states()
+    done = subprocess.run([sys.executable, "-m", "mjfast", "replay", str(target), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    # It stops at the last state: the states after step 409 differ without that write.
+    assert done.returncode == 1 and "the state at step 500 " in done.stdout, (
+        done.stdout, done.stderr)
+    restored = mjfast.open_recording(target).env_at(states[-1].time)
+    try:
+        assert restored.step_count == states[-1].step_count
+    finally:
+        restored.close()
+
+
+@pytest.mark.parametrize("time", [float("nan"), float("inf"), -float("inf")])
+def test_env_at_a_time_that_is_not_finite_is_a_value_error(good_bag: Path, time: float) -> None:
+    with pytest.raises(ValueError, match=r"env_at: time must be finite, got -?(nan|inf)"):
+        mjfast.open_recording(good_bag).env_at(time)
+
+
+@pytest.mark.parametrize("beyond", [1e-3, 1e6])
+def test_env_at_beyond_the_recording_names_its_span(good_bag: Path, beyond: float) -> None:
+    opened = mjfast.open_recording(good_bag)
+    end = max(s.time for s in opened.states())
+    with pytest.raises(ValueError, match=rf"env_at: time .* is outside the recording's span "
+                                         rf"\[0\.0 s, {end!r} s\]"):
+        opened.env_at(end + beyond)
+    with pytest.raises(ValueError, match="outside the recording's span"):
+        opened.env_at(-1)
+    with pytest.raises(TypeError, match="env_at: time must be a number of seconds, got '1'"):
+        opened.env_at("1")
+
+
+def test_env_at_after_a_reload_to_another_model(make_env: Any, tmp_path: Path) -> None:
+    env = make_env()
+    other = arm_xml('<body name="extra" pos="1 0 1"><freejoint/><geom size="0.05"/></body>')
+    recording = env.record(tmp_path / "bag", state_every=100)
+    env.control.write(ctrl=np.full(7, 0.2))
+    env.step(250)
+    env.reload(other)
+    env.control.write(ctrl=np.full(7, -0.3))
+    env.step(230)
+    time, qpos = float(env.data.time), env.data.qpos.copy()
+    env.step(40)
+    recording.stop()
+    restored = mjfast.open_recording(tmp_path / "bag").env_at(time)
+    try:
+        assert restored.model.nq == env.model.nq
+        assert restored.data.time == time
+        np.testing.assert_array_equal(restored.data.qpos, qpos)
+    finally:
+        restored.close()

@@ -6,7 +6,9 @@ The layout itself: the bridged topics through `mjfast.ros2.conversions` (the one
 `/clock`, the commands that reached the simulation on `/mjfast/commands` and `SimState` bytes on
 `/mjfast/state` (both `std_msgs/msg/UInt8MultiArray`; a state's layout carries the step it was
 taken at and, for a state taken after a call, its order among that step's commands), the model,
-parameters and versions in the bag's custom metadata.
+parameters and versions in the bag's custom metadata, and the log times' offset from simulated
+time (`mjfast.log_time_offset_ns`: log time = offset + simulated nanoseconds; the offset is the
+wall clock at the recording's start less the simulated time then).
 
 Commands carry the step they took effect at, counted from the recording's first state (`step`):
 a control write is copied by the stepping thread as the bridge applies it (after any
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BYTES_TYPE", "CLOCK_TOPIC", "COMMANDS_TOPIC", "FORMAT", "RING_CAPACITY",
+__all__ = ["BYTES_TYPE", "CALLS", "CLOCK_TOPIC", "COMMANDS_TOPIC", "FORMAT", "RING_CAPACITY",
            "STATE_TOPIC", "bytes_message", "ros2", "state_module"]
 
 COMMANDS_TOPIC = "/mjfast/commands"
@@ -29,6 +31,9 @@ STATE_TOPIC = "/mjfast/state"
 CLOCK_TOPIC = "/clock"
 BYTES_TYPE = "std_msgs/msg/UInt8MultiArray"
 FORMAT = "1"  # the layout of this module's docstring; custom metadata "mjfast.format"
+# The env calls a recording holds (replay calls the env's method of that name).
+CALLS = ("reset", "set_joint_state", "set_body_state", "apply_options", "set_equality_active",
+         "reload", "set_geom_properties", "set_state")
 # The compiled StepRecorder's ring (control writes and periodic states), recording and replaying.
 RING_CAPACITY = 1 << 14
 

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from time import time_ns
 from typing import TYPE_CHECKING, Any
 
 import mujoco
@@ -61,11 +62,6 @@ _MESSAGE_QUEUE_LIMIT = 1 << 16
 _WRITER_PERIOD_S = 0.02
 
 _log = logging.getLogger("mjfast.recording")
-
-
-def _ns(time: float) -> int:
-    """A log timestamp: simulated seconds as nanoseconds (never negative)."""
-    return max(0, round(float(time) * 1e9))
 
 
 def _model_text(source: ModelSource) -> dict[str, str]:
@@ -153,8 +149,15 @@ class Recording:
         # The bag is written by a child process (mjfast.bag_writer), started before stepping is
         # held (it takes a moment); it creates the directory now (refused if it exists: checked
         # above) and writes metadata.yaml at stop().
-        self._bag = BagWriterProcess(str(target), self._metadata(env, tap.model_source),
-                                     CLOCK_TOPIC not in self._all_topics())
+        # Log times: the wall clock at the start plus the simulated time since (the messages
+        # keep simulated time); readers subtract the offset, which the metadata holds.
+        self._log_offset = time_ns() - round(float(env.data.time) * 1e9)
+        try:
+            self._bag = BagWriterProcess(str(target), self._metadata(env, tap.model_source),
+                                         CLOCK_TOPIC not in self._all_topics(), self._log_offset)
+        except OSError:  # (a full disk): what the child made of the new directory goes again
+            shutil.rmtree(target, ignore_errors=True)
+            raise
         try:
             with env.hold_stepping("record", defer_interrupts=True):
                 if tap.recording is not None:  # started meanwhile
@@ -190,7 +193,8 @@ class Recording:
                 "mujoco.version": mujoco.__version__, "mjfast.namespace": env.namespace,
                 "mjfast.params": json.dumps(_jsonable(env.params.to_dict())),
                 "mjfast.state_every": str(self._state_every),
-                "mjfast.state_period": repr(self._state_period)}
+                "mjfast.state_period": repr(self._state_period),
+                "mjfast.log_time_offset_ns": str(self._log_offset)}
         data.update(_model_text(source))
         return data
 
@@ -294,6 +298,10 @@ class Recording:
         self._flush()
 
     def _flush(self) -> None:
+        if self._bag.failed is not None:  # the bag was closed early (a full disk): dropped
+            self._recorder.drain()
+            self._queue.clear()
+            return
         try:
             for kind, step, step_count, generation, time, _, values in self._recorder.drain():
                 if kind == "commands":
@@ -322,6 +330,8 @@ class Recording:
                 # A message type made at run time (rosbags cannot pickle it by name), or a
                 # message part that does not pickle: converted and serialised here instead.
                 self._bag.send([self._serialised_here(*item) for item in batch])
+            if self._bag.failed is not None:  # said at once; stop() raises it
+                _log.error("the recording to %s ended: %s", self.path, self._bag.failed)
         except Exception as error:  # a bug: the run goes on, the recording says so
             if self._error is None:
                 self._error = error
@@ -330,7 +340,9 @@ class Recording:
 
     def _write(self, topic: str, ros_type: str, time: float, message: Any,
                convert: Any = None) -> None:
-        self._batch.append((topic, ros_type, _ns(time), message, convert))
+        # (never before the epoch: a log time is unsigned)
+        stamp = max(0, self._log_offset + round(float(time) * 1e9))
+        self._batch.append((topic, ros_type, stamp, message, convert))
         self._counts[topic] += 1
 
     def _write_message(self, route: Any, time: float, message: Any) -> None:
@@ -395,7 +407,8 @@ class Recording:
 
     @property
     def recording(self) -> bool:
-        return not self._closed
+        """False once stopped, or once its bag was closed early (a full disk)."""
+        return not self._closed and self._bag.failed is None
 
     def stop(self) -> None:
         """Ends the recording at the current step boundary and closes the bag; idempotent. An

@@ -19,14 +19,13 @@ from typing import Any
 from mjfast._bag_layout import RING_CAPACITY, state_module
 from mjfast._core_loader import _core
 from mjfast._recording_tap import RecordingTap
+from mjfast.errors import MjfastError
 from mjfast.recording_file import RecordingFile, StateRecord, command_key, open_recording
 
 __all__ = ["ReplayResult", "replay"]
 
-# Commands applied by the replay of a call, by name (the env's method of that name).
-_CALLS = ("reset", "set_joint_state", "set_body_state", "apply_options", "set_equality_active",
-          "reload", "set_geom_properties", "set_state")
-
+# What a recorded control write may set (what the stepping thread copies).
+_CONTROL_FIELDS: tuple[str, ...] = _core.CONTROL_COMMAND_FIELDS
 
 @dataclass(frozen=True)
 class ReplayResult:
@@ -50,10 +49,19 @@ class Replayer:
     def __init__(self, recording: RecordingFile, env: Any, start: StateRecord) -> None:
         self.recording, self.env, self.start = recording, env, start
         self.tap = RecordingTap.of(env)
+        # Replay never runs past the recording's last state: later commands are dropped.
+        self.end = recording.state_records()[-1]
+        self.start_key = start.key
+        commands = recording.commands()
+        self.commands = [c for c in commands if self.start_key < command_key(c) <= self.end.key]
+        # A state taken after a reload to another model is of that model: the env goes there
+        # first (a reload without a model reloads the one in use, the last one named).
+        reloads = [c for c in commands if command_key(c) < self.start_key and c["kind"] == "call"
+                   and c["name"] == "reload" and c["args"].get("model") is not None]
+        if reloads:
+            self._apply(reloads[-1])
         env.set_state(start.state)  # (an env replay made records nothing)
         self.step = start.step  # steps since the recording's start
-        self.start_key = start.key
-        self.commands = [c for c in recording.commands() if command_key(c) > self.start_key]
 
     def _advance(self, steps: int) -> None:
         if steps > 0:
@@ -61,33 +69,41 @@ class Replayer:
             self.step += steps
 
     def _apply(self, command: Mapping[str, Any]) -> None:
+        """Applies a recorded command (its structure was checked when the bag was read); one
+        that does not fit the env (a hand-edited field, size or argument) is the bag's
+        ValueError."""
         env, kind = self.env, command["kind"]
-        if kind == "control":
-            data = env.data
-            for name, values in command["fields"].items():
-                getattr(data, name).reshape(-1)[:] = values
-        elif kind == "publish":
-            env.bus.publish(command["topic"], command["message"])
-        elif kind == "call":
-            name, args = command["name"], dict(command["args"])
-            if name not in _CALLS:
-                raise ValueError(f"the recording holds an unknown call {name!r}")
-            if name == "set_state":
-                args["state"] = state_module().SimState.from_bytes(args["state"])
-            getattr(env, name)(**args)
+        try:
+            if kind == "control":
+                data = env.data
+                for name, values in command["fields"].items():
+                    field = getattr(data, name, None) if name in _CONTROL_FIELDS else None
+                    if field is None or field.size != values.size:
+                        raise ValueError(f"no control field {name!r} of {values.size} values")
+                    field.reshape(-1)[:] = values
+            elif kind == "publish":
+                env.bus.publish(command["topic"], command["message"])
+            else:
+                name, args = command["name"], dict(command["args"])
+                if name == "set_state":
+                    args["state"] = state_module().SimState.from_bytes(args["state"])
+                getattr(env, name)(**args)
+        except (TypeError, ValueError, KeyError, MjfastError) as error:
+            raise ValueError(f"cannot read the bag {self.recording.path}: its {kind} command "
+                             f"at step {command['step']} does not apply: {error}") from None
 
     def _steps_within(self, time: float) -> int:
         """How many steps from here keep simulated time at or before `time` (exact: each step
         adds the timestep to time, as this counts)."""
         data, dt = self.env.data, float(self.env.model.opt.timestep)
         now, count = float(data.time), 0
-        bulk = int((time - now) / dt) - 2
+        bulk = min(int((time - now) / dt) - 2, self.end.step - self.step)
         if bulk > 0:
             return bulk  # the caller asks again for the rest
         while now + dt <= time:
             now += dt
             count += 1
-        return count
+        return min(count, self.end.step - self.step)
 
     def run_until_time(self, time: float) -> None:
         tap = _core.StepRecorder(1, 0, 0.0, replaying=True)  # takes no state: drops staging
@@ -161,8 +177,6 @@ def replay(path: str | os.PathLike[str], *, check: bool = False, view: bool = Fa
     differs first). `view`: MuJoCo's viewer shows it; `realtime`: paced at that factor."""
     recording = open_recording(path)
     records = recording.state_records()
-    if not records:
-        raise ValueError(f"{recording.path} holds no state")
     env = recording.make_env()
     viewer = None
     try:
