@@ -648,8 +648,9 @@ def start_group(argv: list[str]) -> Any:
 
     from support import TESTS_DIR
 
+    # The mjfast that runs the tests (installed, or a checkout on PYTHONPATH), as run_python.
     environment = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(TESTS_DIR), str(TESTS_DIR.parent / "python"), os.environ.get("PYTHONPATH", "")]))
+        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]))
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=TESTS_DIR.parent, env=environment, start_new_session=True)
 
