@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "bindings.h"
-#include "env_core.h"
+#include "bind/bindings.h"
+#include "env/env_core.h"
 
 namespace mjfast {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "bindings.h"
-#include "env_core.h"
-#include "errors.h"
+#include "bind/bindings.h"
+#include "common/errors.h"
+#include "env/env_core.h"
 
 namespace mjfast {
 namespace {

@@ -1,9 +1,9 @@
 // Translates the core's C++ exceptions to the mjfast.errors classes at the Python boundary.
 #include <stdexcept>
 
-#include "bindings.h"
-#include "errors.h"
-#include "python_plugin_adapter.h"
+#include "bind/bindings.h"
+#include "bind/python_plugin_adapter.h"
+#include "common/errors.h"
 
 namespace mjfast {
 namespace {

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "bindings.h"
-#include "hooks.h"
+#include "bind/bindings.h"
+#include "common/hooks.h"
 
 namespace mjfast {
 namespace {

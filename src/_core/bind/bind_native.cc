@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "bindings.h"
-#include "camera_handle.h"
-#include "native_host_services.h"
-#include "native_plugin_adapter.h"
-#include "plugin_host.h"
+#include "bind/bindings.h"
+#include "native/native_host_services.h"
+#include "native/native_plugin_adapter.h"
+#include "plugin_host/plugin_host.h"
+#include "render/camera_handle.h"
 
 namespace mjfast {
 namespace {

@@ -4,13 +4,13 @@
 #include <optional>
 #include <string>
 
-#include "bindings.h"
-#include "call_context.h"
-#include "errors.h"
-#include "hooks.h"
-#include "plugin_host.h"
-#include "python_plugin_adapter.h"
-#include "python_scene_registry.h"
+#include "bind/bindings.h"
+#include "bind/python_plugin_adapter.h"
+#include "bind/python_scene_registry.h"
+#include "common/call_context.h"
+#include "common/errors.h"
+#include "common/hooks.h"
+#include "plugin_host/plugin_host.h"
 
 namespace mjfast {
 namespace {

@@ -4,10 +4,10 @@
 #include <memory>
 #include <vector>
 
-#include "bindings.h"
-#include "control_bridge.h"
-#include "env_core.h"
-#include "step_recorder.h"
+#include "bind/bindings.h"
+#include "control/control_bridge.h"
+#include "env/env_core.h"
+#include "record/step_recorder.h"
 
 namespace mjfast {
 

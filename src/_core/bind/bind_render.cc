@@ -11,11 +11,11 @@
 #include <string>
 #include <unordered_map>
 
-#include "bindings.h"
-#include "camera_handle.h"
-#include "env_core.h"
-#include "python_scene_registry.h"
-#include "render_core.h"
+#include "bind/bindings.h"
+#include "bind/python_scene_registry.h"
+#include "env/env_core.h"
+#include "render/camera_handle.h"
+#include "render/render_core.h"
 
 namespace mjfast {
 namespace {

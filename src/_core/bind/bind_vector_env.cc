@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "bindings.h"
-#include "vector_core.h"
+#include "bind/bindings.h"
+#include "vector/vector_core.h"
 
 namespace mjfast {
 namespace {

@@ -5,8 +5,8 @@
 #include <memory>
 #include <vector>
 
-#include "plugin_host.h"
-#include "pybind11.hpp"
+#include "bind/pybind11.hpp"
+#include "plugin_host/plugin_host.h"
 
 namespace mjfast {
 

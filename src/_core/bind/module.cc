@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "bindings.h"
+#include "bind/bindings.h"
 
 #ifndef MJFAST_MUJOCO_VERSION
 #error "MJFAST_MUJOCO_VERSION must be defined by the build"

@@ -1,10 +1,10 @@
-#include "python_plugin_adapter.h"
+#include "bind/python_plugin_adapter.h"
 
 #include <stdexcept>
 
-#include "errors.h"
-#include "mujoco_guard.h"
-#include "python_scene_registry.h"
+#include "bind/python_scene_registry.h"
+#include "common/errors.h"
+#include "common/mujoco_guard.h"
 
 namespace mjfast {
 namespace {

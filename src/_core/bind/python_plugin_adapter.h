@@ -12,9 +12,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "errors.h"
-#include "plugin_adapter.h"
-#include "pybind11.hpp"
+#include "bind/pybind11.hpp"
+#include "common/errors.h"
+#include "plugin_host/plugin_adapter.h"
 
 namespace mjfast {
 

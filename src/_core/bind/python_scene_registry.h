@@ -5,7 +5,7 @@
 
 #include <mujoco/mujoco.h>
 
-#include "pybind11.hpp"
+#include "bind/pybind11.hpp"
 
 namespace mjfast {
 

@@ -1,4 +1,4 @@
-#include "call_context.h"
+#include "common/call_context.h"
 
 #include <array>
 #include <utility>

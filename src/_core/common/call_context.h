@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "hooks.h"
+#include "common/hooks.h"
 
 namespace mjfast::call_context {
 

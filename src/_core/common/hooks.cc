@@ -1,4 +1,4 @@
-#include "hooks.h"
+#include "common/hooks.h"
 
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "errors.h"
+#include "common/errors.h"
 
 namespace mjfast::hooks {
 namespace {

@@ -1,9 +1,9 @@
-#include "mujoco_guard.h"
+#include "common/mujoco_guard.h"
 
 #include <csetjmp>
 #include <cstring>
 
-#include "hooks.h"
+#include "common/hooks.h"
 
 // MuJoCo's thread-local log handler, as its own Python bindings use it (not in the public header).
 extern "C" {

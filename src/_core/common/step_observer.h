@@ -12,7 +12,7 @@
 #include <exception>
 #include <limits>
 
-#include "generation.h"
+#include "common/generation.h"
 
 namespace mjfast {
 

@@ -1,4 +1,4 @@
-#include "control_bridge.h"
+#include "control/control_bridge.h"
 
 #include <algorithm>
 

@@ -20,8 +20,8 @@
 #include <iterator>
 #include <vector>
 
-#include "generation.h"
-#include "plugin_host.h"
+#include "common/generation.h"
+#include "plugin_host/plugin_host.h"
 
 namespace mjfast {
 

@@ -2,14 +2,14 @@
 // geometry notifications, close. The rest of EnvCore is defined beside it, one concept a file
 // (env_faults.cc, env_step_loop.cc, env_control_entry.cc, env_physics_thread.cc,
 // env_sim_control.cc, env_state.cc); the lock order is at the top of env_core.h.
-#include "env_core.h"
+#include "env/env_core.h"
 
 #include <stdexcept>
 #include <string>
 #include <utility>
 
-#include "call_context.h"
-#include "mujoco_guard.h"
+#include "common/call_context.h"
+#include "common/mujoco_guard.h"
 
 namespace mjfast {
 

@@ -95,14 +95,14 @@
 #include <thread>
 #include <vector>
 
-#include "call_context.h"
-#include "control_bridge.h"
-#include "generation.h"
-#include "hooks.h"
-#include "plugin_host.h"
-#include "render_core.h"
-#include "sim_requests.h"
-#include "step_recorder.h"
+#include "common/call_context.h"
+#include "common/generation.h"
+#include "common/hooks.h"
+#include "common/sim_requests.h"
+#include "control/control_bridge.h"
+#include "plugin_host/plugin_host.h"
+#include "record/step_recorder.h"
+#include "render/render_core.h"
 
 namespace mjfast {
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <utility>
 
-#include "env_core.h"
-#include "errors.h"
-#include "hooks.h"
-#include "mujoco_guard.h"
+#include "common/errors.h"
+#include "common/hooks.h"
+#include "common/mujoco_guard.h"
+#include "env/env_core.h"
 
 namespace mjfast {
 

@@ -7,10 +7,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "call_context.h"
-#include "env_core.h"
-#include "errors.h"
-#include "mujoco_guard.h"
+#include "common/call_context.h"
+#include "common/errors.h"
+#include "common/mujoco_guard.h"
+#include "env/env_core.h"
 
 namespace mjfast {
 namespace {

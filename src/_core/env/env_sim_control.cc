@@ -5,9 +5,9 @@
 #include <string>
 #include <utility>
 
-#include "env_core.h"
-#include "errors.h"
-#include "mujoco_guard.h"
+#include "common/errors.h"
+#include "common/mujoco_guard.h"
+#include "env/env_core.h"
 
 namespace mjfast {
 

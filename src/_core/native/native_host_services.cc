@@ -1,4 +1,4 @@
-#include "native_host_services.h"
+#include "native/native_host_services.h"
 
 #include <cstdint>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "frame_store.h"
+#include "render/frame_store.h"
 
 // The opaque C handles of plugin_abi.h.
 struct mjfast_camera {

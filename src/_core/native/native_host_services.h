@@ -15,9 +15,9 @@
 #include <string>
 #include <unordered_set>
 
-#include "camera_handle.h"
+#include "common/sim_requests.h"
 #include "plugin_abi.h"
-#include "sim_requests.h"
+#include "render/camera_handle.h"
 
 struct mjfast_camera;
 

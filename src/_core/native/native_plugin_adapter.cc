@@ -1,4 +1,4 @@
-#include "native_plugin_adapter.h"
+#include "native/native_plugin_adapter.h"
 
 #include <dlfcn.h>
 
@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "mujoco_guard.h"
+#include "common/mujoco_guard.h"
 
 namespace mjfast {
 namespace {

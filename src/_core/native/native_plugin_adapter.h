@@ -11,9 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "native_host_services.h"
+#include "native/native_host_services.h"
 #include "plugin_abi.h"
-#include "plugin_adapter.h"
+#include "plugin_host/plugin_adapter.h"
 
 namespace mjfast {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "errors.h"
-#include "plugin_host.h"
-#include "plugin_host_internal.h"
+#include "common/errors.h"
+#include "plugin_host/plugin_host.h"
+#include "plugin_host/plugin_host_internal.h"
 
 namespace mjfast {
 namespace {

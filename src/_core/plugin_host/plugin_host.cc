@@ -2,15 +2,15 @@
 // plugin loaded, its statistics collected and activated with per-plugin failure isolation, and
 // quiesced and destroyed at the next load or close. The dispatch path is in plugin_dispatch.cc,
 // plugin state and reports in plugin_state.cc, the locks and the acquire scope in plugin_scope.cc.
-#include "plugin_host.h"
+#include "plugin_host/plugin_host.h"
 
 #include <stdexcept>
 #include <string>
 #include <utility>
 
-#include "errors.h"
-#include "hooks.h"
-#include "plugin_host_internal.h"
+#include "common/errors.h"
+#include "common/hooks.h"
+#include "plugin_host/plugin_host_internal.h"
 
 namespace mjfast {
 namespace {

@@ -35,8 +35,8 @@
 #include <utility>
 #include <vector>
 
-#include "generation.h"
-#include "plugin_adapter.h"
+#include "common/generation.h"
+#include "plugin_host/plugin_adapter.h"
 
 namespace mjfast {
 

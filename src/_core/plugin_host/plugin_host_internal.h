@@ -5,8 +5,8 @@
 
 #include <chrono>
 
-#include "hooks.h"
-#include "plugin_host.h"
+#include "common/hooks.h"
+#include "plugin_host/plugin_host.h"
 
 // The marks are read on every dispatch (MJFAST_FAST_TLS, hooks.h) from another file than the one
 // that defines them: a declaration that says their initialiser is constant lets the compiler

@@ -7,9 +7,9 @@
 #include <thread>
 #include <utility>
 
-#include "call_context.h"
-#include "plugin_host.h"
-#include "plugin_host_internal.h"
+#include "common/call_context.h"
+#include "plugin_host/plugin_host.h"
+#include "plugin_host/plugin_host_internal.h"
 
 namespace mjfast {
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <utility>
 
-#include "errors.h"
-#include "hooks.h"
-#include "plugin_host.h"
-#include "plugin_host_internal.h"
+#include "common/errors.h"
+#include "common/hooks.h"
+#include "plugin_host/plugin_host.h"
+#include "plugin_host/plugin_host_internal.h"
 
 namespace mjfast {
 namespace {

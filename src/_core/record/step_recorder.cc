@@ -1,4 +1,4 @@
-#include "step_recorder.h"
+#include "record/step_recorder.h"
 
 #include <algorithm>
 #include <cmath>

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "control_bridge.h"
+#include "control/control_bridge.h"
 
 namespace mjfast {
 

@@ -1,4 +1,4 @@
-#include "camera_handle.h"
+#include "render/camera_handle.h"
 
 #include <algorithm>
 #include <limits>
@@ -6,9 +6,9 @@
 #include <string>
 #include <utility>
 
-#include "call_context.h"
-#include "errors.h"
-#include "hooks.h"
+#include "common/call_context.h"
+#include "common/errors.h"
+#include "common/hooks.h"
 
 namespace mjfast {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "frame_store.h"
+#include "render/frame_store.h"
 
 namespace mjfast {
 

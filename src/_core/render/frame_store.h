@@ -12,7 +12,7 @@
 #include <mutex>
 #include <vector>
 
-#include "generation.h"
+#include "common/generation.h"
 
 namespace mjfast {
 

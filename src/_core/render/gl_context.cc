@@ -1,4 +1,4 @@
-#include "gl_context.h"
+#include "render/gl_context.h"
 
 #include <dlfcn.h>
 

@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "call_context.h"
-#include "errors.h"
-#include "plugin_host.h"
-#include "render_core.h"
+#include "common/call_context.h"
+#include "common/errors.h"
+#include "plugin_host/plugin_host.h"
+#include "render/render_core.h"
 
 namespace mjfast {
 namespace {

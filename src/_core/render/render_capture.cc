@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "hooks.h"
-#include "plugin_host.h"
-#include "render_core.h"
+#include "common/hooks.h"
+#include "plugin_host/plugin_host.h"
+#include "render/render_core.h"
 
 namespace mjfast {
 namespace {

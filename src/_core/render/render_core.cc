@@ -3,13 +3,13 @@
 // render_binding.cc (cameras bound to a model generation, retired at reload and close),
 // render_capture.cc (the schedule and the step-end capture on the physics thread) and
 // render_thread.cc (the render thread and its GL passes).
-#include "render_core.h"
+#include "render/render_core.h"
 
 #include <memory>
 #include <mutex>
 #include <utility>
 
-#include "gl_context.h"
+#include "render/gl_context.h"
 
 namespace mjfast {
 namespace {

@@ -67,9 +67,9 @@
 #include <thread>
 #include <vector>
 
-#include "camera_handle.h"
-#include "generation.h"
-#include "step_observer.h"
+#include "common/generation.h"
+#include "common/step_observer.h"
+#include "render/camera_handle.h"
 
 namespace mjfast {
 

@@ -11,10 +11,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "errors.h"
-#include "gl_context.h"
-#include "mujoco_guard.h"
-#include "render_core.h"
+#include "common/errors.h"
+#include "common/mujoco_guard.h"
+#include "render/gl_context.h"
+#include "render/render_core.h"
 
 namespace mjfast {
 namespace {

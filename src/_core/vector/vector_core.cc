@@ -1,13 +1,13 @@
-#include "vector_core.h"
+#include "vector/vector_core.h"
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
-#include "call_context.h"
-#include "errors.h"
-#include "hooks.h"
+#include "common/call_context.h"
+#include "common/errors.h"
+#include "common/hooks.h"
 
 namespace mjfast {
 

@@ -19,8 +19,8 @@
 #include <mutex>
 #include <vector>
 
-#include "env_core.h"
-#include "worker_pool.h"
+#include "env/env_core.h"
+#include "vector/worker_pool.h"
 
 namespace mjfast {
 

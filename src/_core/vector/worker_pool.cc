@@ -1,10 +1,10 @@
-#include "worker_pool.h"
+#include "vector/worker_pool.h"
 
 #include <stdexcept>
 #include <string>
 #include <utility>
 
-#include "errors.h"
+#include "common/errors.h"
 
 namespace mjfast {
 namespace {
