@@ -327,7 +327,8 @@ void bind_env(py::module_& module) {
           "host", [](EnvCore& env) -> PluginHost& { return env.host(); },
           py::return_value_policy::reference_internal)
       // ---- Simulation control (SPEC §13) ----
-      // pause_stepping waits for the step in progress; the others take thread_mutex_ only.
+      // pause_stepping waits for the step in progress; the others take the physics thread's mutex
+      // only.
       .def("pause_stepping", &EnvCore::pause_stepping, py::call_guard<py::gil_scoped_release>())
       .def("resume_stepping", &EnvCore::resume_stepping, py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("stepping_paused", &EnvCore::stepping_paused)
@@ -337,7 +338,7 @@ void bind_env(py::module_& module) {
           "set_realtime_factor",
           [](EnvCore& env, const py::object& realtime_factor) {
             const std::optional<double> factor = realtime_factor_of(realtime_factor);
-            py::gil_scoped_release release;  // takes thread_mutex_ (see the lock order)
+            py::gil_scoped_release release;  // takes the physics thread's mutex (the lock order)
             env.set_realtime_factor(factor);
           },
           py::arg("realtime_factor"))

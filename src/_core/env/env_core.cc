@@ -1,7 +1,8 @@
 // EnvCore's binding and lifecycle: bind, plugin generations, the step recorder, the reset and
 // geometry notifications, close. The rest of EnvCore is defined beside it, one concept a file
-// (env_faults.cc, env_step_loop.cc, env_control_entry.cc, env_physics_thread.cc,
-// env_sim_control.cc, env_state.cc); the lock order is at the top of env_core.h.
+// (env_faults.cc, env_step_loop.cc, env_control_entry.cc, env_physics.cc, env_sim_control.cc,
+// env_state.cc); its physics thread is a PhysicsThread (physics_thread.h), which sees it only as a
+// SteppingTarget. The lock order is at the top of env_core.h.
 #include "env/env_core.h"
 
 #include <stdexcept>

@@ -28,7 +28,7 @@
 //                                  changes; acquire_plugin holds 4 and 6 for its block.
 //   7. leaves, held for a copy or a swap and never while taking another lock or calling out:
 //      RenderCore::queue_mutex_ (-> its stats_mutex_), CameraHandle::mutex_ (-> its
-//      FrameStore::mutex_), EnvCore::thread_mutex_, stats_mutex_, pending_mutex_,
+//      FrameStore::mutex_), PhysicsThread::mutex_ (physics_thread.h), stats_mutex_, pending_mutex_,
 //      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
 //      recording's ring: one state or command copy at the end of a step, or the writer's drain),
 //      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), WorkerPool::mutex_ (a
@@ -74,8 +74,10 @@
 // binding calls from a render_callback or an acquire_plugin block; step() of another env that is
 // busy, from inside a plugin callback (try_lock: two envs stepping each other would deadlock).
 //
-// EnvCore's own mutexes: step_mutex_ (2) and control_mutex_ (3) above; thread_mutex_ guards the
-// physics thread's lifecycle, hold requests and pacing waits (never held across a step);
+// EnvCore's own mutexes: step_mutex_ (2) and control_mutex_ (3) above; its PhysicsThread's
+// mutex_ guards the physics thread's lifecycle and every wait for a step boundary (the thread's
+// while held and for its pace, a step(n) caller's for a step hold), so hold requests, pauses and
+// reset requests change under it (never held across a step);
 // stats_mutex_ the figures; pending_mutex_ a plugin error or fault waiting to be raised;
 // request_mutex_ a plugin's reset request and its handler.
 #pragma once
@@ -100,6 +102,7 @@
 #include "common/hooks.h"
 #include "common/sim_requests.h"
 #include "control/control_bridge.h"
+#include "env/physics_thread.h"
 #include "plugin_host/plugin_host.h"
 #include "record/step_recorder.h"
 #include "render/render_core.h"
@@ -118,6 +121,7 @@ struct EnvStatistics {
 
 class EnvCore : public hooks::HookTarget,
                 public SimulationRequests,
+                private SteppingTarget,
                 public std::enable_shared_from_this<EnvCore> {
  public:
   // Called on the physics thread when it starts and ends (the bindings attach it to Python), and
@@ -177,7 +181,7 @@ class EnvCore : public hooks::HookTarget,
   void start(std::optional<double> realtime_factor,
              std::optional<std::uint64_t> max_steps = std::nullopt);
   void stop();
-  bool running() const { return running_.load(std::memory_order_acquire); }
+  bool running() const { return physics_.running(); }
   // Waits until the physics thread is not running (stopped, its step budget spent, or ended by
   // a fault, which stop() then raises) or `timeout_s` seconds have passed (nullopt: no limit);
   // true once it is not running. Woken by the thread's end (a condition variable); with
@@ -369,10 +373,8 @@ class EnvCore : public hooks::HookTarget,
   // failed mj_step, and is thrown as SimulationError("<caller>: MuJoCo error in mj_forward: ...").
   // The one forward of reset_world ("reset") and set_state ("set_state()").
   void forward_callback_free(const char* caller);
-  // Stops and joins the physics thread, raising nothing.
+  // Stops and joins the physics thread, raising nothing; clears the user's pause.
   void stop_thread();
-  // Joins a physics thread that ended by itself after a fault.
-  void join_ended_thread();
   // A plugin error from a place that cannot unwind (inside mj_step) or from the stepping loop:
   // kept until the step that caused it returns.
   void record_error(DispatchError error);
@@ -387,38 +389,26 @@ class EnvCore : public hooks::HookTarget,
   bool has_pending_error() const { return pending_flag_.load(std::memory_order_acquire); }
   void step_once_locked(bool& simulation_failed, std::string& simulation_error);
 
-  // The physics thread (start()): run_physics() loops over the parts below.
-  using Clock = std::chrono::steady_clock;
-  class Pacer;
-  class StatisticsTally;
-  struct PhysicsStep {
-    double sim_time;        // simulated time the step reached
-    Clock::time_point end;  // when it ended
-    bool faulted;           // a fault ended stepping (recorded)
-  };
-  void run_physics();
-  // Whether a hold_steps() or the user's pause holds the thread before its next step.
-  bool physics_held() const;
-  void wait_while_held();
-  // One step under step_mutex_, counted in `tally`; none if the user paused meanwhile.
-  std::optional<PhysicsStep> physics_step(Pacer& pacer, StatisticsTally& tally);
+  // SteppingTarget: what the physics thread (physics_, started by start()) calls
+  // (env_physics.cc).
+  void thread_started() override;
+  void thread_ending() override;
+  bool held() const override;
+  bool boundary_due() const override;
+  // One step under step_mutex_, after a reset request's reset; none if the user paused meanwhile.
+  std::optional<Step> step_at_boundary() override;
   // Hands a plugin's error from the last step to on_error; false if it was an interrupt, which
   // ends the thread as a fault.
-  bool report_plugin_error();
+  bool after_step() override;
+  bool report_fault() override;
+  // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
+  // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran. From
+  // step() too.
+  void record_stepping(Clock::duration wall, double simulated, std::uint64_t steps,
+                       Clock::duration elapsed) override;
+  void restart_measure() override;
   // on_error(error) if set, whatever it raises swallowed (logging failed: nowhere left to say it).
   void report_quietly(std::exception_ptr error);
-  // After a step that reached `sim_time` at `now`: takes a new real-time factor, waits until
-  // the next step is due, and counts the running time.
-  void pace(Pacer& pacer, StatisticsTally& tally, double sim_time, Clock::time_point now);
-  void wait_for_pace(Clock::time_point due, double factor);
-  // The thread ends on a fault: reports it, then ends (end_thread).
-  void end_on_fault();
-  // The thread ends by itself (a fault, its step budget spent): clears running_ and wakes wait().
-  void end_thread();
-  // Adds to the shared figures: `wall` spent stepping `steps` steps that advanced `simulated`
-  // seconds, and `elapsed` wall time (stepping plus pacing waits) during which the env ran.
-  void record_stepping(std::chrono::steady_clock::duration wall, double simulated,
-                       std::uint64_t steps, std::chrono::steady_clock::duration elapsed);
   // The start of a control call `what` that dispatches `plugins` callbacks: refused where it
   // would deadlock, then the bridge armed and control_mutex_ taken.
   std::unique_lock<std::mutex> enter_control(Callback plugins, const char* what,
@@ -455,16 +445,6 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<std::thread::id> hold_owner_{};
   int hold_depth_ = 0;  // only touched by the hold owner
 
-  mutable std::mutex thread_mutex_;
-  std::condition_variable thread_wakeup_;
-  std::condition_variable thread_ended_;  // running_ cleared (under thread_mutex_): wait()
-  std::thread physics_thread_;
-  std::atomic<bool> running_{false};
-  // The steps the next thread may run (nullopt: until stop()): set by start() before the thread
-  // begins, then read by that thread only.
-  std::optional<std::uint64_t> step_budget_;
-  // Written under thread_mutex_ (so that waits see it), read by the physics thread without it.
-  std::atomic<bool> stop_requested_{false};
   ThreadHooks thread_hooks_;
   // After host_ (its render_callback dispatcher), so that it goes first.
   const std::unique_ptr<RenderCore> render_;
@@ -479,11 +459,9 @@ class EnvCore : public hooks::HookTarget,
   void carry_out_reset_request_locked();
   void report_reset_failure(const ResetRequestHooks& hooks,
                             const std::optional<std::string>& keyframe, const std::string& message);
-  void restart_measure();
   bool reset_requested() const { return reset_requested_.load(std::memory_order_acquire); }
   std::atomic<bool> user_paused_{false};
   std::atomic<std::uint64_t> step_count_{0};  // written only by the holder of step_mutex_
-  std::atomic<double> realtime_factor_{0.0};  // <= 0: unbounded
   std::mutex request_mutex_;                  // guards the two below
   std::optional<std::string> requested_keyframe_;
   ResetRequestHooks reset_request_hooks_;
@@ -501,6 +479,10 @@ class EnvCore : public hooks::HookTarget,
   std::atomic<int> state_size_{0};
   std::shared_ptr<const ModelIdentity> identity_;
   std::vector<double> state_scratch_;  // set_state's copy of the state it replaces
+
+  // The physics thread, and what every wait for a step boundary waits on (physics_thread.h);
+  // the real-time factor's target is its. Last, so that a thread still running goes first.
+  PhysicsThread physics_;
 };
 
 }  // namespace mjfast

@@ -1,6 +1,10 @@
-// EnvCore's simulation control (SPEC §13): the user's pause, the real-time factor and its
-// measurement, and a plugin's pause and reset requests (SimulationRequests).
+// EnvCore's simulation control (SPEC §13): the user's pause, the real-time factor (its rule, and
+// its measurement from the figures every stepping thread adds), and a plugin's pause and reset
+// requests (SimulationRequests).
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -14,11 +18,8 @@ namespace mjfast {
 void EnvCore::pause_stepping() {
   check_can_step("pause()");
   bool was_paused = false;
-  {
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    was_paused = user_paused_.exchange(true, std::memory_order_acq_rel);
-  }
-  thread_wakeup_.notify_all();  // a pacing wait in progress ends now
+  // A pacing wait in progress ends now.
+  physics_.signal([&] { was_paused = user_paused_.exchange(true, std::memory_order_acq_rel); });
   if (was_paused || !running() || holds_steps()) return;
   // The physics thread re-checks the flag once it holds step_mutex_: after this, it steps no more.
   std::lock_guard<std::mutex> boundary(step_mutex_);
@@ -26,21 +27,48 @@ void EnvCore::pause_stepping() {
 
 void EnvCore::resume_stepping() {
   check_can_step("resume()");
-  {
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    user_paused_.store(false, std::memory_order_release);
-  }
-  thread_wakeup_.notify_all();  // the thread re-anchors its pacing after a wait
+  // The thread re-anchors its pacing after its wait.
+  physics_.signal([&] { user_paused_.store(false, std::memory_order_release); });
 }
 
 void EnvCore::set_realtime_factor(std::optional<double> realtime_factor) {
   checked_realtime_factor(realtime_factor);
-  {
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    realtime_factor_.store(realtime_factor.value_or(0.0), std::memory_order_release);
-  }
-  thread_wakeup_.notify_all();
+  physics_.set_realtime_factor(realtime_factor.value_or(0.0));  // a pacing wait ends
   restart_measure();  // a running thread restarts it again once it has taken the change
+}
+
+std::optional<double> EnvCore::checked_realtime_factor(std::optional<double> factor,
+                                                       const std::string& shown) {
+  if (factor && !(*factor > 0.0 && std::isfinite(*factor))) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", *factor);
+    throw std::invalid_argument("realtime_factor must be a positive finite number or None, got " +
+                                (shown.empty() ? std::string(text) : shown));
+  }
+  return factor;
+}
+
+void EnvCore::record_stepping(Clock::duration wall, double simulated, std::uint64_t steps,
+                              Clock::duration elapsed) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.steps += steps;
+  stats_.stepping_wall_s += std::chrono::duration<double>(wall).count();
+  if (simulated > 0) stats_.simulated_s += simulated;  // a reset in between moves time back
+  stats_.elapsed_wall_s += std::chrono::duration<double>(elapsed).count();
+  if (simulated > 0) measure_.simulated_s += simulated;
+  measure_.elapsed_s += std::chrono::duration<double>(elapsed).count();
+  if (measure_.elapsed_s >= kMeasureWindow) {
+    measure_.measured = measure_.simulated_s / measure_.elapsed_s;
+    measure_.full = true;
+    measure_.simulated_s = measure_.elapsed_s = 0.0;
+  }
+}
+
+EnvStatistics EnvCore::statistics() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  EnvStatistics copy = stats_;
+  copy.running = running();
+  return copy;
 }
 
 void EnvCore::restart_measure() {
@@ -49,7 +77,7 @@ void EnvCore::restart_measure() {
 }
 
 std::optional<double> EnvCore::realtime_factor() const {
-  const double factor = realtime_factor_.load(std::memory_order_acquire);
+  const double factor = physics_.realtime_factor();
   if (factor > 0) return factor;
   return std::nullopt;
 }
@@ -63,12 +91,8 @@ double EnvCore::measured_realtime_factor() const {
 
 void EnvCore::request_pause() {
   // May come from inside a step (the physics thread holds step_mutex_ and maybe the host mutex):
-  // thread_mutex_ is never held while taking those, so this cannot invert the order.
-  {
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    user_paused_.store(true, std::memory_order_release);
-  }
-  thread_wakeup_.notify_all();
+  // the physics thread's mutex is never held while taking those, so this cannot invert the order.
+  physics_.signal([&] { user_paused_.store(true, std::memory_order_release); });
 }
 
 void EnvCore::request_reset(std::optional<std::string> keyframe) {
@@ -76,11 +100,8 @@ void EnvCore::request_reset(std::optional<std::string> keyframe) {
     std::lock_guard<std::mutex> lock(request_mutex_);
     requested_keyframe_ = std::move(keyframe);  // a later request replaces an earlier one
   }
-  {
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    reset_requested_.store(true, std::memory_order_release);
-  }
-  thread_wakeup_.notify_all();  // a paused physics thread carries it out now
+  // A paused physics thread carries it out now.
+  physics_.signal([&] { reset_requested_.store(true, std::memory_order_release); });
 }
 
 void EnvCore::set_reset_request_hooks(ResetRequestHooks hooks) {

@@ -151,7 +151,7 @@ std::unique_lock<std::mutex> EnvCore::lock_for_step() {
 void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
   if (n < 0) throw std::invalid_argument("step(n) needs n >= 0, got " + std::to_string(n));
   check_can_step("step()");
-  join_ended_thread();
+  physics_.join_ended();
   raise_fault_if_any();
   if (running() && !stepping_paused()) {
     throw std::logic_error("step() while the physics thread runs: call pause() or stop() first");
@@ -200,10 +200,7 @@ void EnvCore::step(std::int64_t n, const InterruptPoll* interrupted) {
     if (faulted || interrupt || has_pending_error()) break;
     if (done < n) {
       lock.unlock();
-      {
-        std::unique_lock<std::mutex> wait(thread_mutex_);
-        thread_wakeup_.wait(wait, [&] { return hold_requests_.load() == 0; });
-      }
+      physics_.wait_for([&] { return hold_requests_.load() == 0; });
       lock.lock();
       if (closed_) throw std::logic_error("the env was closed during step()");
     }
@@ -245,11 +242,7 @@ void EnvCore::release_steps() {
   if (--hold_depth_ > 0) return;
   hold_owner_.store(std::thread::id{});
   step_mutex_.unlock();
-  {
-    std::lock_guard<std::mutex> lock(thread_mutex_);
-    hold_requests_.fetch_sub(1, std::memory_order_acq_rel);
-  }
-  thread_wakeup_.notify_all();
+  physics_.signal([&] { hold_requests_.fetch_sub(1, std::memory_order_acq_rel); });
 }
 
 }  // namespace mjfast
