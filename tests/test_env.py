@@ -1045,7 +1045,8 @@ class ClosesItsEnv(mjfast.MujocoPlugin):
 
 
 def test_the_envs_refusals_are_the_cores_messages(make_env, arm, register):
-    # env.py builds none of its re-entrancy messages: they come from src/_core/call_context.h.
+    # env.py builds none of its re-entrancy messages: they come from
+    # src/_core/common/call_context.h.
     assert mjfast._core.refusal("acquire_block", "reload()") == (
         "reload() inside an acquire_plugin() block would deadlock: leave the block first")
     with pytest.raises(ValueError, match=r"unknown refusal 'acquire'.*acquire_block"):

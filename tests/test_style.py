@@ -44,7 +44,7 @@ def test_cxx_is_clang_formatted() -> None:
 
 
 def _lock_order() -> str:
-    header = (ROOT / "src/_core/env_core.h").read_text()
+    header = (ROOT / "src/_core/env/env_core.h").read_text()
     start = header.index("THE LOCK ORDER")
     return header[start:header.index("#pragma once", start)]
 
@@ -53,7 +53,7 @@ def _cxx_locks() -> list[tuple[str, str]]:
     """(owner, name) of every mutex the core declares: the class of a member (the nearest class
     or struct above it in a header), the file of a .cc's namespace-scope one."""
     found = []
-    for path in sorted((ROOT / "src/_core").glob("*.[hc]*")):
+    for path in sorted((ROOT / "src/_core").rglob("*.[hc]*")):
         text = path.read_text()
         for match in re.finditer(r"std::(?:recursive_|shared_|timed_)?mutex\s+(\w+)\s*;", text):
             owner = path.name
@@ -89,8 +89,8 @@ def test_the_lock_order_places_every_lock() -> None:
     assert len(locks) > 25, locks  # the grep found the core's mutexes and the package's locks
     missing = [f"{owner}: {name}" for owner, name in locks
                if owner.rsplit(".", 1)[0] not in order or name not in order]
-    assert not missing, ("locks not placed in the lock order at the top of src/_core/env_core.h "
-                         f"(name each with its owner): {missing}")
+    assert not missing, ("locks not placed in the lock order at the top of "
+                         f"src/_core/env/env_core.h (name each with its owner): {missing}")
 
 
 # The env's own layer: env.py and the modules split out of it, each one concept of the env that

@@ -37,7 +37,7 @@ _MAX_LISTED = 10
 _log = logging.getLogger("mjfast.discovery")
 
 # Guards the in-process registry: the env may resolve plugins from a reload on another thread
-# while user code registers. A leaf of the lock order (src/_core/env_core.h).
+# while user code registers. A leaf of the lock order (src/_core/env/env_core.h).
 _lock = threading.Lock()
 _registry: dict[str, Any] = {}
 # Which duplicate entry points were already reported, so a warning is logged once per pair

@@ -99,7 +99,7 @@ class MujocoEnv:
 
         self.bus = Bus()
         # Serialises reset / reload / close / geom edits; the first lock of the lock order
-        # (src/_core/env_core.h).
+        # (src/_core/env/env_core.h).
         self._lifecycle_lock = threading.Lock()
         self._model = new_model
         self._data = new_data
@@ -256,7 +256,7 @@ class MujocoEnv:
         or deadlock), and, where it runs plugin code, not cut in half by Ctrl-C (see
         `mjfast._interrupts`)."""
         # Refused before the lock is taken (this thread may hold it); the messages and the
-        # thread's lifecycle marks are the core's (src/_core/call_context.h).
+        # thread's lifecycle marks are the core's (src/_core/common/call_context.h).
         self._core.check_call(f"env.{operation}()", ["lifecycle"])
         self._check_outside_own_callbacks(operation)
         deferred = interrupts_deferred() if defer_interrupts else contextlib.nullcontext()

@@ -46,7 +46,7 @@ _SLOTS: tuple[tuple[str, Callable[[], Any], Callable[[Any], None], Any, Callable
 # does not keep the hooks forever (they go at the next release). Reentrant: an env that was
 # dropped without close() is closed by its __del__, which the collector may run on this thread
 # in the middle of hold/release; the inner call sees a consistent set and the outer one ends
-# with the state its own call asks for. A leaf of the lock order (src/_core/env_core.h).
+# with the state its own call asks for. A leaf of the lock order (src/_core/env/env_core.h).
 _holders_lock = threading.RLock()
 _holders: weakref.WeakSet[object] = weakref.WeakSet()
 

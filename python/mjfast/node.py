@@ -100,7 +100,7 @@ class Bus:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env_core.h)
+        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env/env_core.h)
         self._subscribers: dict[str, list[Subscription]] = {}
         self._latest: dict[str, Any] = {}
         self._services: dict[str, ServiceRegistration] = {}
@@ -310,7 +310,7 @@ class Node:
         self.bus = bus
         self.name = name
         self.namespace = resolve_name(namespace)
-        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env_core.h)
+        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env/env_core.h)
         self._subscriptions: list[Subscription] = []
         self._services: list[ServiceRegistration] = []
         self._latched: set[str] = set()

@@ -281,7 +281,7 @@ class ParameterServer:
         # callbacks (the physics thread among them) while user code does too. A plain Lock: each
         # public method takes it once, and what runs under it (the private helpers that expect
         # it held, copies of YAML-typed values) never calls back into the server.
-        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env_core.h)
+        self._lock = threading.Lock()  # a leaf of the lock order (src/_core/env/env_core.h)
         self._root: dict[str, Any] = {}
         # The open reads_recorded() blocks' sets (under the lock): each read adds its name.
         self._read_logs: list[set[str]] = []

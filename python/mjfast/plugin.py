@@ -330,5 +330,5 @@ def misnamed_callbacks(cls: type) -> list[tuple[str, str]]:
 
 def check_outside_callbacks(what: str) -> None:
     """LogicError when called from inside any plugin callback (load/init and reset included)."""
-    if _core.in_plugin_callback():  # the message is the core's (src/_core/call_context.h)
+    if _core.in_plugin_callback():  # the message is the core's (src/_core/common/call_context.h)
         raise LogicError(_core.refusal("simulation_control", what))

@@ -1,5 +1,5 @@
 // call_context: the one builder of every refusal message, and the thread's lifecycle marks.
-#include "call_context.h"
+#include "common/call_context.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "control_bridge.h"
+#include "control/control_bridge.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "common/errors.h"
 #include "test_model.h"
 
 namespace mjfast {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "frame_store.h"
+#include "render/frame_store.h"
 
 namespace mjfast {
 namespace {

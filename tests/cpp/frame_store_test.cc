@@ -1,4 +1,4 @@
-#include "frame_store.h"
+#include "render/frame_store.h"
 
 #include <gtest/gtest.h>
 

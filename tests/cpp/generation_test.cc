@@ -1,4 +1,4 @@
-#include "generation.h"
+#include "common/generation.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "hooks.h"
+#include "common/hooks.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "errors.h"
+#include "common/errors.h"
 #include "test_model.h"
 
 namespace mjfast::hooks {

@@ -1,11 +1,11 @@
-#include "mujoco_guard.h"
+#include "common/mujoco_guard.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "hooks.h"
+#include "common/hooks.h"
 #include "test_model.h"
 
 // MuJoCo's thread-local log handler (what the guard installs), to see what it leaves behind.

@@ -1,4 +1,4 @@
-#include "plugin_host.h"
+#include "plugin_host/plugin_host.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "errors.h"
+#include "common/errors.h"
 
 namespace mjfast {
 namespace {

@@ -1,4 +1,4 @@
-#include "step_recorder.h"
+#include "record/step_recorder.h"
 
 #include <gtest/gtest.h>
 #include <mujoco/mujoco.h>
@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "control_bridge.h"
+#include "control/control_bridge.h"
 
 namespace mjfast {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <thread>
 
-#include "control_bridge.h"
+#include "control/control_bridge.h"
 
 namespace mjfast {
 namespace {

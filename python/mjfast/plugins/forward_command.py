@@ -59,9 +59,9 @@ class ForwardCommand(MujocoPlugin):
         if not ids:
             raise ValueError(f"{who}: the list of joints or actuators is empty")
         self._ids = np.array(ids, dtype=np.intp)
-        # A leaf lock (src/_core/env_core.h's order), never held across a control call: a command
-        # is applied by whichever thread finds none being applied (it drains `_pending`), so a
-        # physics-thread publish never waits for a thread that waits for the physics thread.
+        # A leaf lock (src/_core/env/env_core.h's order), never held across a control call: a
+        # command is applied by whichever thread finds none being applied (it drains `_pending`),
+        # so a physics-thread publish never waits for a thread that waits for the physics thread.
         self._lock = threading.Lock()
         self._pending: np.ndarray | None = None
         self._applying = False

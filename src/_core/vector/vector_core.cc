@@ -1,0 +1,192 @@
+#include "vector/vector_core.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "common/call_context.h"
+#include "common/errors.h"
+#include "common/hooks.h"
+
+namespace mjfast {
+namespace {
+
+// A worker more than there are worlds would never have a world to step (SPEC §18: capped, not
+// discovered); below 1 is the pool's to refuse.
+int capped_threads(int threads, std::size_t worlds) {
+  if (threads < 1 || worlds == 0) return threads;
+  return static_cast<int>(std::min(static_cast<std::size_t>(threads), worlds));
+}
+
+}  // namespace
+
+VectorCore::VectorCore(std::vector<std::shared_ptr<EnvCore>> worlds, int threads,
+                       WorkerPool::ThreadHooks hooks)
+    : worlds_(std::move(worlds)),
+      pool_(capped_threads(threads, worlds_.size()), std::move(hooks)),
+      closed_during_step_(
+          std::make_exception_ptr(std::logic_error("the VectorEnv was closed during step()"))) {
+  if (worlds_.empty()) throw std::invalid_argument("a VectorEnv needs at least one world");
+  for (const auto& world : worlds_) {
+    if (!world || world->model() == nullptr || world->data() == nullptr) {
+      throw std::invalid_argument("every world of a VectorEnv must be bound to a model and data");
+    }
+  }
+}
+
+VectorCore::~VectorCore() {
+  try {
+    close();
+  } catch (...) {
+    // Refused only from a worker of the pool; the pool's own destructor copes.
+  }
+}
+
+std::size_t VectorCore::width(Field field) const {
+  const mjModel* model = worlds_.front()->model();
+  switch (field) {
+    case Field::kQpos: return static_cast<std::size_t>(model->nq);
+    case Field::kQvel: return static_cast<std::size_t>(model->nv);
+    case Field::kCtrl: return static_cast<std::size_t>(model->nu);
+    case Field::kSensordata: return static_cast<std::size_t>(model->nsensordata);
+    case Field::kTime: return 1;
+  }
+  return 0;
+}
+
+std::unique_lock<std::mutex> VectorCore::lock(const char* what, bool refuse_closed) {
+  if (refuse_closed && closed()) {
+    throw std::logic_error(std::string(what) + " on a closed VectorEnv");
+  }
+  if (pool_.is_worker()) call_context::refuse(call_context::Refusal::kVectorOwnWorld, what);
+  std::unique_lock<std::mutex> held(mutex_, std::defer_lock);
+  if (!hooks::in_dispatch() && !hooks::in_plugin_callback()) {
+    held.lock();
+  } else if (!held.try_lock()) {
+    // Waiting here from inside a plugin callback could close a cycle (lock order: this is 0).
+    call_context::refuse(call_context::Refusal::kBusyVectorFromCallback, what);
+  }
+  if (refuse_closed && closed()) {
+    throw std::logic_error(std::string(what) + " on a closed VectorEnv");
+  }
+  return held;
+}
+
+std::unique_lock<std::mutex> VectorCore::hold(const char* what) { return lock(what); }
+
+std::exception_ptr VectorCore::interrupt() const {
+  if (closing_.load(std::memory_order_acquire)) return closed_during_step_;
+  return interrupted_.load(std::memory_order_acquire) ? interrupt_ : nullptr;
+}
+
+void VectorCore::step(std::int64_t n, const double* ctrl,
+                      const EnvCore::InterruptPoll* interrupted) {
+  if (n < 0) throw std::invalid_argument("step(n) needs n >= 0, got " + std::to_string(n));
+  // Checked before the vector is taken: a world this thread holds (a plugin's load or reset
+  // stepping the vector) would deadlock the worker that steps it.
+  for (const auto& world : worlds_) world->check_can_step("VectorEnv.step()");
+  std::unique_lock<std::mutex> held = lock("VectorEnv.step()");
+  {
+    std::lock_guard<std::mutex> failed(failed_mutex_);
+    failed_.clear();
+  }
+  interrupt_ = nullptr;
+  interrupted_.store(false, std::memory_order_release);
+  const std::size_t nu = width(Field::kCtrl);
+  // Each world's step polls this between its steps (every 20 ms at most; see EnvCore::step): a
+  // close() from another thread, or the caller's interrupt.
+  const EnvCore::InterruptPoll world_poll = [this] { return interrupt(); };
+  std::vector<std::exception_ptr> errors(worlds_.size());
+  const WorkerPool::Task task = [&](std::size_t index) {
+    EnvCore& world = *worlds_[index];
+    try {
+      if (closing_.load(std::memory_order_acquire)) return;  // not begun: nothing to stop
+      // Nothing else steps a world of a VectorEnv (its façade exposes no step or start), so
+      // its ctrl is ours until its step() below takes its step mutex.
+      if (ctrl != nullptr && nu > 0) {
+        std::copy(ctrl + index * nu, ctrl + (index + 1) * nu, world.data()->ctrl);
+      }
+      world.step(n, &world_poll);
+    }
+    MJFAST_RETHROW_FORCED_UNWIND
+    catch (...) {
+      errors[index] = std::current_exception();  // each task writes its own slot
+    }
+  };
+  std::function<void()> on_wait;
+  if (interrupted) {
+    on_wait = [&] {
+      if (interrupt()) return;
+      if (std::exception_ptr error = (*interrupted)()) {
+        interrupt_ = std::move(error);
+        interrupted_.store(true, std::memory_order_release);
+      }
+    };
+  }
+  pool_.run(worlds_.size(), task, on_wait);
+  held.unlock();
+
+  std::exception_ptr first_error;
+  std::exception_ptr first_interrupt;
+  std::vector<std::size_t> failed;
+  for (std::size_t index = 0; index < errors.size(); ++index) {
+    if (!errors[index]) continue;
+    try {
+      std::rethrow_exception(errors[index]);
+    } catch (const Interrupted&) {
+      // The vector's own interrupt (or a plugin's KeyboardInterrupt): not a world's failure.
+      if (!first_interrupt) first_interrupt = errors[index];
+      continue;
+    } catch (...) {
+    }
+    failed.push_back(index);
+    if (!first_error) first_error = errors[index];
+  }
+  {
+    std::lock_guard<std::mutex> lock(failed_mutex_);
+    failed_ = failed;
+  }
+  if (first_error) std::rethrow_exception(first_error);  // a plugin's error outranks an interrupt
+  if (closing_.load(std::memory_order_acquire)) std::rethrow_exception(closed_during_step_);
+  if (first_interrupt) std::rethrow_exception(first_interrupt);
+  if (std::exception_ptr error = interrupt()) throw Interrupted(error);
+}
+
+std::vector<std::size_t> VectorCore::failed_worlds() const {
+  std::lock_guard<std::mutex> lock(failed_mutex_);
+  return failed_;
+}
+
+void VectorCore::gather(Field field, double* out) {
+  std::unique_lock<std::mutex> held = lock("reading a VectorEnv's arrays");
+  const std::size_t row = width(field);
+  for (const auto& world : worlds_) {
+    const mjData* data = world->data();
+    const mjtNum* source = nullptr;
+    switch (field) {
+      case Field::kQpos: source = data->qpos; break;
+      case Field::kQvel: source = data->qvel; break;
+      case Field::kCtrl: source = data->ctrl; break;
+      case Field::kSensordata: source = data->sensordata; break;
+      case Field::kTime: source = &data->time; break;
+    }
+    out = std::copy(source, source + row, out);
+  }
+}
+
+void VectorCore::close() {
+  if (closed()) return;
+  // Refused calls stop nothing: from a worker, or from inside a plugin callback, where close()
+  // only takes a free vector (lock()), the running step is left alone.
+  if (pool_.is_worker()) call_context::refuse(call_context::Refusal::kVectorOwnWorld, "close()");
+  const bool from_callback = hooks::in_dispatch() || hooks::in_plugin_callback();
+  if (!from_callback) closing_.store(true, std::memory_order_release);
+  std::unique_lock<std::mutex> held = lock("close()", /*refuse_closed=*/false);
+  if (closed()) return;  // another thread's close() came first
+  closing_.store(true, std::memory_order_release);
+  closed_.store(true, std::memory_order_release);
+  pool_.shutdown();
+}
+
+}  // namespace mjfast
