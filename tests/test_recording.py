@@ -10,6 +10,7 @@ import contextlib
 import shutil
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from time import time_ns
 from typing import Any, ClassVar
@@ -261,31 +262,46 @@ def test_replay_check_passes_and_names_the_first_tampered_state(
     assert f"replay differs at time {target.time!r}" in out
 
 
-def rewrite_bag(source: Path, target: Path, time: float) -> None:
-    """A copy of the bag, through rosbags, with the last physics value of the state at `time`
-    nudged by one ulp."""
+def copy_bag(source: Path, target: Path,
+             edit: Callable[[str, str, int, bytes, Any], bytes]) -> None:
+    """A copy of the bag written through rosbags, its custom metadata kept and each message's CDR
+    passed through `edit(topic, msgtype, log_time, raw, typestore)`."""
     from rosbags.rosbag2 import Reader, StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
     store = get_typestore(Stores.ROS2_JAZZY)
-    custom = yaml.safe_load((source / "metadata.yaml").read_text())[
-        "rosbag2_bagfile_information"]["custom_data"]
-    stamp = int(custom["mjfast.log_time_offset_ns"]) + round(time * 1e9)
     with Reader(source) as reader, Writer(target, version=9,
                                           storage_plugin=StoragePlugin.MCAP) as writer:
-        for key, value in custom.items():
+        for key, value in custom_data(source).items():
             writer.set_custom_data(key, value)
         connections = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=store)
                        for c in reader.connections}
         for connection, timestamp, raw in reader.messages():
-            if connection.topic == "/mjfast/state" and timestamp == stamp:
-                message = store.deserialize_cdr(raw, connection.msgtype)
-                data = bytearray(bytes(message.data))
-                last = np.frombuffer(bytes(data[-8 - 4:-4]), dtype="<f8")[0]
-                data[-8 - 4:-4] = np.nextafter(last, np.inf).astype("<f8").tobytes()
-                message.data = np.frombuffer(bytes(data), dtype=np.uint8)
-                raw = bytes(store.serialize_cdr(message, connection.msgtype))
+            raw = edit(connection.topic, connection.msgtype, timestamp, raw, store)
             writer.write(connections[connection.id], timestamp, raw)
+
+
+def custom_data(bag: Path) -> dict[str, str]:
+    return yaml.safe_load((bag / "metadata.yaml").read_text())[
+        "rosbag2_bagfile_information"]["custom_data"]
+
+
+def rewrite_bag(source: Path, target: Path, time: float) -> None:
+    """A copy of the bag, through rosbags, with the last physics value of the state at `time`
+    nudged by one ulp."""
+    stamp = int(custom_data(source)["mjfast.log_time_offset_ns"]) + round(time * 1e9)
+
+    def nudge(topic: str, msgtype: str, log_time: int, raw: bytes, store: Any) -> bytes:
+        if topic != "/mjfast/state" or log_time != stamp:
+            return raw
+        message = store.deserialize_cdr(raw, msgtype)
+        data = bytearray(bytes(message.data))
+        last = np.frombuffer(bytes(data[-8 - 4:-4]), dtype="<f8")[0]
+        data[-8 - 4:-4] = np.nextafter(last, np.inf).astype("<f8").tobytes()
+        message.data = np.frombuffer(bytes(data), dtype=np.uint8)
+        return bytes(store.serialize_cdr(message, msgtype))
+
+    copy_bag(source, target, nudge)
 
 
 def test_commands_from_a_control_thread_replay_exactly_on_the_physics_thread(
@@ -796,33 +812,23 @@ def edit_bag(source: Path, target: Path, metadata: Any = None, command: Any = No
     """A copy of the bag: `metadata(info)` edits metadata.yaml's bag information; the MCAP is
     rewritten through rosbags when `command(entry)` edits decoded commands or `state(raw)`
     replaces a state message's CDR."""
-    from rosbags.rosbag2 import Reader, StoragePlugin, Writer
-    from rosbags.typesys import Stores, get_typestore
-
     from mjfast.state import encode_value
+
+    def edited(topic: str, msgtype: str, log_time: int, raw: bytes, store: Any) -> bytes:
+        if topic == "/mjfast/commands" and command is not None:
+            message = store.deserialize_cdr(raw, msgtype)
+            entry = decode_value(bytes(message.data))
+            command(entry)
+            message.data = np.frombuffer(encode_value(entry), dtype=np.uint8)
+            return bytes(store.serialize_cdr(message, msgtype))
+        if topic == "/mjfast/state" and state is not None:
+            return state(raw)
+        return raw
 
     if command is None and state is None:
         shutil.copytree(source, target)
     else:
-        store = get_typestore(Stores.ROS2_JAZZY)
-        custom = yaml.safe_load((source / "metadata.yaml").read_text())[
-            "rosbag2_bagfile_information"]["custom_data"]
-        with Reader(source) as reader, Writer(target, version=9,
-                                              storage_plugin=StoragePlugin.MCAP) as writer:
-            for key, value in custom.items():
-                writer.set_custom_data(key, value)
-            connections = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=store)
-                           for c in reader.connections}
-            for connection, timestamp, raw in reader.messages():
-                if connection.topic == "/mjfast/commands" and command is not None:
-                    message = store.deserialize_cdr(raw, connection.msgtype)
-                    entry = decode_value(bytes(message.data))
-                    command(entry)
-                    message.data = np.frombuffer(encode_value(entry), dtype=np.uint8)
-                    raw = bytes(store.serialize_cdr(message, connection.msgtype))
-                elif connection.topic == "/mjfast/state" and state is not None:
-                    raw = state(raw)
-                writer.write(connections[connection.id], timestamp, raw)
+        copy_bag(source, target, edited)
     if metadata is not None:
         path = target / "metadata.yaml"
         info = yaml.safe_load(path.read_text())
