@@ -5,13 +5,14 @@ from here to subclass them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +352,40 @@ def ndarray_ext(header: Any, data: bytes = b"") -> bytes:
     from mjfast.remote.codec import NDARRAY_EXT
 
     return msgpack.packb(msgpack.ExtType(NDARRAY_EXT, msgpack.packb(header) + data))
+
+
+# A plain Zenoh router (as a ROS 2 router, rmw_zenohd, is one) listening on argv[1] and, given
+# argv[2], connected to it; it prints "up" and runs until its stdin closes.
+_ZENOH_ROUTER = """
+import json, sys, zenoh
+config = zenoh.Config()
+config.insert_json5("mode", '"router"')
+config.insert_json5("listen/endpoints", json.dumps([sys.argv[1]]))
+config.insert_json5("connect/endpoints", json.dumps(sys.argv[2:]))
+config.insert_json5("scouting/multicast/enabled", "false")
+config.insert_json5("scouting/gossip/enabled", "false")
+session = zenoh.open(config)
+print("up", flush=True)
+sys.stdin.read()
+session.close()
+"""
+
+
+@contextlib.contextmanager
+def zenoh_router(endpoint: str, connect: str | None = None) -> Iterator[None]:
+    """A Zenoh router that is not mjfast, in a child process, for the block's length."""
+    router = subprocess.Popen([sys.executable, "-c", _ZENOH_ROUTER, endpoint,
+                               *([connect] if connect else [])], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert router.stdout is not None and router.stdout.readline() == "up\n"
+        yield
+    finally:
+        assert router.stdin is not None and router.stdout is not None
+        router.stdin.close()
+        router.stdout.close()
+        try:
+            router.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            router.kill()
+            router.wait()

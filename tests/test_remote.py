@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 import types
@@ -40,6 +39,7 @@ from support import (
     sample_arrays,
     start_python,
     wait_for,
+    zenoh_router,
 )
 
 
@@ -965,41 +965,6 @@ def test_malformed_remote_publishes_are_counted_and_logged_once_a_second(
 
 
 # -- connecting to what is not (yet) an mjfast server (issue 28) ---------------------------------
-
-# A plain Zenoh router, as a ROS 2 router (rmw_zenohd) is one, on `endpoint`, in a child that
-# prints "up" and then runs until its stdin closes; `connect` names where it connects to.
-ROUTER = """
-    import json, sys, zenoh
-    from mjfast.remote.server import zenoh_config
-
-    config = zenoh_config("router", sys.argv[1])
-    if len(sys.argv) > 2:
-        config.insert_json5("connect/endpoints", json.dumps([sys.argv[2]]))
-    session = zenoh.open(config)
-    print("up", flush=True)
-    sys.stdin.read()
-    session.close()
-"""
-
-
-@contextlib.contextmanager
-def zenoh_router(endpoint: str, connect: str | None = None) -> Iterator[None]:
-    router = subprocess.Popen([sys.executable, "-c", textwrap.dedent(ROUTER), endpoint,
-                               *([connect] if connect else [])], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert router.stdout is not None and router.stdout.readline() == "up\n"
-        yield
-    finally:
-        assert router.stdin is not None and router.stdout is not None
-        router.stdin.close()
-        router.stdout.close()
-        try:
-            router.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            router.kill()
-            router.wait()
-
 
 def test_a_zenoh_router_that_is_not_mjfast_is_said_with_a_hint() -> None:
     endpoint = f"tcp/127.0.0.1:{free_port()}"

@@ -37,7 +37,7 @@ import mjfast  # noqa: E402
 from mjfast.discovery import register_plugin, unregister_plugin  # noqa: E402
 from mjfast.ros2 import Bridge, RouterNotFound, wire  # noqa: E402
 from mjfast.ros2 import types as ros_types  # noqa: E402
-from support import wait_for  # noqa: E402
+from support import wait_for, zenoh_router  # noqa: E402
 
 TIMEOUT = 15.0
 
@@ -104,46 +104,11 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-ROUTER_SCRIPT = """
-import json, sys, zenoh
-config = zenoh.Config()
-config.insert_json5("mode", '"router"')
-config.insert_json5("listen/endpoints", json.dumps([sys.argv[1]]))
-config.insert_json5("scouting/multicast/enabled", "false")
-session = zenoh.open(config)
-print("ready", flush=True)
-sys.stdin.read()
-session.close()
-"""
-
-
-def start_router(endpoint: str) -> subprocess.Popen[str]:
-    child = subprocess.Popen([sys.executable, "-c", ROUTER_SCRIPT, endpoint],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert child.stdout is not None
-    assert child.stdout.readline().strip() == "ready"
-    return child
-
-
-def stop_router(child: subprocess.Popen[str]) -> None:
-    assert child.stdin is not None and child.stdout is not None
-    child.stdin.close()
-    try:
-        child.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
-    child.stdout.close()
-
-
 @pytest.fixture(scope="module")
 def router() -> Iterator[tuple[str, int]]:
     port = free_port()
-    child = start_router(f"tcp/127.0.0.1:{port}")
-    try:
+    with zenoh_router(f"tcp/127.0.0.1:{port}"):
         yield f"tcp/127.0.0.1:{port}", port
-    finally:
-        stop_router(child)
 
 
 def _msg_type(desc: Any) -> str:
