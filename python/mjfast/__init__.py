@@ -34,6 +34,7 @@ from mjfast.plugin.base import (
 from mjfast.plugin.config import PluginSpec
 from mjfast.plugin.discovery import available_plugins, register_plugin, unregister_plugin
 from mjfast.plugin.native import NativePlugin, get_cmake_dir, get_include
+from mjfast.plugin.topics import Topic
 from mjfast.sim.camera import FrameLease, OffscreenCamera
 from mjfast.sim.env import MujocoEnv
 from mjfast.sim.hooks import hooks_owned, install_hooks
@@ -95,6 +96,7 @@ __all__ = [
     "SimState",
     "SimulationError",
     "StaleGenerationError",
+    "Topic",
     "VectorEnv",
     "available_plugins",
     "connect",

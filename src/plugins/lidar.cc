@@ -610,6 +610,21 @@ class Lidar final : public mjfast::Plugin {
     return Plugin::call(command, argument);
   }
 
+  // One ring: a LaserScan; more: a PointCloud2; stamped with the mount's frame.
+  std::vector<mjfast::Topic> topics() const override {
+    mjfast::Topic topic;
+    if (one_ring_) {
+      topic = {topic_.empty() ? "~scan" : topic_, "laser_scan", "sensor_msgs/msg/LaserScan",
+               {{"scan_time", period_}}, "", ""};
+    } else {
+      topic = {topic_.empty() ? "~points" : topic_, "point_cloud",
+               "sensor_msgs/msg/PointCloud2", {}, "", ""};
+    }
+    topic.frame_type = site_ >= 0 ? "site" : "body";
+    topic.frame_name = frame_;
+    return {topic};
+  }
+
  private:
   void restart(double time) {
     const double index = std::floor((time + half_step_) / period_);

@@ -248,6 +248,11 @@ class Bus:
         with self._lock:
             return sorted(set(self._latest) | {t for t, subs in self._subscribers.items() if subs})
 
+    def has_subscribers(self, topic: str) -> bool:
+        """Whether `topic` (an absolute name) has a subscriber."""
+        with self._lock:
+            return bool(self._subscribers.get(topic))
+
     def _remove_subscription(self, subscription: Subscription) -> None:
         with self._lock:
             subscription.active = False

@@ -1,8 +1,9 @@
 """How mjfast names a model's objects and finds them by name (SPEC §13): the one lookup of
 keyframes, geoms, joints, bodies, cameras, sensors and equality constraints, unnamed objects as
-`<kind>_<id>`, the coordinate frames that ROS 2 messages name (`frame_names`), and name-keyed
-mappings with '/' namespaces flattened. The wording of a refusal is `mjfast.names`'; this module
-owns no simulation state.
+`<kind>_<id>` (the env, the shipped plugins and the ROS 2 conversions alike), the coordinate
+frames that ROS 2 messages name (`frame_names`, `sensor_frame`), and name-keyed mappings with '/'
+namespaces flattened. The wording of a refusal is `mjfast.names`'; this module owns no simulation
+state.
 """
 
 from __future__ import annotations
@@ -14,10 +15,16 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from mjfast._core_loader import _core
 from mjfast.names import unknown_name
 
-__all__ = ["Frames", "frame_names", "labelled_id", "named_entries", "object_id", "object_labels",
-           "object_names"]
+__all__ = ["CAMERA_PREFIX", "PLANES", "Frames", "camera_names", "frame_names", "labelled_id",
+           "named_entries", "object_id", "object_labels", "object_names", "sensor_frame"]
+
+# An unnamed camera is `camera_<id>` (as an unnamed sensor is `sensor_<id>`).
+CAMERA_PREFIX = "camera"
+# The planes a camera's frames have, as the compiled core names them (SPEC §10).
+PLANES: tuple[str, ...] = _core.PLANES
 
 
 def object_names(model: mujoco.MjModel, obj_type: mujoco.mjtObj, count: int) -> list[str]:
@@ -77,6 +84,13 @@ def object_id(model: mujoco.MjModel, obj_type: mujoco.mjtObj, noun: str, count: 
             return int(key)
         raise KeyError(f"no {noun} with index {key} (the model has {count})")
     raise ValueError(f"a {noun} is named by a string (or an index), got {key!r}")
+
+
+def camera_names(model: mujoco.MjModel) -> list[str]:
+    """The names cameras are opened by, in id order: an unnamed camera is `camera_<id>`, unless a
+    named camera has that name (`object_labels`)."""
+    return [label for label in object_labels(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam,
+                                             CAMERA_PREFIX) if label]
 
 
 @dataclass(frozen=True)
@@ -172,3 +186,34 @@ def named_entries(values: Mapping[Any, Any], names: Iterable[str], what: str,
 
     walk(values, "")
     return entries
+
+
+_S = mujoco.mjtSensor
+# The frame sensors: their value is in the global frame, or in their reference object's frame
+# when they have one (`reftype`/`refname`).
+_FRAME_SENSORS = {int(s) for s in (
+    _S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS,
+    _S.mjSENS_FRAMEZAXIS, _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_FRAMELINACC,
+    _S.mjSENS_FRAMEANGACC)}
+# Sensors whose value is always in the global frame.
+_GLOBAL_SENSORS = {int(s) for s in (
+    _S.mjSENS_SUBTREECOM, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM, _S.mjSENS_GEOMDIST,
+    _S.mjSENS_GEOMNORMAL, _S.mjSENS_GEOMFROMTO)}
+
+
+def sensor_frame(model: mujoco.MjModel, frames: Frames, sensor: int) -> str:
+    """The frame a sensor's value is expressed in: a site-local sensor's site (accelerometer,
+    gyro, rangefinder, ...), a frame sensor's reference object (`world` without one), a ball
+    joint's body; a sensor of the world's quantities `world`; another sensor on a body, site or
+    camera that object's frame. A frame TfPublisher carries (an inertial frame: its body's)."""
+    kind = int(model.sensor_type[sensor])
+    if kind in _GLOBAL_SENSORS:
+        return "world"
+    if kind in _FRAME_SENSORS:
+        reference = int(model.sensor_refid[sensor])
+        return (frames.of(int(model.sensor_reftype[sensor]), reference) if reference >= 0
+                else None) or "world"
+    objtype, objid = int(model.sensor_objtype[sensor]), int(model.sensor_objid[sensor])
+    if kind == int(_S.mjSENS_BALLANGVEL):
+        return frames.bodies[int(model.jnt_bodyid[objid])]
+    return (frames.of(objtype, objid) if objid >= 0 else None) or "world"

@@ -14,13 +14,14 @@ import enum
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mjfast._core_loader import _core
 from mjfast.errors import LogicError
+from mjfast.plugin.topics import Topic, ros_types_topics
 
 if TYPE_CHECKING:
     import mujoco
@@ -159,6 +160,16 @@ class _PluginBase:
     # The configuration keys this type reads, and their types (mjfast.plugin.schema): an unknown
     # key or a mistyped value is then a load failure naming it. None: nothing is checked.
     config_keys: ClassVar[Mapping[str, Any] | None] = None
+    # Topics whose messages carry a ROS 2 type's own fields (`{"~status": "std_msgs/msg/String"}`,
+    # SPEC §19): what the default `topics()` declares.
+    ros_types: ClassVar[Mapping[str, str] | None] = None
+
+    def topics(self) -> Sequence[Topic]:
+        """What this plugin publishes and takes in (`mjfast.plugin.topics.Topic`: a bus topic,
+        its message kind and ROS 2 type), asked once after every load of its generation: the
+        ROS 2 bridge and recordings route those with a conversion. The default declares the
+        `ros_types` class attribute's topics."""
+        return ros_types_topics(self.ros_types)
 
     # Optional hooks beyond SPEC's lists, one per remaining load phase, so a plugin can take part
     # in them: `statistics()` returns a dict reported under the plugin's statistics ("custom"),

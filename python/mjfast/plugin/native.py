@@ -16,9 +16,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mjfast.bus.params import check_nesting
+import mujoco
 
-__all__ = ["NativePlugin", "config_json", "get_cmake_dir", "get_include"]
+from mjfast.bus.params import check_nesting
+from mjfast.model.names import frame_names
+from mjfast.plugin.topics import Topic, ros_types_topics
+
+__all__ = ["NativePlugin", "config_json", "get_cmake_dir", "get_include", "native_topics"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parents[1]  # mjfast/, above this layer
 
@@ -54,6 +58,7 @@ class NativePlugin:
         symbol: str | None = None,
         package: str | None = None,
         config_keys: Mapping[str, Any] | None = None,
+        ros_types: Mapping[str, str] | None = None,
     ) -> None:
         if (class_name is None) == (symbol is None):
             raise TypeError("NativePlugin needs exactly one of class_name= and symbol=")
@@ -62,6 +67,7 @@ class NativePlugin:
         self.symbol = symbol if symbol is not None else f"mjfast_plugin_{class_name}"
         # As a Python plugin's class attribute (mjfast.plugin.schema); None checks nothing.
         self.config_keys = config_keys
+        self.ros_types = dict(ros_types) if ros_types is not None else None
         if package is None and not os.path.isabs(self.library):
             caller = sys._getframe(1).f_globals
             package = caller.get("__package__") or caller.get("__name__", "").rpartition(".")[0]
@@ -110,3 +116,50 @@ def _jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):
         return value.tolist()
     raise TypeError(f"configuration value {value!r} is not a YAML/JSON type")
+
+
+def native_topics(handle: Any, descriptor: NativePlugin, model: mujoco.MjModel, where: str
+                  ) -> list[Topic]:
+    """The topics a loaded native plugin declares: its reply to `call("topics")` on `handle`, a
+    JSON list of `{topic, kind, ros_type, params, frame?: [site|body|camera, name]}`
+    (plugin.hpp's `Plugin::topics()`; an object's frame becomes `params["frame_id"]`, the frame
+    id `frame_names` gives it), then its `descriptor`'s `ros_types`. A plugin built before
+    `topics()` declares only those. ValueError naming `where` for a malformed reply."""
+    try:
+        reply = handle.call("topics", "")
+    except Exception:  # built before topics() (no such command): its descriptor's only
+        reply = "[]"
+    entries = json.loads(reply or "[]")
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: call('topics') must reply with a JSON list, got {reply!r}")
+    frames = None
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: call('topics') lists {entry!r}, not an object")
+        params = dict(entry.get("params") or {})
+        frame = entry.get("frame")
+        if frame:
+            frames = frames or frame_names(model)
+            params["frame_id"] = _frame_of(model, frames, frame, where)
+        out.append(Topic(entry.get("topic"), entry.get("kind"), entry.get("ros_type") or None,
+                         params, inbound=bool(entry.get("inbound", False)),
+                         source=entry.get("source"),
+                         transient_local=bool(entry.get("transient_local", False))))
+    return out + ros_types_topics(descriptor.ros_types)
+
+
+_FRAME_OBJECTS = {"site": mujoco.mjtObj.mjOBJ_SITE, "body": mujoco.mjtObj.mjOBJ_BODY,
+                  "camera": mujoco.mjtObj.mjOBJ_CAMERA}
+
+
+def _frame_of(model: mujoco.MjModel, frames: Any, frame: Any, where: str) -> str:
+    if (not isinstance(frame, list) or len(frame) != 2 or frame[0] not in _FRAME_OBJECTS
+            or not isinstance(frame[1], str)):
+        raise ValueError(f"{where}: a topic's frame must be [site|body|camera, name], got "
+                         f"{frame!r}")
+    found = mujoco.mj_name2id(model, _FRAME_OBJECTS[frame[0]], frame[1])
+    if found < 0:
+        raise ValueError(f"{where}: a topic's frame names {frame[0]} {frame[1]!r}, which the "
+                         f"model does not have")
+    return frames.of(_FRAME_OBJECTS[frame[0]], found) or "world"

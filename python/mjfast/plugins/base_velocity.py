@@ -20,6 +20,7 @@ import numpy as np
 from mjfast.model.names import labelled_id, object_labels
 from mjfast.names import no_such_name
 from mjfast.plugin.base import ControlPlugin
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import checked_state
 
 __all__ = ["BaseVelocity"]
@@ -71,6 +72,10 @@ class BaseVelocity(ControlPlugin):
         self._rotation = np.zeros(9)
         self.subscription = node.subscribe(self.config.get("topic", "~cmd_vel"), self.command)
         return True
+
+    def topics(self) -> list[Topic]:
+        return [Topic(self.subscription.topic, "planar_velocity", "geometry_msgs/msg/Twist",
+                      inbound=True)]
 
     def command(self, message: Any) -> None:
         """A velocity command (as received on the topic); it takes effect at the next step."""

@@ -8,7 +8,8 @@ whenever a newer frame has completed, from `last_stage_callback`. A message is a
 `plane`, `simulation_time_ns`, `capture_id`, `width`, `height`, `frame_generation` and `data` (a
 copy of the pixels, so that subscribers may keep it without holding the frame store's slots).
 With the ROS 2 bridge (and in a recording) the frames are sensor_msgs/Image and CameraInfo stamped
-with the camera's optical frame `<camera>_optical`, which mjfast/TfPublisher carries.
+with the camera's optical frame `<camera>_optical`, which mjfast/TfPublisher carries, as its
+`topics()` declares them after load.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from typing import Any, ClassVar
 
 import mujoco
 
+from mjfast.model.names import CAMERA_PREFIX, PLANES, camera_names, frame_names, labelled_id
 from mjfast.names import unknown
 from mjfast.plugin.base import MujocoPlugin
-from mjfast.sim.camera import PLANES, camera_names
+from mjfast.plugin.topics import Topic
 
 __all__ = ["CameraPublisher", "configured_cameras"]
 
@@ -28,8 +30,8 @@ __all__ = ["CameraPublisher", "configured_cameras"]
 def configured_cameras(who: str, config: Mapping[str, Any], model: mujoco.MjModel) -> list[str]:
     """The names of the cameras a CameraPublisher configured with `config` publishes, as it opens
     them and names their topics: `cameras`, or every camera of the model (an unnamed one
-    `camera_<id>`). The one reading of `cameras`, by the plugin and the ROS 2 conversion alike;
-    ValueError for an empty or repeating list."""
+    `camera_<id>`, as `mjfast.model.names` names it). ValueError for an empty or repeating
+    list."""
     names = config.get("cameras")
     if names is None:
         names = camera_names(model)
@@ -66,7 +68,30 @@ class CameraPublisher(MujocoPlugin):
             self._cameras.append((name, camera, wanted))
         self._prefix = prefix or "~"
         self._published = 0
+        self._topics = self._declared(model, names, wanted or PLANES)
         return True
+
+    def topics(self) -> list[Topic]:
+        return list(self._topics)
+
+    def _declared(self, model: mujoco.MjModel, names: list[str], planes: Any) -> list[Topic]:
+        """Each camera's planes as sensor_msgs/Image, with a CameraInfo (the model's `fovy` of
+        the camera of that name, an unnamed one's too) made from each of them, stamped with the
+        camera's optical frame."""
+        frames = frame_names(model)
+        out = []
+        for name in names:
+            camera = labelled_id(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam, CAMERA_PREFIX,
+                                 name)  # found: its handle opened
+            frame = frames.optical[camera]
+            info = {"frame_id": frame, "fovy": float(model.cam_fovy[camera])}
+            for plane in planes:
+                image = f"{self._prefix}/{name}/{plane}"
+                out.append(Topic(image, "camera_frame", "sensor_msgs/msg/Image",
+                                 {"frame_id": frame, "plane": plane}))
+                out.append(Topic(f"{self._prefix}/{name}/camera_info", "camera_frame",
+                                 "sensor_msgs/msg/CameraInfo", info, source=image))
+        return out
 
     def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         if not self._streams:

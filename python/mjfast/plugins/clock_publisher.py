@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 import mujoco
 
 from mjfast.plugin.base import MujocoPlugin
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import checked_state, positive_int
 
 __all__ = ["ClockPublisher", "topic_name"]
@@ -36,6 +37,9 @@ class ClockPublisher(MujocoPlugin):
         self._every = positive_int(self.name, "every_steps", self.config.get("every_steps", 1))
         self._countdown = self._every
         return True
+
+    def topics(self) -> list[Topic]:
+        return [Topic(self._topic, "clock", "rosgraph_msgs/msg/Clock")]
 
     def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         self._countdown -= 1

@@ -22,6 +22,7 @@ import numpy as np
 
 from mjfast._throttled_log import ThrottledLog
 from mjfast.plugin.base import MujocoPlugin
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import id_of, names_of
 from mjfast.plugins.clock_publisher import topic_name
 
@@ -74,6 +75,10 @@ class ForwardCommand(MujocoPlugin):
         self.subscription = self.node.subscribe(
             topic_name(who, self.config.get("topic", "~commands")), self.command)
         return True
+
+    def topics(self) -> list[Topic]:
+        return [Topic(self.subscription.topic, "float64_array",
+                      "std_msgs/msg/Float64MultiArray", inbound=True)]
 
     def command(self, message: Any) -> None:
         """One command: applied at once through the control interface, or rejected. While

@@ -18,6 +18,7 @@ import numpy as np
 from mjfast.model.names import labelled_id, object_labels
 from mjfast.names import no_such_name
 from mjfast.plugin.base import MujocoPlugin
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import checked_state, topic_of
 
 __all__ = ["FreeJointStatePublisher"]
@@ -60,6 +61,11 @@ class FreeJointStatePublisher(MujocoPlugin):
         self._schedule_after(float(data.time))
         self._rotation = np.zeros(9)
         return True
+
+    def topics(self) -> list[Topic]:
+        # Odometry in `world`, its child frame the body (the message's `body`).
+        return [Topic(topic, "odometry", "nav_msgs/msg/Odometry")
+                for topic in dict.fromkeys(topic for _, topic, _, _ in self._targets)]
 
     def _schedule_after(self, time: float) -> None:
         # The next multiple of the period strictly after `time` (within half a step).

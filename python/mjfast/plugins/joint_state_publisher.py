@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 
 from mjfast.model.names import object_labels
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import RatePublisher, listed_ids, number
 from mjfast.plugins.clock_publisher import topic_name
 
@@ -52,6 +53,9 @@ class JointStatePublisher(RatePublisher):
         self._topic = topic_name(who, self.config.get("topic", "~joint_states"))
         self._start_schedule(rate_hz, model, data)
         return True
+
+    def topics(self) -> list[Topic]:
+        return [Topic(self._topic, "joint_state", "sensor_msgs/msg/JointState")]
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         self.node.publish(self._topic, {

@@ -21,6 +21,8 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
+from mjfast.model.names import frame_names, sensor_frame
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import RatePublisher, check_keys, names_of, number
 from mjfast.plugins.clock_publisher import topic_name
 
@@ -90,8 +92,14 @@ class RangefinderLidar(RatePublisher):
         }
         self._range_min, self._range_max = range_min, range_max
         self._topic = topic_name(who, self.config.get("topic", "~scan"))
+        # Its scans are stamped with the first beam's frame (its site's).
+        self._scan = {"frame_id": sensor_frame(model, frame_names(model), found[0]),
+                      "scan_time": 1.0 / rate_hz}
         self._start_schedule(rate_hz, model, data)
         return True
+
+    def topics(self) -> list[Topic]:
+        return [Topic(self._topic, "laser_scan", "sensor_msgs/msg/LaserScan", self._scan)]
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         readings = data.sensordata[self._address]

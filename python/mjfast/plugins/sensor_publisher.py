@@ -18,13 +18,15 @@ of 1/rate_hz.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
 
-from mjfast.model.names import named_entries, object_labels
+from mjfast.model.names import Frames, frame_names, named_entries, object_labels, sensor_frame
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import (
     RatePublisher,
     check_keys,
@@ -43,9 +45,10 @@ _NOISE_KEYS = ("std", "bias")
 
 
 class _Sensor:
-    __slots__ = ("address", "bias", "dim", "name", "std", "topic", "truth_topic")
+    __slots__ = ("address", "bias", "dim", "id", "name", "std", "topic", "truth_topic")
 
-    def __init__(self, name: str, address: int, dim: int) -> None:
+    def __init__(self, sensor: int, name: str, address: int, dim: int) -> None:
+        self.id = sensor
         self.name = name
         self.address = address
         self.dim = dim
@@ -79,7 +82,7 @@ class SensorPublisher(RatePublisher):
                     f"{who}: unnamed sensor {i} is not published: a named sensor is called "
                     f"'sensor_{i}' (name the unnamed one)")
         self._sensors = [
-            _Sensor(labels[i], int(model.sensor_adr[i]), int(model.sensor_dim[i]))
+            _Sensor(i, labels[i], int(model.sensor_adr[i]), int(model.sensor_dim[i]))
             for i in ids if labels[i] is not None]
         by_name = {s.name: s for s in self._sensors}
         noise = self.config.get("noise", {}) or {}
@@ -107,9 +110,28 @@ class SensorPublisher(RatePublisher):
             if ground_truth:
                 sensor.truth_topic = f"~{sensor.name}_gt"
         self._imu = self._imu_config(self.config.get("imu"), by_name)
+        self._topics = self._declared(model, by_name)
         self._start_schedule(self._rate_hz, model, data)
         self._rng = np.random.default_rng(self._seed)
         return True
+
+    def topics(self) -> list[Topic]:
+        return list(self._topics)
+
+    def _declared(self, model: mujoco.MjModel, by_name: dict[str, _Sensor]) -> list[Topic]:
+        """Each published sensor's topic (and its ground truth's) as the ROS 2 type its kind and
+        size make it, stamped with the frame its value is in; the `imu` as sensor_msgs/Imu."""
+        frames = frame_names(model)
+        out = []
+        for sensor in self._sensors:
+            ros_type, params = _ros_type(model, frames, sensor.id)
+            out += [Topic(topic, "sensor_value", ros_type, params)
+                    for topic in (sensor.topic, sensor.truth_topic) if topic is not None]
+        if self._imu is not None:
+            topic, parts = self._imu
+            frame = sensor_frame(model, frames, by_name[parts["accelerometer"]].id)
+            out.append(Topic(topic, "imu", "sensor_msgs/msg/Imu", {"frame_id": frame}))
+        return out
 
     def _imu_config(self, imu: Any, by_name: dict[str, _Sensor]) -> tuple[str, dict[str, str]] | (
             None):
@@ -175,3 +197,20 @@ class SensorPublisher(RatePublisher):
                              ) from None
         super().set_state({"low": state["low"], "high": state["high"]})
         self._rng = rng
+
+
+def _ros_type(model: mujoco.MjModel, frames: Frames, sensor: int
+              ) -> tuple[str, dict[str, Any]]:
+    """The ROS 2 type of a sensor's `{time, value}` and what its conversion needs: a framequat a
+    QuaternionStamped, a rangefinder a Range (its cutoff the maximum range), another 3-vector a
+    Vector3Stamped, anything else a Float64MultiArray (SPEC §19)."""
+    frame = {"frame_id": sensor_frame(model, frames, sensor)}
+    kind, dim = int(model.sensor_type[sensor]), int(model.sensor_dim[sensor])
+    if kind == int(mujoco.mjtSensor.mjSENS_FRAMEQUAT):
+        return "geometry_msgs/msg/QuaternionStamped", frame
+    if kind == int(mujoco.mjtSensor.mjSENS_RANGEFINDER):
+        cutoff = float(model.sensor_cutoff[sensor])
+        return "sensor_msgs/msg/Range", {**frame, "max_range": cutoff if cutoff > 0 else math.inf}
+    if dim == 3:
+        return "geometry_msgs/msg/Vector3Stamped", frame
+    return "std_msgs/msg/Float64MultiArray", {}

@@ -29,6 +29,7 @@ import mujoco
 import numpy as np
 
 from mjfast.model.names import frame_names
+from mjfast.plugin.topics import Topic
 from mjfast.plugins._sensing import RatePublisher, listed_ids, names_of, number
 from mjfast.plugins.clock_publisher import topic_name
 
@@ -61,7 +62,8 @@ class TfPublisher(RatePublisher):
         frames = frame_names(model)
         body = frames.bodies
         self._topic = topic_name(who, self.config.get("topic", "/tf"))
-        static_topic = topic_name(who, self.config.get("static_topic", "/tf_static"))
+        self._static_topic = static_topic = topic_name(
+            who, self.config.get("static_topic", "/tf_static"))
         moving = [b for b in ids if model.body_jntnum[b] > 0 or model.body_mocapid[b] >= 0]
         welded = [b for b in ids if b not in moving]
         # The world and the published bodies carry their sites and cameras.
@@ -98,6 +100,11 @@ class TfPublisher(RatePublisher):
             self.node.publish(static_topic, {"time": float(data.time), "transforms": static},
                               latched=True)
         return True
+
+    def topics(self) -> list[Topic]:
+        return [Topic(self._topic, "transforms", "tf2_msgs/msg/TFMessage"),
+                Topic(self._static_topic, "transforms", "tf2_msgs/msg/TFMessage",
+                      transient_local=True)]
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         if not self._frames:

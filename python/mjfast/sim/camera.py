@@ -17,29 +17,18 @@ import mujoco
 from mjfast._core_loader import _core
 from mjfast.bus.params import ParameterServer, resolve_name
 from mjfast.errors import ConfigError
-from mjfast.model.names import object_id, object_labels
+from mjfast.model.names import CAMERA_PREFIX, PLANES, camera_names, object_id
 from mjfast.names import listing, unknown
 
 __all__ = ["PLANES", "CameraRig", "FrameLease", "OffscreenCamera", "camera_config"]
 
 OffscreenCamera = _core.OffscreenCamera
 FrameLease = _core.FrameLease
-# The frame planes and the camera parameters, as the compiled core names and reads them.
-PLANES: tuple[str, ...] = _core.PLANES
+# The camera parameters, as the compiled core reads them.
 CAMERA_KEYS: tuple[str, ...] = _core.CAMERA_KEYS
 DEFAULT_RATE_HZ = 30.0
 # As mujoco.Renderer's default, so that the same models fit.
 DEFAULT_MAX_GEOM = 10000
-
-
-CAMERA_PREFIX = "camera"
-
-
-def camera_names(model: mujoco.MjModel) -> list[str]:
-    """The names cameras are opened by, in id order: an unnamed camera is `camera_<id>` (as an
-    unnamed sensor is `sensor_<id>`), unless a named camera has that name."""
-    return [label for label in object_labels(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam,
-                                             CAMERA_PREFIX) if label]
 
 
 def camera_config(params: ParameterServer, namespace: str, model: mujoco.MjModel,

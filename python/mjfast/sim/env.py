@@ -35,6 +35,7 @@ from mjfast.model.kinematics import BodyState
 from mjfast.model.state import SimState, capture, restore
 from mjfast.plugin.base import PluginInfo, check_outside_callbacks
 from mjfast.plugin.config import PluginSpec
+from mjfast.plugin.topics import DeclaredTopic
 from mjfast.sim.camera import CameraRig, OffscreenCamera
 from mjfast.sim.config import (
     ConfiguredWorld,
@@ -49,7 +50,7 @@ from mjfast.sim.config import (
 )
 from mjfast.sim.control import ControlInterface
 from mjfast.sim.hooks import hold_hooks, release_hooks
-from mjfast.sim.host import EnvHost, plugin_info, scoped_plugin
+from mjfast.sim.host import EnvHost, collect_topics, plugin_info, scoped_plugin
 from mjfast.sim.interrupts import close_at_exit, interrupts_deferred, no_close_at_exit
 from mjfast.sim.recording_tap import RecordingTap
 from mjfast.sim.reports import env_info, env_statistics, strict_error
@@ -85,6 +86,7 @@ class MujocoEnv:
         `env.plugins` and `statistics()` and the others run."""
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
         self._recording: Any = None  # the Recording in progress (SPEC §20), if any
+        self._plugin_topics: tuple[DeclaredTopic, ...] = ()
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         self._strict = strict
@@ -152,6 +154,9 @@ class MujocoEnv:
         parameters in the env's namespace that nothing read."""
         with self._params.reads_recorded() as read:
             self._core.load_next_plugin_generation()
+            # What the loaded plugins publish (SPEC §19): the ROS 2 routes are built from it.
+            self._plugin_topics = collect_topics(self._core.host, self._specs, self._namespace,
+                                                 self._model)
         warn_unread_parameters(self._params, self._namespace, self._specs, read)
 
     def _check_strict(self, when: str) -> None:
@@ -205,6 +210,12 @@ class MujocoEnv:
         """The plugin configuration of the current generation (`MujocoPlugins`, parsed), in load
         order: the same tuple until a reload replaces it, so `is` tells a reload apart."""
         return self._specs
+
+    @property
+    def plugin_topics(self) -> tuple[DeclaredTopic, ...]:
+        """The topics the current generation's plugins declared once loaded (their `topics()`),
+        names resolved, in load order: the same tuple until a load replaces it."""
+        return self._plugin_topics
 
     @property
     def closed(self) -> bool:

@@ -1,5 +1,6 @@
 """The env's Python face of the compiled PluginHost: `env.host`, `env.acquire_plugin`'s scoped
-plugin, and the host's reports read as `PluginInfo`.
+plugin, the host's reports read as `PluginInfo`, and the topics the loaded plugins declare
+(`collect_topics`).
 
 `EnvHost` adds to the compiled host only what needs the env (pausing stepping around the calls
 that replace a generation, a scene for `dispatch_render`); `acquire_plugin` holds the host's scope
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +21,17 @@ import mujoco
 from mjfast.errors import LogicError, StaleGenerationError
 from mjfast.names import unknown
 from mjfast.plugin.base import PluginInfo, PluginLoadFailure, PluginState
+from mjfast.plugin.config import PluginSpec
+from mjfast.plugin.discovery import resolve_plugin
+from mjfast.plugin.native import native_topics
+from mjfast.plugin.topics import DeclaredTopic, resolved_topics
 
 if TYPE_CHECKING:
     from mjfast.sim.env import MujocoEnv
 
-__all__ = ["EnvHost", "ScopedPlugin", "plugin_info", "scoped_plugin"]
+__all__ = ["EnvHost", "ScopedPlugin", "collect_topics", "plugin_info", "scoped_plugin"]
+
+_log = logging.getLogger("mjfast.env")
 
 
 class ScopedPlugin:
@@ -163,3 +171,34 @@ def plugin_info(report: dict[str, Any]) -> PluginInfo:
                # not a failure of the plugin, and `custom` keeps what it last returned.
                "statistics_error": report["statistics_error"]},
     )
+
+
+def collect_topics(host: Any, specs: Sequence[PluginSpec], namespace: str,
+                   model: mujoco.MjModel) -> tuple[DeclaredTopic, ...]:
+    """The topics every active plugin of `host`'s (the compiled PluginHost) generation declares,
+    in load order, asked once that generation has loaded (the host's scope held: no dispatch
+    runs meanwhile): a Python plugin's `topics()`, a native plugin's `call("topics")`. `specs`
+    are the configured plugins of an env whose namespace is `namespace`. A plugin whose
+    declarations are malformed is logged and declares nothing (it is neither bridged nor
+    recorded); the others are unaffected."""
+    out: list[DeclaredTopic] = []
+    host._acquire_scope()
+    try:
+        for spec in specs:
+            backend = host._scoped_backend(spec.name)
+            if backend is None:  # not active: failed, or interrupted
+                continue
+            where = f"plugin {spec.name!r} ({spec.type})"
+            try:
+                descriptor = resolve_plugin(spec.type)
+                topics = (native_topics(backend, descriptor, model, where)
+                          if getattr(descriptor, "__mjfast_native__", False)
+                          else backend.topics())
+                out += resolved_topics(spec.name, spec.type, topics,
+                                       f"{namespace.rstrip('/')}/{spec.name}")
+            except Exception as error:
+                _log.warning("%s declares no topics (none is bridged to ROS 2 or recorded): %s",
+                             where, error)
+    finally:
+        host._release_scope()
+    return tuple(out)

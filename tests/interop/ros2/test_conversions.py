@@ -12,7 +12,8 @@ import pytest
 
 pytest.importorskip("rosbags")
 
-from mjfast.interop.ros2.conversions import Context
+import mjfast
+from mjfast.interop.routes import Outbound, route_table
 from mjfast.ros2 import conversions, wire
 from mjfast.ros2 import types as ros_types
 from support import TESTS_DIR
@@ -125,26 +126,33 @@ def test_twist_and_commands_in() -> None:
     assert conversions.twist_in(twist) == {"vx": 1.0, "vy": 2.0, "yaw_rate": 0.5}
 
 
-def test_table_rows_of_configured_plugins() -> None:
-    model = mujoco.MjModel.from_xml_string(
-        '<mujoco><worldbody><site name="s"/><camera name="c" fovy="50"/></worldbody></mujoco>')
+def _routes(xml: str, plugin_type: str, **config: object) -> dict[str, Outbound]:
+    """The outbound routes (ROS 2 topic -> route) of one plugin `p` of `plugin_type` loaded on
+    `xml`, as it declares them."""
+    params = {"MujocoPlugins": [{"name": "p", "type": plugin_type, **config}]}
+    with mjfast.MujocoEnv(xml, params=params) as env:
+        assert env.plugins[0].state is mjfast.PluginState.ACTIVE, env.plugins[0].failure
+        return route_table(env).publishers
 
+
+TABLE_XML = """<mujoco><visual><global offwidth="32" offheight="24"/></visual><worldbody>
+<site name="s"/><camera name="c" fovy="50"/></worldbody></mujoco>"""
+
+
+def test_the_table_routes_what_each_loaded_plugin_declares() -> None:
     def routes(kind: str, **config: object) -> dict[str, str]:
-        ctx = Context("p", kind, config, "/mujoco_server/p", model)
-        out = {}
-        for route in conversions.outbound_routes(ctx):
-            out[route.topic] = route.ros_type
-            out.update({c.topic: c.ros_type for c in route.companions})
-        return out
+        return {topic: route.ros_type for topic, route in _routes(TABLE_XML, kind,
+                                                                  **config).items()}
 
     assert routes("mjfast/JointStatePublisher") == {
         "/mujoco_server/p/joint_states": "sensor_msgs/msg/JointState"}
     assert routes("mjfast/JointStatePublisher", topic="/joint_states") == {
         "/joint_states": "sensor_msgs/msg/JointState"}
-    assert routes("mjfast/Lidar", site="s") == {
+    lidar = {"site": "s", "range": {"max": 5.0}}
+    assert routes("mjfast/Lidar", **lidar) == {
         "/mujoco_server/p/scan": "sensor_msgs/msg/LaserScan"}
-    assert routes("mjfast/Lidar", site="s", vertical={"samples": 4}) == {
-        "/mujoco_server/p/points": "sensor_msgs/msg/PointCloud2"}
+    assert routes("mjfast/Lidar", vertical={"samples": 4, "min_angle": -0.1, "max_angle": 0.1},
+                  **lidar) == {"/mujoco_server/p/points": "sensor_msgs/msg/PointCloud2"}
     assert routes("mjfast/CameraPublisher", planes=["rgb"]) == {
         "/mujoco_server/p/c/rgb": "sensor_msgs/msg/Image",
         "/mujoco_server/p/c/camera_info": "sensor_msgs/msg/CameraInfo"}
@@ -154,14 +162,23 @@ def test_table_rows_of_configured_plugins() -> None:
 
 
 def test_a_lidar_scan_is_framed_by_its_site_or_its_body_mount() -> None:
-    model = mujoco.MjModel.from_xml_string(
-        '<mujoco><worldbody><body name="base"><site name="s"/></body></worldbody></mujoco>')
+    xml = '<mujoco><worldbody><body name="base"><site name="s"/></body></worldbody></mujoco>'
     scan = {"time": 0.5, "angle_min": -1.0, "angle_max": 1.0, "angle_increment": 1.0,
             "range_min": 0.1, "range_max": 5.0, "ranges": np.ones(3, dtype=np.float32)}
     for mount, frame in (({"site": "s"}, "s"), ({"body": "base", "pos": [0, 0, 0.1]}, "base")):
-        ctx = Context("p", "mjfast/Lidar", mount, "/mujoco_server/p", model)
-        (route,) = conversions.outbound_routes(ctx)
-        assert route.convert(scan).header.frame_id == frame
+        (route,) = _routes(xml, "mjfast/Lidar", range={"max": 5.0}, rate_hz=20, **mount).values()
+        out = route.convert(scan)
+        assert out.header.frame_id == frame and out.scan_time == pytest.approx(0.05)
+
+
+def test_a_lidar_frame_is_the_one_tf_names_when_a_body_has_the_sites_name() -> None:
+    # Frame ids are one namespace: a site named like a body is `site_<id>` on /tf, and so on
+    # the scan (the lidar reports its site by the model's name; the table stamps the frame id).
+    xml = '<mujoco><worldbody><body name="s"><site name="s"/></body></worldbody></mujoco>'
+    (route,) = _routes(xml, "mjfast/Lidar", site="s", range={"max": 5.0}).values()
+    scan = {"time": 0.0, "angle_min": 0.0, "angle_max": 0.0, "angle_increment": 0.0,
+            "range_min": 0.0, "range_max": 5.0, "ranges": np.ones(1, dtype=np.float32)}
+    assert route.convert(scan).header.frame_id == "site_0"
 
 
 def test_conversions_import_no_zenoh_and_mjfast_imports_without_the_extra() -> None:
@@ -183,23 +200,15 @@ def test_the_example_params_give_the_usual_topic_names() -> None:
 
     import yaml
 
-    import mjfast
-    from mjfast.plugin.discovery import resolve_plugin
-
     root = TESTS_DIR.parent
     data = root / "python" / "mjfast" / "data"  # what `mjfast demo --export` writes
     params = yaml.safe_load((data / "ros2_params.yaml").read_text())
     model = data / "demo_arm.xml"
     with mjfast.MujocoEnv(str(model), params=params) as env:
         assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), env.plugins
-        out: dict[str, str] = {}
-        ins: dict[str, str] = {}
-        for spec in env.plugin_specs:
-            ctx = Context(spec.name, spec.type, spec.config,
-                          f"{env.namespace}/{spec.name}", env.model)
-            out.update({r.topic: r.ros_type for r in conversions.outbound_routes(ctx)})
-            ins.update({r.topic: r.ros_type for r in conversions.inbound_routes(
-                ctx, resolve_plugin(spec.type))})
+        table = route_table(env)
+        out = table.topics()
+        ins = {route.topic: route.ros_type for route in table.inbound}
     assert out == {"/clock": "rosgraph_msgs/msg/Clock",
                    "/joint_states": "sensor_msgs/msg/JointState",
                    "/tf": "tf2_msgs/msg/TFMessage", "/tf_static": "tf2_msgs/msg/TFMessage",
@@ -214,8 +223,6 @@ IMU_XML = """
 
 
 def test_sensor_publisher_imu_goes_out_as_one_message_and_names_a_wrong_sensor() -> None:
-    import mjfast
-
     config = {"type": "mjfast/SensorPublisher", "name": "sensors",
               "imu": {"name": "imu", "accelerometer": "acc", "gyro": "gyro"}}
     with mjfast.MujocoEnv(IMU_XML, params={"MujocoPlugins": [config]}) as env:
@@ -331,7 +338,6 @@ def _world_poses(messages: list[object]) -> dict[str, tuple[np.ndarray, np.ndarr
 
 def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
     # Issue 28: /scan's frame_id was a site that /tf never carried (bodies only).
-    import mjfast
     from mjfast.model.names import frame_names
 
     every_plane = {"rate_hz": 50.0, "planes": ["rgb", "depth", "segmentation"]}
@@ -342,21 +348,21 @@ def test_every_frame_id_mjfast_stamps_resolves_through_tf_to_world() -> None:
         assert all(p.state is mjfast.PluginState.ACTIVE for p in env.plugins), [
             (p.name, p.failure) for p in env.plugins]
         received: dict[str, list[object]] = {}
-        routes = [route for ctx, cls in conversions.plugin_contexts(env)
-                  for route in conversions.outbound_routes(ctx, cls)]
+        table = route_table(env)
+        routes = [route for found in table.outbound.values() for route in found]
         subscriptions = []
-        for route in routes:
-            def deliver(message: object, route: conversions.Outbound = route) -> None:
-                for out in (route, *route.companions):
+        for source, found in table.outbound.items():
+            def deliver(message: object, found: tuple[Outbound, ...] = found) -> None:
+                for out in found:
                     received.setdefault(out.topic, []).append(out.convert(message))
-            subscriptions.append(env.bus.subscribe(route.topic, deliver))
+            subscriptions.append(env.bus.subscribe(source, deliver))
         static = next(r for r in routes if r.transient_local)
         # Sent once at load, before these subscriptions: a late joiner's copy.
         received[static.topic] = [static.convert(env.bus.latest(static.topic))]
         env.control.write(ctrl=np.array([0.5]))
         env.data.qvel[1:4] = [1.0, -2.0, 0.5]  # the wrist turns on its ball joint
         env.step(100)
-        names = {route.topic for route in routes} | {c.topic for r in routes for c in r.companions}
+        names = {route.topic for route in routes}
         assert set(received) == names, names - set(received)
         poses = _world_poses(received["/tf_static"] + received["/tf"][-1:])
 
@@ -428,19 +434,17 @@ UNNAMED_CAMERA_XML = """
 
 
 def test_an_unnamed_camera_goes_out_with_the_models_fovy() -> None:
-    # Issue 28: the conversion dropped unnamed cameras, and `camera_1` got a 45° fovy.
-    model = mujoco.MjModel.from_xml_string(UNNAMED_CAMERA_XML)
+    # Issue 28: the conversion dropped unnamed cameras, and `camera_1` got a 45° fovy (the
+    # table looked `camera_1` up with mj_name2id); the plugin now declares what it opened.
     frame = {"time": 0.5, "width": 64, "height": 48,
              "data": np.zeros((48, 64, 3), dtype=np.uint8)}
     for config in ({}, {"cameras": ["camera_1"]}):
-        ctx = Context("cams", "mjfast/CameraPublisher", {"planes": ["rgb"], **config},
-                      "/mujoco_server/cams", model)
-        routes = {route.topic: route for route in conversions.outbound_routes(ctx)}
-        assert "/mujoco_server/cams/camera_1/rgb" in routes, routes
-        route = routes["/mujoco_server/cams/camera_1/rgb"]
-        image = roundtrip(route.convert(frame), "sensor_msgs/msg/Image")
-        (info_route,) = route.companions
-        assert info_route.topic == "/mujoco_server/cams/camera_1/camera_info"
+        routes = _routes(UNNAMED_CAMERA_XML, "mjfast/CameraPublisher", planes=["rgb"], **config)
+        assert "/mujoco_server/p/camera_1/rgb" in routes, routes
+        image_route = routes["/mujoco_server/p/camera_1/rgb"]
+        info_route = routes["/mujoco_server/p/camera_1/camera_info"]
+        assert info_route.source == image_route.source == "/mujoco_server/p/camera_1/rgb"
+        image = roundtrip(image_route.convert(frame), "sensor_msgs/msg/Image")
         info = roundtrip(info_route.convert(frame), "sensor_msgs/msg/CameraInfo")
         fy = 24 / math.tan(math.radians(70) / 2)
         np.testing.assert_allclose(info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
@@ -449,19 +453,17 @@ def test_an_unnamed_camera_goes_out_with_the_models_fovy() -> None:
 
 
 def test_an_unnamed_cameras_frames_reach_the_conversion_from_the_running_plugin() -> None:
-    import mjfast
-
     params = {"mujoco_server": {
         "MujocoPlugins": [{"name": "cams", "type": "mjfast/CameraPublisher"}],
         "cameras": {"camera_1": {"rate_hz": 100.0}}}}
     with mjfast.MujocoEnv(UNNAMED_CAMERA_XML, params=params, render_sync=True) as env:
-        (ctx, cls), = conversions.plugin_contexts(env)
-        routes = {route.topic: route for route in conversions.outbound_routes(ctx, cls)}
+        table = route_table(env)
         env.step(20)
         message = env.bus.latest("/mujoco_server/cams/camera_1/rgb")
         assert message is not None and message["camera"] == "camera_1"
-        route = routes["/mujoco_server/cams/camera_1/rgb"]
-        image = roundtrip(route.convert(message), "sensor_msgs/msg/Image")
+        image_route, info_route = table.routes("/mujoco_server/cams/camera_1/rgb")
+        image = roundtrip(image_route.convert(message), "sensor_msgs/msg/Image")
         assert bytes(image.data) == message["data"].tobytes()
-        info = route.companions[0].convert(message)
+        info = info_route.convert(message)
+        assert info_route.topic == "/mujoco_server/cams/camera_1/camera_info"
         assert info.k[4] == pytest.approx(24 / math.tan(math.radians(70) / 2))

@@ -28,6 +28,11 @@
 //
 // Publishing: `publish("~scan", mjfast::Message().scalar("time", d->time).array(...))` puts a dict
 // on the env's bus (numpy arrays for arrays), taking the GIL only for that publication.
+//
+// Topics (SPEC section 19): override `topics()` to say, after load, what the plugin publishes:
+// each topic's message kind (a row of mjfast's conversion table: `laser_scan`, `point_cloud`, ...)
+// and ROS 2 type, which the ROS 2 bridge and recordings then convert it to. mjfast asks with
+// call("topics"), which the shim answers from topics() before the plugin's own call().
 #pragma once
 
 #include <algorithm>
@@ -35,6 +40,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -689,6 +695,88 @@ class Message {
 };
 
 // ------------------------------------------------------------------------------------------------
+// Topics: what a loaded plugin declares it publishes (Plugin::topics()), as mjfast.Topic does for
+// a Python plugin; mjfast reads them as JSON (topics_json) once the plugin has loaded.
+
+struct Topic {
+  std::string topic;     // as publish() takes it: `~scan`, `points`, `/scan`
+  std::string kind;      // what its messages hold, a message kind of mjfast's conversion table
+  std::string ros_type;  // the ROS 2 type it goes out as (`sensor_msgs/msg/LaserScan`); empty: none
+  std::map<std::string, double> params;  // numbers the conversion needs (`scan_time`)
+  // The object whose frame stamps the messages (`site`, `body` or `camera`, and its name in the
+  // model), which mjfast turns into the frame id its /tf carries; empty: no frame.
+  std::string frame_type;
+  std::string frame_name;
+};
+
+namespace detail {
+
+inline void append_json_string(std::string& out, const std::string& text) {
+  out += '"';
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", static_cast<unsigned>(byte));
+      out += escaped;
+    } else {
+      out += c;  // UTF-8 passes through
+    }
+  }
+  out += '"';
+}
+
+inline void append_json_number(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "NaN";  // as Python's json module writes and reads them
+  } else if (std::isinf(value)) {
+    out += value > 0 ? "Infinity" : "-Infinity";
+  } else {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.17g", value);
+    out += text;
+  }
+}
+
+}  // namespace detail
+
+// The JSON list mjfast reads from call("topics"): one object per topic.
+inline std::string topics_json(const std::vector<Topic>& topics) {
+  std::string out = "[";
+  for (const Topic& topic : topics) {
+    if (out.size() > 1) out += ", ";
+    out += "{\"topic\": ";
+    detail::append_json_string(out, topic.topic);
+    out += ", \"kind\": ";
+    detail::append_json_string(out, topic.kind);
+    out += ", \"ros_type\": ";
+    detail::append_json_string(out, topic.ros_type);
+    out += ", \"params\": {";
+    bool first = true;
+    for (const auto& [key, value] : topic.params) {
+      if (!first) out += ", ";
+      first = false;
+      detail::append_json_string(out, key);
+      out += ": ";
+      detail::append_json_number(out, value);
+    }
+    out += '}';
+    if (!topic.frame_type.empty()) {
+      out += ", \"frame\": [";
+      detail::append_json_string(out, topic.frame_type);
+      out += ", ";
+      detail::append_json_string(out, topic.frame_name);
+      out += ']';
+    }
+    out += '}';
+  }
+  return out + "]";
+}
+
+// ------------------------------------------------------------------------------------------------
 // The base class: the MujocoPlugin callbacks and the ControlPlugin hooks.
 
 namespace detail {
@@ -802,6 +890,10 @@ class Plugin {
   // step boundary with no callback in flight; env.get_state() shows the bytes as Python `bytes`.
   virtual std::string get_state() { return {}; }
   virtual void set_state(const std::string& /*state*/) {}
+
+  // What the plugin publishes, asked once after load (SPEC section 19; see Topic above). The
+  // default declares nothing: its topics stay on the bus only.
+  virtual std::vector<Topic> topics() const { return {}; }
 
   // Escape hatch for user code: `with env.acquire_plugin(name) as p: p.call(command, argument)`.
   // Runs with no callback of this env in flight. The default knows no command.
@@ -964,7 +1056,11 @@ struct Shim {
   static int call(void* i, const char* command, const char* argument, mjfast_string_sink sink,
                   void* context, mjfast_error* e) noexcept {
     return guarded(e, logic(i), [&] {
-      const std::string reply = self(i).call(command ? command : "", argument ? argument : "");
+      // "topics" is mjfast's question (Plugin::topics()), answered before the plugin's commands.
+      const std::string reply =
+          command != nullptr && std::strcmp(command, "topics") == 0
+              ? topics_json(self(i).topics())
+              : self(i).call(command ? command : "", argument ? argument : "");
       sink(context, reply.data(), reply.size());
       return MJFAST_OK;
     });

@@ -22,7 +22,6 @@ import pickle
 import shutil
 import threading
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from time import time_ns
 from typing import TYPE_CHECKING, Any
@@ -84,14 +83,6 @@ def _jsonable(value: Any) -> Any:
     return jsonable(value)
 
 
-@dataclass
-class _Route:
-    topic: str
-    ros_type: str
-    convert: Any
-    companions: tuple[Any, ...]
-
-
 class Recording:
     """A recording in progress (`env.record()`); `stop()` ends it and closes the bag (also done by
     `env.close()`). `path` is the bag's directory; `statistics()` counts what was written and what
@@ -133,16 +124,20 @@ class Recording:
         self._closed = False
         self._error: BaseException | None = None
         self._identities: dict[int, tuple[str, str]] = {}
-        self._routes: dict[str, _Route | None] = {}
-        self._specs: Any = None
         self._wanted = topics
         self._conversions, self._types = conversions, types
+        # The routes of the env's route table that this recording writes (bus topic -> its
+        # routes; also the names not absolute that a publish used), and the latched message
+        # last written on each transient-local ROS 2 topic.
+        self._table: Any = None
+        self._routes: dict[str, tuple[Any, ...]] = {}
+        self._latched_written: dict[str, Any] = {}
         if tap.recording is not None:
             raise LogicError(f"the env is recording to {tap.recording.path} already: stop() "
                              f"that recording first")
-        self._rebuild_routes()
+        self._rebuild_routes(write_latched=False)
         if topics is not None:
-            known = sorted(self._all_topics())
+            known = sorted(self._table.publishers)
             missing = [t for t in topics if t not in known]
             if missing:
                 raise ValueError(f"record(topics=...): no bridged topic {missing[0]!r}; the "
@@ -201,29 +196,31 @@ class Recording:
 
     # -- routes (the conversion table) ----------------------------------------------------------
 
-    def _rebuild_routes(self) -> None:
-        conversions = self._conversions
-        routes: dict[str, _Route | None] = {}
-        for ctx, cls in conversions.plugin_contexts(self._env):
-            try:
-                outbound = conversions.outbound_routes(ctx, cls)
-            except Exception as error:  # a plugin's bad ros_types: that plugin only
-                _log.warning("plugin %s is not recorded: %s", ctx.name, error)
-                continue
-            for route in outbound:
-                if self._wanted is None or route.topic in self._wanted:
-                    routes.setdefault(route.topic, _Route(route.topic, route.ros_type,
-                                                          route.convert, route.companions))
-        self._specs = self._env.plugin_specs
-        self._routes = routes
+    def _rebuild_routes(self, write_latched: bool = True) -> None:
+        """The routes of the env's route table (`mjfast.interop.routes`, shared with the ROS 2
+        bridge) that this recording writes. `write_latched`: the latched messages of its
+        transient-local topics that were published before their plugin declared them (a
+        /tf_static at load) are written now."""
+        from mjfast.interop.routes import route_table  # needs rosbags, as the recorder does
+
+        table = route_table(self._env)
+        wanted = self._wanted
+        routes = {source: tuple(route for route in source_routes
+                                if wanted is None or route.topic in wanted)
+                  for source, source_routes in table.outbound.items()}
+        self._routes = {source: found for source, found in routes.items() if found}
+        self._table = table
+        if not write_latched:
+            return
+        for topic, message in self._env.bus.latched().items():
+            found = tuple(route for route in self._routes.get(topic, ())
+                          if route.transient_local
+                          and self._latched_written.get(route.topic) is not message)
+            if found:
+                self._queue_message(found, message)
 
     def _all_topics(self) -> set[str]:
-        names = set()
-        for route in self._routes.values():
-            if route is not None:
-                names.add(route.topic)
-                names.update(c.topic for c in route.companions)
-        return names
+        return {route.topic for found in self._routes.values() for route in found}
 
     # -- what the recording threads call --------------------------------------------------------
 
@@ -232,24 +229,26 @@ class Recording:
         publisher's message is not written to after publishing, as for the bus's latest())."""
         if self._closed:
             return
-        if self._env.plugin_specs is not self._specs:  # a reload changed the plugins
+        if self._env.plugin_topics is not self._table.declared:  # a load replaced the plugins
             self._rebuild_routes()
-        route = self._routes.get(topic)
-        if route is None:
-            if topic in self._routes:
-                return
+        routes = self._routes.get(topic)
+        if routes is None:
             try:
                 resolved = resolve_name(topic)
             except (TypeError, ValueError):
-                return
-            route = self._routes.get(resolved)
-            self._routes[topic] = route
-            if route is None:
-                return
+                resolved = topic
+            routes = self._routes[topic] = self._routes.get(resolved, ())
+        if routes:
+            self._queue_message(routes, message)
+
+    def _queue_message(self, routes: tuple[Any, ...], message: Any) -> None:
         if len(self._queue) >= _MESSAGE_QUEUE_LIMIT:
             self._counts["dropped"] += 1
             return
-        self._queue.append(("message", route, self._env.data.time, message))
+        for route in routes:
+            if route.transient_local:
+                self._latched_written[route.topic] = message
+        self._queue.append(("message", routes, self._env.data.time, message))
 
     def _inbound(self, topic: str, message: Any, publish: Any) -> None:
         """A publish from outside the env (bus.inbound_tap): delivered at a step boundary, with
@@ -319,7 +318,8 @@ class Recording:
             while self._queue:
                 item = self._queue.popleft()
                 if item[0] == "message":
-                    self._write_message(item[1], item[2], item[3])
+                    for route in item[1]:
+                        self._write_message(route, item[2], item[3])
                 elif item[0] == "command":
                     self._write_command(item[1], item[2])
                 else:
@@ -366,8 +366,6 @@ class Recording:
                                  "once): %s", route.topic, route.ros_type, error)
                 return
             self._write(route.topic, route.ros_type, time, converted)
-        for companion in route.companions:
-            self._write_message(companion, time, message)
 
     def _serialised_here(self, topic: str, ros_type: str, stamp: int, message: Any,
                          convert: Any) -> tuple[str, str, int, Any, None]:

@@ -4,7 +4,8 @@ Owns one Zenoh session (a client of the router at `router`, or the router itself
 liveliness tokens (the node, every publisher, subscriber and service server), and a tap on the
 env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
 goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
-transient-local publisher's cache); a ROS 2 message on an inbound topic is converted and
+transient-local publisher's cache), by the env's route table (`mjfast.interop.routes`, shared
+with recordings); a ROS 2 message on an inbound topic is converted and
 published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
 `wire`'s; the types, CDR and hashes `types`'.
 
@@ -37,8 +38,9 @@ import zenoh.ext
 from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
-from mjfast.interop.ros2 import conversions, types, wire
-from mjfast.interop.ros2.conversions import Inbound, Outbound
+from mjfast.interop import routes
+from mjfast.interop.ros2 import types, wire
+from mjfast.interop.routes import Inbound, Outbound
 from mjfast.interop.zenoh_threads import (
     close_session,
     close_when_the_program_ends,
@@ -87,12 +89,11 @@ def _config(endpoint: str, *, router: bool) -> zenoh.Config:
 
 @dataclass
 class _Publisher:
-    route: Outbound
+    route: Outbound  # the first route declaring its ROS 2 topic (its type and QoS)
     publisher: Any
     token: Any
     gid: bytes
     sequence: itertools.count
-    companions: list[_Publisher]
     serialize: Callable[[Any], bytearray]
 
 
@@ -227,12 +228,14 @@ class Bridge:
         self._tap: Any = None
         self._lock = threading.RLock()
         self._entity_ids = itertools.count(1)
-        self._publishers: dict[str, _Publisher] = {}
+        self._publishers: dict[str, _Publisher] = {}  # ROS 2 topic -> its publisher
+        # bus topic -> (route, its topic's publisher) for each route of the topic
+        self._outbound: dict[str, tuple[tuple[Outbound, _Publisher], ...]] = {}
+        self._table: routes.RouteTable | None = None
         self._inbound: list[tuple[Any, Any]] = []  # (subscriber, token)
         self._services: list[tuple[Any, Any]] = []  # (queryable, token)
         self._skipped: set[str] = set()
         self._warned: set[str] = set()
-        self._unmatched: dict[str, str] = {}  # topic as published -> resolved (no route)
         self._owns_session = session is None
         try:
             # `session`: a Zenoh session of mjfast's own to share (serve's remote bus, when it
@@ -254,7 +257,6 @@ class Bridge:
             for worker in self._workers:
                 worker.start()
             self._declare_services()
-            self._specs: Any = None
             self._rebuild(send_latched=False)
             # Every bus publish passes here, after its subscribers; the latched ones (the
             # /tf_static published at load) come first, into the transient-local caches.
@@ -270,10 +272,14 @@ class Bridge:
     # -- routes ---------------------------------------------------------------------------------
 
     def _rebuild(self, send_latched: bool = True) -> None:
-        """(Re)declares the publishers and subscribers of the env's current plugins
-        (`send_latched`: and fills the transient-local caches with the latched messages)."""
+        """(Re)declares the publishers and subscribers of the env's route table, as its current
+        plugins declared their topics (`send_latched`: and fills the transient-local caches
+        with the latched messages)."""
         with self._lock:
-            self._specs = self._env.plugin_specs
+            table = routes.route_table(self._env)
+            if table is self._table:
+                return
+            self._table = table
             old, self._publishers = self._publishers, {}
             for entry in old.values():
                 self._undeclare_publisher(entry)
@@ -282,26 +288,19 @@ class Bridge:
                 token.undeclare()
             self._inbound = []
             self._inbound_topics: set[str] = set()
-            self._unmatched = {}
-            subscribed = set(self._bus._subscribers)
-            for ctx, cls in conversions.plugin_contexts(self._env):
-                try:
-                    outbound = conversions.outbound_routes(ctx, cls)
-                    inbound = conversions.inbound_routes(ctx, cls, subscribed.__contains__)
-                except Exception as error:  # a plugin's bad ros_types: that plugin only
-                    _log.warning("plugin %s is not bridged to ROS 2: %s", ctx.name, error)
-                    continue
-                for route in outbound:
-                    if route.topic not in self._publishers:
-                        self._publishers[route.topic] = self._declare_publisher(route)
-                for route in inbound:
-                    self._inbound.append(self._declare_subscriber(route))
-                    self._inbound_topics.add(route.topic)
+            for topic, route in table.publishers.items():
+                self._publishers[topic] = self._declare_publisher(route)
+            self._outbound = {source: tuple((route, self._publishers[route.topic])
+                                            for route in source_routes)
+                              for source, source_routes in table.outbound.items()}
+            for route in table.inbound:
+                self._inbound.append(self._declare_subscriber(route))
+                self._inbound_topics.add(route.topic)
             # New transient-local publishers start with empty caches: the latched messages go in.
             for topic, message in (self._bus.latched() if send_latched else {}).items():
-                entry = self._publishers.get(topic)
-                if entry is not None and entry.route.transient_local:
-                    self._send(entry, message)
+                for route, entry in self._outbound.get(topic, ()):
+                    if route.transient_local:
+                        self._send(route, entry, message)
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -320,13 +319,10 @@ class Bridge:
         else:
             publisher = self._session.declare_publisher(key)
         token = self._session.liveliness().declare_token(token_key)
-        companions = [self._declare_publisher(c) for c in route.companions]
         return _Publisher(route, publisher, token, wire.gid(token_key), itertools.count(1),
-                          companions, types.serializer(ros_type))
+                          types.serializer(ros_type))
 
     def _undeclare_publisher(self, entry: _Publisher) -> None:
-        for companion in entry.companions:
-            self._undeclare_publisher(companion)
         self._undeclare(entry.token, entry.publisher)
 
     def _declare_subscriber(self, route: Inbound) -> tuple[Any, Any]:
@@ -351,34 +347,38 @@ class Bridge:
                 self._forward_open(topic, message)
 
     def _forward_open(self, topic: str, message: Any) -> None:
-        if self._env.plugin_specs is not self._specs:  # a reload changed the plugins
+        if self._env.plugin_topics is not self._table.declared:  # a load replaced the plugins
             self._rebuild()
-        entry = self._publishers.get(topic)
-        if entry is None:
-            resolved = self._unmatched.get(topic)
-            if resolved is None:
-                try:
-                    resolved = resolve_name(topic)
-                except (TypeError, ValueError):
-                    return
-                self._unmatched[topic] = resolved
-            entry = self._publishers.get(resolved)
-            if entry is None:
-                if resolved not in self._skipped:
-                    self._skipped.add(resolved)
-                    _log.info("bus topic %s has no ROS 2 type: not bridged", resolved)
+        outbound = self._outbound.get(topic)
+        if outbound is None:
+            outbound = self._outbound_of(topic)
+            if outbound is None:
                 return
-        self._send(entry, message)
+        for route, entry in outbound:
+            self._send(route, entry, message)
 
-    def _send(self, entry: _Publisher, message: Any) -> None:
+    def _outbound_of(self, topic: str) -> tuple[tuple[Outbound, _Publisher], ...] | None:
+        """The routes of a bus topic published under a name that is not absolute, or None
+        (logged once) for a topic with no ROS 2 type."""
         try:
-            payload = entry.serialize(entry.route.convert(message))
+            resolved = resolve_name(topic)
+        except (TypeError, ValueError):
+            return None
+        outbound = self._outbound.get(resolved)
+        if outbound is None and resolved not in self._skipped:
+            self._skipped.add(resolved)
+            _log.info("bus topic %s has no ROS 2 type: not bridged", resolved)
+        return outbound
+
+    def _send(self, route: Outbound, entry: _Publisher, message: Any) -> None:
+        try:
+            payload = entry.serialize(route.convert(message))
         except Exception as error:
             self._counters.add("unconvertible")
-            if entry.route.topic not in self._warned:  # once per topic, not once per step
-                self._warned.add(entry.route.topic)
+            if route.topic not in self._warned:  # once per topic, not once per step
+                self._warned.add(route.topic)
                 _log.warning("a message on %s cannot go out as %s (counted; logged once): %s",
-                             entry.route.topic, entry.route.ros_type, error)
+                             route.topic, route.ros_type, error)
             return
         attachment = wire.encode_attachment(next(entry.sequence), time.time_ns(), entry.gid)
         try:
@@ -386,8 +386,6 @@ class Bridge:
         except zenoh.ZError:
             return  # the session is closing
         next(self._counters.messages_out)
-        for companion in entry.companions:
-            self._send(companion, message)
 
     # -- inbound --------------------------------------------------------------------------------
 
@@ -536,18 +534,14 @@ class Bridge:
     def unbridged(self) -> list[str]:
         """Bus topics seen with no ROS 2 type (not bridged), sorted."""
         with self._lock:
-            known = set(self._publishers) | self._inbound_topics
+            known = set(self._outbound) | set(self._publishers) | self._inbound_topics
         return sorted(t for t in self._skipped | set(self._bus.topics()) if t not in known)
 
     def topics(self) -> dict[str, str]:
-        """ROS 2 topic -> type of everything this node publishes (companions included)."""
-        out: dict[str, str] = {}
-        stack = list(self._publishers.values())
-        while stack:
-            entry = stack.pop()
-            out[entry.route.topic] = entry.route.ros_type
-            stack.extend(entry.companions)
-        return dict(sorted(out.items()))
+        """ROS 2 topic -> type of everything this node publishes."""
+        with self._lock:
+            return {topic: entry.route.ros_type for topic, entry in
+                    sorted(self._publishers.items())}
 
     def statistics(self) -> dict[str, int]:
         return self._counters.snapshot()

@@ -1,19 +1,29 @@
-"""The one table between mjfast's bus messages and ROS 2 types (SPEC §19), read by the bridge and
-the recorder alike.
+"""The one table between mjfast's bus messages and ROS 2 types (SPEC §19), keyed by message kind
+as ros_gz_bridge's mappings are: the bridge and recordings convert through it alike
+(`mjfast.interop.routes` builds their routes from it).
 
-`OUTBOUND` maps a plugin type to what it publishes: rows of (`topic` key, default topic, ROS 2
-type, converter), the converter turning a bus message dict into a rosbags message object. Rows
-whose topic or type depend on the plugin's configuration or model (per sensor, per camera, per
-ring count) are small functions returning such rows. `INBOUND` maps a plugin type to the topics
-it subscribes to, with the converter from a rosbags message to the bus message it expects. Any
-plugin class may add rows of its own with a `ros_types` class attribute (`{"~status":
-"std_msgs/msg/String"}`): its message dicts carry the type's fields (`time` fills
-`header.stamp` when the type has a header), converted generically by `build` / `to_dict`.
+`OUTBOUND` maps a message kind (what a bus message dict holds: `joint_state`, `laser_scan`,
+`camera_frame`, ...) to the ROS 2 types it goes out as, each with the factory of its converter;
+the factory gets the declaration's `params` (a frame id, a scan period, a field of view: what a
+message does not carry). `INBOUND` maps a kind to the ROS 2 types that come in as it, each with
+the converter from a rosbags message to the bus message. The kind `fields` (`FIELDS`, what a
+`ros_types` declaration publishes) takes any ROS 2 type: its dicts carry the type's own fields
+(`time` fills `header.stamp` when the type has a header), converted by `build` / `to_dict`.
+
+The table knows no plugin and no configuration key: a loaded plugin declares each of its topics
+(`mjfast.plugin.topics.Topic`: bus topic, message kind, ROS 2 type, params) from what its own
+load worked out. Adding a ROS 2 conversion for a plugin is therefore two things:
+
+1. the plugin's declaration, in its `topics()` (a native plugin's `Plugin::topics()`):
+   `Topic("~odom", "odometry", "nav_msgs/msg/Odometry", {"frame_id": "world"})`;
+2. one mapping row here, if the kind or the type is new: a converter (or a factory of one, for
+   a kind with params) under `OUTBOUND[kind][ros_type]` (`INBOUND` for a topic it takes in).
 
 Every outbound message is stamped with simulated time, and its `frame_id` is a frame that
-mjfast/TfPublisher carries on /tf or /tf_static (`mjfast.model.names.frame_names`): a lidar's
-site (or mount body), a sensor's site or the frame its value is expressed in (`world` for MuJoCo's
-global frame), a camera's optical frame `<camera>_optical` for its images. No Zenoh import.
+mjfast/TfPublisher carries on /tf or /tf_static (`mjfast.model.names.frame_names`, given by the
+declaring plugin): a lidar's site (or mount body), a sensor's site or the frame its value is
+expressed in (`world` for MuJoCo's global frame), a camera's optical frame `<camera>_optical`
+for its images. No Zenoh import.
 """
 
 from __future__ import annotations
@@ -21,56 +31,17 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
-import mujoco
 import numpy as np
 
-from mjfast.bus.params import resolve_name
 from mjfast.interop.ros2.types import message_class, typestore
-from mjfast.model.names import Frames, frame_names, labelled_id
-from mjfast.plugins.camera_publisher import configured_cameras
-from mjfast.sim.camera import CAMERA_PREFIX
+from mjfast.plugin.topics import FIELDS
 
-__all__ = ["INBOUND", "OUTBOUND", "Context", "Inbound", "Outbound", "build", "inbound_routes",
-           "outbound_routes", "plugin_contexts", "stamp", "to_dict"]
+__all__ = ["FIELDS", "INBOUND", "OUTBOUND", "build", "inbound_converter", "outbound_converter",
+           "stamp", "to_dict"]
 
 Converter = Callable[[Any], Any]
-
-
-@dataclass(frozen=True)
-class Context:
-    """What a row needs to know about one configured plugin."""
-
-    name: str  # the plugin's name
-    type: str  # package/Class
-    config: Mapping[str, Any]
-    namespace: str  # the plugin's node namespace (`<env ns>/<name>`)
-    model: mujoco.MjModel
-
-    def resolve(self, topic: str) -> str:
-        return resolve_name(topic, self.namespace, self.namespace)
-
-
-@dataclass(frozen=True)
-class Outbound:
-    """One bus topic going out as one ROS 2 topic (plus companions, e.g. CameraInfo)."""
-
-    topic: str  # absolute bus name; also the ROS 2 name
-    ros_type: str
-    convert: Converter
-    transient_local: bool = False
-    companions: tuple[Outbound, ...] = field(default=())
-
-
-@dataclass(frozen=True)
-class Inbound:
-    """One ROS 2 topic coming in and published on the bus."""
-
-    topic: str
-    ros_type: str
-    convert: Converter
 
 
 # -- building blocks ---------------------------------------------------------------------------
@@ -405,227 +376,85 @@ def float64_multi_array_in(message: Any) -> dict[str, Any]:
 
 
 # -- the table ---------------------------------------------------------------------------------
+#
+# Message kind -> ROS 2 type -> the converter's factory, which gets the declaration's `params`
+# (what a message does not carry: its frame, a scan's period, a camera's field of view) and
+# returns the converter. One kind may go out as several types (a camera frame: an Image, and a
+# CameraInfo on its own topic). The factories run when the route table is built, never per
+# message; a kind without a parameter answers with a module-level function, which a recording
+# hands to its writer process by reference.
 
-Row = tuple[str, str, str, Converter]  # (topic key, default topic, ROS 2 type, converter)
-
-
-def _topic(ctx: Context, key: str, default: str) -> str:
-    return ctx.resolve(str(ctx.config.get(key, default) or default))
-
-
-def _rows(rows: list[Row]) -> Callable[[Context], list[Outbound]]:
-    def make(ctx: Context) -> list[Outbound]:
-        return [Outbound(_topic(ctx, key, default), ros_type, convert)
-                for key, default, ros_type, convert in rows]
-    return make
+Factory = Callable[[Mapping[str, Any]], Converter]
 
 
-def _lidar(ctx: Context) -> list[Outbound]:
-    vertical = ctx.config.get("vertical") or {}
-    rings = int(vertical.get("samples", 1)) if isinstance(vertical, Mapping) else 1
-    # The frame the rays start in: the site's, or (a body mount) the body's.
-    frame = "world"
-    for key, kind in (("site", mujoco.mjtObj.mjOBJ_SITE), ("body", mujoco.mjtObj.mjOBJ_BODY)):
-        name = ctx.config.get(key)
-        found = mujoco.mj_name2id(ctx.model, kind, str(name)) if name else -1
-        if found >= 0:
-            frame = frame_names(ctx.model).of(kind, found) or frame
-            break
-    if rings == 1:
-        scan_time = 1.0 / float(ctx.config.get("rate_hz", 10.0))
-        return [Outbound(_topic(ctx, "topic", "~scan"), "sensor_msgs/msg/LaserScan",
-                         laser_scan(frame, scan_time))]
-    return [Outbound(_topic(ctx, "topic", "~points"), "sensor_msgs/msg/PointCloud2",
-                     point_cloud(frame))]
+def _frame(params: Mapping[str, Any]) -> str:
+    return str(params.get("frame_id", "world") or "world")
 
 
-def _rangefinder_lidar(ctx: Context) -> list[Outbound]:
-    model, prefix = ctx.model, str(ctx.config.get("prefix", ""))
-    sensor = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, f"{prefix}-0")
-    frame = "world"
-    if sensor >= 0:
-        frame = _sensor_frame(model, frame_names(model), sensor)
-    scan_time = 1.0 / float(ctx.config.get("rate_hz", 10.0))
-    return [Outbound(_topic(ctx, "topic", "~scan"), "sensor_msgs/msg/LaserScan",
-                     laser_scan(frame, scan_time))]
+def _range_factory(params: Mapping[str, Any]) -> Converter:
+    return range_message(_frame(params), float(params.get("max_range", math.inf)))
 
 
-def _camera_publisher(ctx: Context) -> list[Outbound]:
-    model = ctx.model
-    frames = frame_names(model)
-    planes = ctx.config.get("planes") or list(IMAGE_ENCODINGS)
-    planes = [planes] if isinstance(planes, str) else planes
-    prefix = str(ctx.config.get("topic", "~")).rstrip("/") or "~"
-    out = []
-    # The cameras as the plugin names them (an unnamed one `camera_<id>`), found by that name.
-    for name in configured_cameras(ctx.name, ctx.config, model):
-        camera = labelled_id(model, mujoco.mjtObj.mjOBJ_CAMERA, model.ncam, CAMERA_PREFIX, name)
-        if camera < 0:
-            continue  # not a camera of the model: the plugin does not load
-        frame = frames.optical[camera]
-        info = Outbound(ctx.resolve(f"{prefix}/{name}/camera_info"), "sensor_msgs/msg/CameraInfo",
-                        camera_info(float(model.cam_fovy[camera]), frame))
-        for plane in planes:
-            if plane in IMAGE_ENCODINGS:
-                out.append(Outbound(ctx.resolve(f"{prefix}/{name}/{plane}"),
-                                    "sensor_msgs/msg/Image", image(plane, frame),
-                                    companions=(info,)))
-    return out
-
-
-def _free_joint_state(ctx: Context) -> list[Outbound]:
-    model = ctx.model
-    bodies = ctx.config.get("bodies")
-    if not bodies:
-        bodies = []
-        for j in range(model.njnt):
-            if int(model.jnt_type[j]) == int(mujoco.mjtJoint.mjJNT_FREE):
-                bodies.append(mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY,
-                                                int(model.jnt_bodyid[j])))
-    topic = ctx.config.get("topic")
-    return [Outbound(ctx.resolve(topic or f"~{body}"), "nav_msgs/msg/Odometry", odometry)
-            for body in dict.fromkeys(b for b in bodies if b)]
-
-
-_S = mujoco.mjtSensor
-# The frame sensors: their value is in the global frame, or in their reference object's frame
-# when they have one (`reftype`/`refname`).
-_FRAME_SENSORS = {int(s) for s in (
-    _S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS,
-    _S.mjSENS_FRAMEZAXIS, _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_FRAMELINACC,
-    _S.mjSENS_FRAMEANGACC)}
-# Sensors whose value is always in the global frame.
-_GLOBAL_SENSORS = {int(s) for s in (
-    _S.mjSENS_SUBTREECOM, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM, _S.mjSENS_GEOMDIST,
-    _S.mjSENS_GEOMNORMAL, _S.mjSENS_GEOMFROMTO)}
-
-
-def _sensor_frame(model: mujoco.MjModel, frames: Frames, sensor: int) -> str:
-    """The frame a sensor's value is expressed in: a site-local sensor's site (accelerometer,
-    gyro, rangefinder, ...), a frame sensor's reference object (`world` without one), a ball
-    joint's body; a sensor of the world's quantities `world`; another sensor on a body, site or
-    camera that object's frame. A frame TfPublisher carries (an inertial frame: its body's)."""
-    kind = int(model.sensor_type[sensor])
-    if kind in _GLOBAL_SENSORS:
-        return "world"
-    if kind in _FRAME_SENSORS:
-        reference = int(model.sensor_refid[sensor])
-        return (frames.of(int(model.sensor_reftype[sensor]), reference) if reference >= 0
-                else None) or "world"
-    objtype, objid = int(model.sensor_objtype[sensor]), int(model.sensor_objid[sensor])
-    if kind == int(_S.mjSENS_BALLANGVEL):
-        return frames.bodies[int(model.jnt_bodyid[objid])]
-    return (frames.of(objtype, objid) if objid >= 0 else None) or "world"
-
-
-def _sensor_publisher(ctx: Context) -> list[Outbound]:
-    model = ctx.model
-    wanted = ctx.config.get("sensors")
-    ids = ([mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR, str(n)) for n in wanted]
-           if wanted else list(range(model.nsensor)))
-    noise = ctx.config.get("noise") or {}
-    ground_truth = ctx.config.get("ground_truth", True)
-    frames = frame_names(model)
-    out = []
-    for sensor in (s for s in ids if s >= 0):
-        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_SENSOR, sensor) or f"sensor_{sensor}"
-        frame = _sensor_frame(model, frames, sensor)
-        kind, dim = int(model.sensor_type[sensor]), int(model.sensor_dim[sensor])
-        if kind == int(mujoco.mjtSensor.mjSENS_FRAMEQUAT):
-            ros_type, convert = "geometry_msgs/msg/QuaternionStamped", quaternion_stamped(frame)
-        elif kind == int(mujoco.mjtSensor.mjSENS_RANGEFINDER):
-            cutoff = float(model.sensor_cutoff[sensor])
-            ros_type, convert = "sensor_msgs/msg/Range", range_message(
-                frame, cutoff if cutoff > 0 else math.inf)
-        elif dim == 3:
-            ros_type, convert = "geometry_msgs/msg/Vector3Stamped", vector3_stamped(frame)
-        else:
-            ros_type, convert = "std_msgs/msg/Float64MultiArray", float64_multi_array
-        out.append(Outbound(ctx.resolve(f"~{name}"), ros_type, convert))
-        if name in noise and ground_truth:
-            out.append(Outbound(ctx.resolve(f"~{name}_gt"), ros_type, convert))
-    spec = ctx.config.get("imu")
-    if isinstance(spec, Mapping) and spec.get("name"):
-        accelerometer = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SENSOR,
-                                          str(spec.get("accelerometer", "")))
-        frame = _sensor_frame(model, frames, accelerometer) if accelerometer >= 0 else "world"
-        out.append(Outbound(ctx.resolve(f"~{spec['name']}"), "sensor_msgs/msg/Imu",
-                            imu(frame, spec)))
-    return out
-
-
-def _tf_publisher(ctx: Context) -> list[Outbound]:
-    return [Outbound(ctx.resolve(str(ctx.config.get("topic", "/tf"))), "tf2_msgs/msg/TFMessage",
-                     transforms),
-            Outbound(ctx.resolve(str(ctx.config.get("static_topic", "/tf_static"))),
-                     "tf2_msgs/msg/TFMessage", transforms, transient_local=True)]
-
-
-# Plugin type -> its outbound rows (a list of rows, or a function of the plugin's context).
-OUTBOUND: dict[str, Callable[[Context], list[Outbound]]] = {
-    "mjfast/JointStatePublisher": _rows(
-        [("topic", "~joint_states", "sensor_msgs/msg/JointState", joint_state)]),
-    "mjfast/ClockPublisher": _rows([("topic", "/clock", "rosgraph_msgs/msg/Clock", clock)]),
-    "mjfast/Lidar": _lidar,
-    "mjfast/RangefinderLidar": _rangefinder_lidar,
-    "mjfast/CameraPublisher": _camera_publisher,
-    "mjfast/FreeJointStatePublisher": _free_joint_state,
-    "mjfast/SensorPublisher": _sensor_publisher,
-    "mjfast/TfPublisher": _tf_publisher,
+OUTBOUND: dict[str, dict[str, Factory]] = {
+    # {time, name, position, velocity, effort}: mjfast/JointStatePublisher
+    "joint_state": {"sensor_msgs/msg/JointState": lambda params: joint_state},
+    # {time}: mjfast/ClockPublisher
+    "clock": {"rosgraph_msgs/msg/Clock": lambda params: clock},
+    # {time, angle_min, angle_max, angle_increment, range_min, range_max, ranges}: mjfast/Lidar
+    # (one ring), mjfast/RangefinderLidar; params frame_id, scan_time
+    "laser_scan": {"sensor_msgs/msg/LaserScan": lambda params: laser_scan(
+        _frame(params), float(params.get("scan_time", 0.0)))},
+    # {time, frame, points (rows x columns x 3)}: mjfast/Lidar (several rings); params frame_id
+    "point_cloud": {"sensor_msgs/msg/PointCloud2": lambda params: point_cloud(_frame(params))},
+    # {simulation_time_ns, width, height, data, ...}: mjfast/CameraPublisher; params plane,
+    # frame_id (the optical frame), fovy (degrees, for the CameraInfo)
+    "camera_frame": {
+        "sensor_msgs/msg/Image": lambda params: image(str(params["plane"]), _frame(params)),
+        "sensor_msgs/msg/CameraInfo": lambda params: camera_info(float(params["fovy"]),
+                                                                 _frame(params))},
+    # {time, body, position, quaternion, linear, angular}: mjfast/FreeJointStatePublisher
+    "odometry": {"nav_msgs/msg/Odometry": lambda params: odometry},
+    # {time, transforms: [{frame_id, child_frame_id, translation, quaternion}]}: TfPublisher
+    "transforms": {"tf2_msgs/msg/TFMessage": lambda params: transforms},
+    # {time, value}: one sensor of mjfast/SensorPublisher; params frame_id (and max_range for a
+    # Range)
+    "sensor_value": {
+        "geometry_msgs/msg/Vector3Stamped": lambda params: vector3_stamped(_frame(params)),
+        "geometry_msgs/msg/QuaternionStamped": lambda params: quaternion_stamped(
+            _frame(params)),
+        "sensor_msgs/msg/Range": _range_factory,
+        "std_msgs/msg/Float64MultiArray": lambda params: float64_multi_array},
+    # {time, accelerometer, gyro, orientation}: SensorPublisher's `imu`; params frame_id
+    "imu": {"sensor_msgs/msg/Imu": lambda params: imu(_frame(params), {})},
 }
 
-# Plugin type -> (topic key, default topic, ROS 2 type, converter to the bus message).
-INBOUND: dict[str, list[Row]] = {
-    "mjfast/BaseVelocity": [("topic", "~cmd_vel", "geometry_msgs/msg/Twist", twist_in)],
-    "mjfast/ForwardCommand": [("topic", "~commands", "std_msgs/msg/Float64MultiArray",
-                               float64_multi_array_in)],
+# Message kind -> ROS 2 type -> the converter from a rosbags message to the bus message.
+INBOUND: dict[str, dict[str, Converter]] = {
+    # {vx, vy, yaw_rate}: mjfast/BaseVelocity
+    "planar_velocity": {"geometry_msgs/msg/Twist": twist_in},
+    # {data: float64 ndarray}: mjfast/ForwardCommand
+    "float64_array": {"std_msgs/msg/Float64MultiArray": float64_multi_array_in},
 }
 
 
-def _declared(ros_types: Any, ctx: Context) -> list[tuple[str, str]]:
-    if not isinstance(ros_types, Mapping):
-        return []
-    out = []
-    for topic, ros_type in ros_types.items():
-        message_class(str(ros_type))  # an unknown type: KeyError naming it
-        out.append((ctx.resolve(str(topic)), str(ros_type)))
-    return out
+def outbound_converter(kind: str, ros_type: str, params: Mapping[str, Any], topic: str
+                       ) -> Converter | None:
+    """The converter of bus messages of `kind` into `ros_type` on `topic`, or None where the
+    table has no such row. Kind `fields` (the `ros_types` declarations) takes any type of the
+    typestore (KeyError naming an unknown one), built from the message's fields."""
+    if kind == FIELDS:
+        message_class(ros_type)  # an unknown type: KeyError naming it
+        return _generic_out(ros_type, topic)
+    factory = OUTBOUND.get(kind, {}).get(ros_type)
+    return None if factory is None else factory(params)
 
 
-def plugin_contexts(env: Any) -> list[tuple[Context, Any]]:
-    """(context, plugin class or None where its type does not resolve) for each configured plugin
-    of `env`'s current generation, in load order: what the rows are applied to, by the bridge and
-    the recorder alike."""
-    from mjfast.plugin.discovery import resolve_plugin
-
-    out = []
-    for spec in env.plugin_specs:
-        try:
-            cls = resolve_plugin(spec.type)
-        except Exception:
-            cls = None
-        namespace = f"{env.namespace.rstrip('/')}/{spec.name}"
-        out.append((Context(spec.name, spec.type, spec.config, namespace, env.model), cls))
-    return out
-
-
-def outbound_routes(ctx: Context, plugin_class: Any = None) -> list[Outbound]:
-    """Every ROS 2 topic one configured plugin publishes."""
-    routes = OUTBOUND[ctx.type](ctx) if ctx.type in OUTBOUND else []
-    for topic, ros_type in _declared(getattr(plugin_class, "ros_types", None), ctx):
-        routes.append(Outbound(topic, ros_type, _generic_out(ros_type, topic)))
-    return routes
-
-
-def inbound_routes(ctx: Context, plugin_class: Any = None,
-                   subscribed: Callable[[str], bool] = lambda topic: True) -> list[Inbound]:
-    """Every ROS 2 topic one configured plugin takes in (declared ones only if it subscribes)."""
-    routes = [Inbound(_topic(ctx, key, default), ros_type, convert)
-              for key, default, ros_type, convert in INBOUND.get(ctx.type, [])]
-    for topic, ros_type in _declared(getattr(plugin_class, "ros_types", None), ctx):
-        if subscribed(topic):
-            routes.append(Inbound(topic, ros_type, to_dict))
-    return routes
+def inbound_converter(kind: str, ros_type: str) -> Converter | None:
+    """The converter of `ros_type` messages into the bus messages of `kind`, or None."""
+    if kind == FIELDS:
+        message_class(ros_type)
+        return to_dict
+    return INBOUND.get(kind, {}).get(ros_type)
 
 
 def _generic_out(ros_type: str, topic: str) -> Converter:
