@@ -220,6 +220,65 @@ def test_an_unknown_topic_is_a_key_error_naming_close_matches(make_env: Any,
         mjfast.open_recording(tmp_path / "bag").messages("/clok")
 
 
+UNNAMED_CAMERA_XML = """
+<mujoco><visual><global offwidth="64" offheight="48"/></visual><worldbody>
+  <camera name="front" pos="0 -1 1" fovy="60"/>
+  <camera pos="0 0 2" fovy="70"/>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("cameras", [None, ["camera_1"]])
+def test_an_unnamed_cameras_frames_are_recorded_with_its_fovy(
+        tmp_path: Path, cameras: list[str] | None) -> None:
+    # Issue 29: an unnamed camera's frames reached no bag (the table dropped unnamed cameras),
+    # and `camera_1` got a 45° fovy; the plugin now declares what it opened.
+    import math
+
+    plugin = {"name": "cams", "type": "mjfast/CameraPublisher", "planes": ["rgb"]}
+    if cameras is not None:
+        plugin["cameras"] = cameras
+    params = {"mujoco_server": {"MujocoPlugins": [plugin],
+                                "cameras": {"camera_1": {"rate_hz": 100.0}}}}
+    with mjfast.MujocoEnv(UNNAMED_CAMERA_XML, params=params, render_sync=True) as env:
+        recording = env.record(tmp_path / "bag")
+        env.step(20)
+        recording.stop()
+    topics = read_with_rosbags(tmp_path / "bag")
+    images = topics["/mujoco_server/cams/camera_1/rgb"]
+    infos = topics["/mujoco_server/cams/camera_1/camera_info"]
+    assert images and len(infos) == len(images)
+    _, image = images[-1]
+    _, info = infos[-1]
+    assert (image.width, image.height, image.encoding) == (64, 48, "rgb8")
+    assert image.header.frame_id == info.header.frame_id == "camera_1_optical"
+    fy = 24 / math.tan(math.radians(70) / 2)
+    np.testing.assert_allclose(info.k, [fy, 0, 32, 0, fy, 24, 0, 0, 1])
+
+
+def test_a_reload_while_recording_records_the_new_tf_static(make_env: Any,
+                                                            tmp_path: Path) -> None:
+    # /tf_static is published (latched) in the TfPublisher's load, before the reloaded plugins
+    # declare their topics: the recording writes it once they have, and once only.
+    params = {"mujoco_server": plugins_param({"type": "mjfast/TfPublisher", "rate_hz": 50})}
+    env = make_env(params)
+    recording = env.record(tmp_path / "bag")
+    env.step(10)
+    env.params.set("/mujoco_server/MujocoPlugins", [
+        {"name": "tf", "type": "mjfast/TfPublisher", "rate_hz": 50,
+         "static_topic": "/tf_static_2"}])
+    env.reload()
+    env.step(10)
+    env.reload()  # the same topic again: its old route records the new message, once
+    env.step(10)
+    recording.stop()
+    topics = read_with_rosbags(tmp_path / "bag")
+    assert len(topics["/tf_static"]) == 1
+    assert len(topics["/tf_static_2"]) == 2
+    _, static = topics["/tf_static_2"][0]
+    assert {t.child_frame_id for t in static.transforms} == {
+        t.child_frame_id for t in topics["/tf_static"][0][1].transforms}
+
+
 # -- env_at and replay -------------------------------------------------------------------------
 
 def test_env_at_equals_the_live_run_bit_for_bit(make_env: Any, tmp_path: Path) -> None:
