@@ -27,6 +27,8 @@
 // ranges} (float32, +inf for no return within max, -inf for a return closer than min); more rings
 // publish `~points` {time, frame, points} (float32 V x H x 3 in the lidar frame, rows by rising
 // elevation, columns by rising azimuth, NaN for no return within range).
+// It declares that topic after load (topics(), SPEC §19): a `laser_scan` as sensor_msgs/LaserScan
+// (its scan_time the period) or a `point_cloud` as sensor_msgs/PointCloud2, framed by its mount.
 //
 // How it is fast: the per-step test of a scan that is not due is one comparison of d->time
 // against the window [previous due time, next due time) in last_stage. The ray directions are
@@ -610,15 +612,18 @@ class Lidar final : public mjfast::Plugin {
     return Plugin::call(command, argument);
   }
 
-  // One ring: a LaserScan; more: a PointCloud2; stamped with the mount's frame.
+  // One ring: a LaserScan; more: a PointCloud2; stamped with the mount's frame (SPEC §19).
   std::vector<mjfast::Topic> topics() const override {
     mjfast::Topic topic;
     if (one_ring_) {
-      topic = {topic_.empty() ? "~scan" : topic_, "laser_scan", "sensor_msgs/msg/LaserScan",
-               {{"scan_time", period_}}, "", ""};
+      topic.topic = topic_.empty() ? "~scan" : topic_;
+      topic.kind = "laser_scan";
+      topic.ros_type = "sensor_msgs/msg/LaserScan";
+      topic.params["scan_time"] = period_;
     } else {
-      topic = {topic_.empty() ? "~points" : topic_, "point_cloud",
-               "sensor_msgs/msg/PointCloud2", {}, "", ""};
+      topic.topic = topic_.empty() ? "~points" : topic_;
+      topic.kind = "point_cloud";
+      topic.ros_type = "sensor_msgs/msg/PointCloud2";
     }
     topic.frame_type = site_ >= 0 ? "site" : "body";
     topic.frame_name = frame_;

@@ -50,7 +50,9 @@
 // Condition) and _publishers_lock (held across declaring a Zenoh publisher), _Counters._lock,
 // Client's and RemoteSubscription's _lock; ros2/: Bridge._lock (held across Zenoh declares and
 // undeclares), the bridge's _Work._state (a Condition counting its work in progress, never held
-// across it) and types.py's _lock (rosbags' type store); node.py's Bus._latch_lock (an RLock held
+// across it) and types.py's _lock (rosbags' type store); routes.py's _lock (held while an env's
+// route table is built, which takes Bus._lock to see the subscribers, and may be taken with
+// Bridge._lock held); node.py's Bus._latch_lock (an RLock held
 // while the bus taps, these consumers, get latched messages, so that each gets them in order;
 // the taps call no env); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
 // web server stops) and server.py's _START_LOCK (held while a web server starts);
