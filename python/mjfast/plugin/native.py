@@ -142,7 +142,8 @@ def native_topics(handle: Any, descriptor: NativePlugin, model: mujoco.MjModel, 
         if frame:
             frames = frames or frame_names(model)
             params["frame_id"] = _frame_of(model, frames, frame, where)
-        out.append(Topic(entry.get("topic"), entry.get("kind"), entry.get("ros_type") or None,
+        out.append(Topic(entry.get("topic", ""), entry.get("kind", ""),
+                         entry.get("ros_type") or None,
                          params, inbound=bool(entry.get("inbound", False)),
                          source=entry.get("source"),
                          transient_local=bool(entry.get("transient_local", False))))

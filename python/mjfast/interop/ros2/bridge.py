@@ -293,9 +293,9 @@ class Bridge:
             self._outbound = {source: tuple((route, self._publishers[route.topic])
                                             for route in source_routes)
                               for source, source_routes in table.outbound.items()}
-            for route in table.inbound:
-                self._inbound.append(self._declare_subscriber(route))
-                self._inbound_topics.add(route.topic)
+            for inbound in table.inbound:
+                self._inbound.append(self._declare_subscriber(inbound))
+                self._inbound_topics.add(inbound.topic)
             # New transient-local publishers start with empty caches: the latched messages go in.
             for topic, message in (self._bus.latched() if send_latched else {}).items():
                 for route, entry in self._outbound.get(topic, ()):
@@ -347,7 +347,9 @@ class Bridge:
                 self._forward_open(topic, message)
 
     def _forward_open(self, topic: str, message: Any) -> None:
-        if self._env.plugin_topics is not self._table.declared:  # a load replaced the plugins
+        table = self._table
+        # A load replaced the plugins (and so their topics) since the routes were declared.
+        if table is None or self._env.plugin_topics is not table.declared:
             self._rebuild()
         outbound = self._outbound.get(topic)
         if outbound is None:
