@@ -66,13 +66,17 @@ def test_a_kind_the_table_has_no_row_for_is_kept_for_other_consumers(
 def test_an_unknown_ros_type_leaves_that_plugin_out_and_says_so(
         make_env: Callable[..., mjfast.MujocoEnv], register: Callable[..., str],
         caplog: Any) -> None:
-    bad = register(declaring(Topic("~ok", "fields", "std_msgs/msg/String"),
+    bad = register(declaring(Topic("/clock", "clock", "rosgraph_msgs/msg/Clock"),
+                             Topic("~ok", "fields", "std_msgs/msg/String"),
                              Topic("~bad", "fields", "std_msgs/msg/Nope")), "test/Bad")
     env = make_env(XML, params=_plugins({"name": "bad", "type": bad},
                                         {"name": "clock", "type": "mjfast/ClockPublisher"}))
     with caplog.at_level(logging.WARNING, logger="mjfast.ros2"):
         table = route_table(env)
     assert table.topics() == {"/clock": "rosgraph_msgs/msg/Clock"}  # nothing of `bad`'s
+    # /clock, which `bad` declared first, is the ClockPublisher's.
+    assert [route.plugin for route in table.routes("/clock")] == ["clock"]
+    assert table.publishers["/clock"].plugin == "clock"
     assert "plugin bad is not bridged to ROS 2 nor recorded" in caplog.text
     assert "std_msgs/msg/Nope" in caplog.text
 

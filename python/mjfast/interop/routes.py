@@ -61,50 +61,49 @@ class RouteTable:
     def __init__(self, declared: tuple[DeclaredTopic, ...],
                  subscribed: Callable[[str], bool] = lambda topic: True) -> None:
         self.declared = declared
-        outbound: dict[str, list[Outbound]] = {}
-        publishers: dict[str, Outbound] = {}
-        inbound: dict[str, Inbound] = {}
-        unconverted: list[DeclaredTopic] = []
+        # Each declaration with a ROS 2 type and its converter (None: no row for it); a plugin
+        # one of whose declarations cannot be converted (an unknown type, a missing parameter)
+        # is left out whole, as it was found.
+        converted: list[tuple[DeclaredTopic, str, Converter | None]] = []
         failed: set[str] = set()
         for entry in declared:
-            topic = entry.topic
-            if topic.ros_type is None or entry.plugin in failed:
+            topic, ros_type = entry.topic, entry.topic.ros_type
+            if ros_type is None or entry.plugin in failed:
                 continue
             try:
-                if topic.inbound:
-                    convert = conversions.inbound_converter(topic.kind, topic.ros_type)
-                else:
-                    convert = conversions.outbound_converter(topic.kind, topic.ros_type,
-                                                             topic.params, topic.topic)
-            except Exception as error:  # an unknown ROS 2 type, a missing parameter
+                converted.append((entry, ros_type, conversions.inbound_converter(
+                    topic.kind, ros_type) if topic.inbound else
+                    conversions.outbound_converter(topic.kind, ros_type, topic.params,
+                                                   topic.topic)))
+            except Exception as error:
                 _log.warning("plugin %s is not bridged to ROS 2 nor recorded: %s",
                              entry.plugin, error)
                 failed.add(entry.plugin)
+        outbound: dict[str, list[Outbound]] = {}
+        self.publishers: dict[str, Outbound] = {}
+        inbound: dict[str, Inbound] = {}
+        unconverted: list[DeclaredTopic] = []
+        for entry, ros_type, convert in converted:
+            topic = entry.topic
+            if entry.plugin in failed:
                 continue
             if convert is None:
                 unconverted.append(entry)
-                continue
-            if topic.inbound:
+            elif topic.inbound:
                 if subscribed(topic.topic) and topic.topic not in inbound:
-                    inbound[topic.topic] = Inbound(topic.topic, topic.ros_type, convert,
-                                                   entry.plugin)
-                continue
-            route = Outbound(topic.topic, topic.ros_type, convert, topic.source or topic.topic,
-                             topic.transient_local, entry.plugin)
-            first = publishers.setdefault(route.topic, route)
-            if first.ros_type != route.ros_type:
-                _log.warning("plugin %s declares %s as %s, which plugin %s declared as %s: "
-                             "left out", entry.plugin, route.topic, route.ros_type,
-                             first.plugin, first.ros_type)
-                continue
-            outbound.setdefault(route.source, []).append(route)
-        # A plugin with one bad declaration is left out whole, as it was found.
-        self.outbound = {source: tuple(r for r in routes if r.plugin not in failed)
-                         for source, routes in outbound.items()}
-        self.outbound = {source: routes for source, routes in self.outbound.items() if routes}
-        self.publishers = {topic: route for topic, route in publishers.items()
-                           if route.plugin not in failed}
-        self.inbound = tuple(route for route in inbound.values() if route.plugin not in failed)
+                    inbound[topic.topic] = Inbound(topic.topic, ros_type, convert, entry.plugin)
+            else:
+                route = Outbound(topic.topic, ros_type, convert, topic.source or topic.topic,
+                                 topic.transient_local, entry.plugin)
+                first = self.publishers.setdefault(route.topic, route)
+                if first.ros_type != route.ros_type:
+                    _log.warning("plugin %s declares %s as %s, which plugin %s declared as %s: "
+                                 "left out", entry.plugin, route.topic, route.ros_type,
+                                 first.plugin, first.ros_type)
+                    continue
+                outbound.setdefault(route.source, []).append(route)
+        self.outbound = {source: tuple(routes) for source, routes in outbound.items()}
+        self.inbound = tuple(inbound.values())
         self.unconverted = tuple(unconverted)
         self._resolved: dict[str, str | None] = {}
 
