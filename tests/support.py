@@ -22,6 +22,10 @@ import numpy as np
 import mjfast
 
 TESTS_DIR = Path(__file__).resolve().parent
+# What pytest puts on sys.path for the tests (each test module's folder, which mirrors the
+# package's): a child interpreter gets the same, so it imports `support` and a test module's names.
+TEST_PATHS = [TESTS_DIR, *sorted({module.parent for module in TESTS_DIR.rglob("test_*.py")
+                                 if module.parent != TESTS_DIR})]
 N_ARM_JOINTS = 7
 TIMESTEP = 0.002
 HOME_QPOS = [0.1 * (i + 1) for i in range(N_ARM_JOINTS)]
@@ -269,7 +273,7 @@ def run_python(script: str, *, timeout: float = 60.0,
     """Runs `script` in a fresh interpreter (cwd: the repository, tests/ importable) and returns
     the finished process; a hang fails the calling test through TimeoutExpired."""
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
+        [*map(str, TEST_PATHS), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
     child_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
                           text=True, timeout=timeout, cwd=TESTS_DIR.parent, env=child_env)
@@ -278,7 +282,7 @@ def run_python(script: str, *, timeout: float = 60.0,
 def start_python(script: str, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """Starts `script` as run_python does, with pipes, for tests that talk to it."""
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
+        [*map(str, TEST_PATHS), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
     child_env.update(env or {})
     return subprocess.Popen([sys.executable, "-u", "-c", textwrap.dedent(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -237,8 +237,8 @@ const char* PythonPluginAdapter::name_of(Callback callback) const {
 
 namespace {
 
-// mjfast.model.state's encode_value / decode_value (GIL held). Kept for the life of the process, like
-// the module: never released, so never released without the GIL at exit.
+// mjfast.model.state's encode_value / decode_value (GIL held). Kept for the life of the process,
+// like the module: never released, so never released without the GIL at exit.
 const py::object& state_codec(bool encode) {
   static const py::object* encoder = nullptr;
   static const py::object* decoder = nullptr;
