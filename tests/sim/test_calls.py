@@ -19,31 +19,9 @@ from mjfast.sim import calls
 from mjfast.sim.calls import SIM_CALLS, sim_call
 from mjfast.sim.services import SERVICE_NAMES
 from mjfast.sim.vector_env import World
-from support import wait_for
+from support import MOCAP_XML, wait_for
 
 NS = "/mujoco_server"
-# A mocap body `target` holding the free `box` by a weld, and a plain body.
-MOCAP_XML = """
-<mujoco model="mocap">
-  <option timestep="0.002"/>
-  <worldbody>
-    <geom name="floor" type="plane" size="5 5 .1"/>
-    <body name="target" mocap="true" pos="0 0 1">
-      <geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/>
-    </body>
-    <body name="box" pos="0 0 1">
-      <freejoint/>
-      <geom name="box" type="box" size=".05 .05 .05" mass="1"/>
-    </body>
-    <body name="post" pos="1 0 0.5">
-      <geom type="cylinder" size=".05 .5"/>
-    </body>
-  </worldbody>
-  <equality><weld name="grab" body1="box" body2="target"/></equality>
-</mujoco>
-"""
-
-
 @pytest.fixture
 def mocap(make_env: Callable[..., mjfast.MujocoEnv]) -> mjfast.MujocoEnv:
     return make_env(MOCAP_XML)
@@ -85,7 +63,8 @@ def test_the_bus_services_are_the_rows_on_the_bus(mocap: mjfast.MujocoEnv) -> No
 def test_a_recording_holds_and_replay_applies_the_rows_that_change_state() -> None:
     from mjfast.interop.record import layout
 
-    assert layout.CALLS == tuple(call.name for call in SIM_CALLS if call.changes_state)
+    recorded = tuple(call.name for call in SIM_CALLS if call.changes_state)
+    assert recorded == layout.CALLS
     assert {"reset", "reload", "set_state", "set_mocap_pose"} <= set(layout.CALLS)
     assert not {"pause", "step", "get_body_state", "info"} & set(layout.CALLS)
 
@@ -147,7 +126,7 @@ def test_a_listener_that_raises_is_logged_and_the_call_stands(
         mocap.add_call_listener(42)  # type: ignore[arg-type]
 
 
-# -- set_mocap_pose ---------------------------------------------------------------------------------
+# -- set_mocap_pose --------------------------------------------------------------------------------
 
 def test_set_mocap_pose_moves_the_mocap_body_and_what_it_holds(mocap: mjfast.MujocoEnv) -> None:
     mocap.set_mocap_pose("target", pos=[0.2, 0, 1.2])
@@ -233,26 +212,6 @@ def test_a_plugin_calls_set_mocap_pose_through_its_context_outside_callbacks(
     assert mocap_pose(env)[0] == [0.5, 0, 1]
 
 
-def test_set_mocap_pose_on_the_bus(mocap: mjfast.MujocoEnv) -> None:
-    assert mocap.bus.call(f"{NS}/set_mocap_pose", {"body": "target", "pos": [0, 0, 2],
-                                                   "quat": [0, 1, 0, 0]}) == {}
-    assert mocap_pose(mocap) == ([0, 0, 2], [0, 1, 0, 0])
-    with pytest.raises(ValueError, match="is not a mocap body"):
-        mocap.bus.call(f"{NS}/set_mocap_pose", {"body": "box", "pos": [0, 0, 2]})
-
-
-def test_set_mocap_pose_on_a_vector_env_world_moves_that_world_only() -> None:
-    with mjfast.VectorEnv(MOCAP_XML, 2, threads=1) as vector:
-        vector.world(1).set_mocap_pose("target", pos=[0, 0, 1.4])
-        assert vector.world(1).data.mocap_pos[0].tolist() == [0, 0, 1.4]
-        assert vector.world(0).data.mocap_pos[0].tolist() == [0, 0, 1]
-        vector.step(400)
-        assert vector.world(1).get_body_state("box").pos[2] == pytest.approx(1.4, abs=0.02)
-        assert vector.world(0).get_body_state("box").pos[2] == pytest.approx(1.0, abs=0.02)
-        with pytest.raises(KeyError, match="did you mean 'target'"):
-            vector.world(0).set_mocap_pose("targt", pos=[0, 0, 1])
-
-
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
@@ -280,7 +239,7 @@ def test_set_mocap_pose_from_the_remote_client(mocap: mjfast.MujocoEnv) -> None:
         server.close()
 
 
-# -- a plugin's context ------------------------------------------------------------------------------
+# -- a plugin's context ----------------------------------------------------------------------------
 
 class Looks(mjfast.MujocoPlugin):
     seen: ClassVar[dict[str, Any]] = {}

@@ -12,17 +12,20 @@ It owns no simulation logic (the env and `mjfast.model` do) and no transport.
 Adding a call, for example `set_mocap_pose`:
 
 1. its logic, `(model, data, **request) -> result`, in `mjfast.model` (validate the whole
-   request first; on an error raise and change nothing);
+   request first; on an error raise and change nothing): `kinematics.set_mocap_pose`;
 2. one row in `SIM_CALLS` below: its request `fields`, `changes_state=True` if it changes the
-   simulation (then it is recorded and replayed), `logic=`, `world=True` for VectorEnv worlds,
-   `ros2=` for a std_srvs service;
-3. the env's typed method, which runs the row: `return self._call("set_mocap_pose", body=body,
-   pos=pos, quat=quat)` (stepping held, refused inside plugin callbacks, reported to the
-   listeners); a call whose logic needs the env itself (reset, reload) writes its method out
-   and calls `self._report_call(name, args)` where it has taken effect.
+   simulation (then it is reported to the env's call listeners, recorded and replayed),
+   `logic=`, `world=True` for VectorEnv worlds, `ros2=` for a std_srvs service on the bridge,
+   `bus=False` for no bus service;
+3. the env's typed method, which runs the row: `self._call("set_mocap_pose", body=body,
+   pos=pos, quat=quat)` (refused inside plugin callbacks, stepping held, reported to the
+   listeners at that step boundary). A call whose logic needs the env itself (reset, reload,
+   a spawn) writes its method out instead, holds stepping itself and, once the change has taken
+   effect, calls `self._report_call(name, **args)` with stepping still held (and sets
+   `state_after=True` in its row if it changes the model).
 
-The bus service `<ns>/<name>`, the recording, replay, the world method and the plugin context
-follow; tests/sim/test_calls.py checks each row against all of them.
+The bus service `<ns>/<name>`, the recording, replay, the world's method and the plugin's
+context follow. tests/sim/test_calls.py checks every row against each of them.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import mujoco
@@ -117,7 +120,6 @@ class SimCall:
     logic: Callable[..., Any] | None = None
     serve: Serve | None = None
     from_record: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-    doc: str = field(default="", compare=False)
 
     @property
     def allowed(self) -> tuple[str, ...]:
