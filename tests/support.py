@@ -134,6 +134,28 @@ BOX_XML = f"""
 
 # Eight boxes falling onto a floor with an arena too small for their contacts: the first contacts
 # (step 101, t = 0.202) make mj_step call mju_error("mj_stackAlloc: out of memory ...").
+# A mocap body `target` holding the free `box` by a weld (set_mocap_pose moves both), and a
+# plain body `post`.
+MOCAP_XML = f"""
+<mujoco model="mocap">
+  <option timestep="{TIMESTEP}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="target" mocap="true" pos="0 0 1">
+      <geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/>
+    </body>
+    <body name="box" pos="0 0 1">
+      <freejoint/>
+      <geom name="box" type="box" size=".05 .05 .05" mass="1"/>
+    </body>
+    <body name="post" pos="1 0 0.5">
+      <geom type="cylinder" size=".05 .5"/>
+    </body>
+  </worldbody>
+  <equality><weld name="grab" body1="box" body2="target"/></equality>
+</mujoco>
+"""
+
 SMALL_ARENA_STEPS_OK = 100
 SMALL_ARENA_XML = """
 <mujoco>

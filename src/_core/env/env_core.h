@@ -37,7 +37,8 @@
 //      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
 //      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
 //      the collector may close a dropped env inside it, whose locks no other thread can hold),
-//      ThrottledLog._lock (_throttled_log.py: a count and a time per key).
+//      ThrottledLog._lock (_throttled_log.py: a count and a time per key), CallListeners._lock
+//      (calls.py: the env's call listeners swapped; they are told with no lock of theirs held).
 //      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
 //   8. the GIL: no thread holding it waits for 0-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).

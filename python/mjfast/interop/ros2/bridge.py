@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 import json
 import logging
@@ -46,6 +47,7 @@ from mjfast.interop.zenoh_threads import (
     join_drains,
     no_close_at_the_end,
 )
+from mjfast.sim.calls import ros2_calls
 
 __all__ = ["DEFAULT_ROUTER", "Bridge", "RouterNotFound"]
 
@@ -418,20 +420,20 @@ class Bridge:
     # -- services -------------------------------------------------------------------------------
 
     def _declare_services(self) -> None:
+        """The calls table's std_srvs rows (mjfast.sim.calls: pause, reset, reload), each as
+        `<ns>/<name>`."""
         ns = resolve_name(self._env.namespace)
-        handlers: dict[str, tuple[str, Callable[[Any], tuple[bool, str]]]] = {
-            f"{ns}/pause": ("std_srvs/srv/SetBool", self._pause),
-            f"{ns}/reset": ("std_srvs/srv/Trigger", self._reset),
-            f"{ns}/reload": ("std_srvs/srv/Trigger", self._reload),
-        }
-        for name, (service_type, handler) in handlers.items():
+        for call in ros2_calls():
+            assert call.ros2 is not None
+            name, service_type = f"{ns}/{call.name}", call.ros2.type
+            handler = functools.partial(call.ros2.answer, self._env)
             dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
             key = wire.data_key(self.domain_id, name, dds, hash_)
             eid = next(self._entity_ids)
             token = self._session.liveliness().declare_token(wire.endpoint_token(
                 self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
                 hash_, wire.QOS_DEFAULT))
-            if handler == self._pause:
+            if call.ros2.inline:
                 # Answered on the queryable's own thread: pause/resume wait for one step
                 # boundary at most, and a hand-over to a worker costs a thread wake-up, a good
                 # part of a round trip.
@@ -445,21 +447,6 @@ class Bridge:
                                                                         complete=True),
                 on_query, f"mjfast-ros2-service {name}", self._service_drains)
             self._services.append((queryable, token))
-
-    def _pause(self, request: Any) -> tuple[bool, str]:
-        if request.data:
-            self._env.pause()
-            return True, "paused"
-        self._env.resume()
-        return True, "resumed"
-
-    def _reset(self, request: Any) -> tuple[bool, str]:
-        self._env.reset()
-        return True, "reset"
-
-    def _reload(self, request: Any) -> tuple[bool, str]:
-        self._env.reload()
-        return True, "reloaded"
 
     def _enqueue(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
         """A call for a worker, or refused at once: the bridge is closing, or the queue full."""
