@@ -39,6 +39,7 @@ from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
 from mjfast.interop.ros2 import conversions, types, wire
 from mjfast.interop.ros2.conversions import Inbound, Outbound
+from mjfast.interop.ros2.robot_description import RobotDescription
 from mjfast.interop.zenoh_threads import (
     close_session,
     close_when_the_program_ends,
@@ -255,6 +256,8 @@ class Bridge:
                 worker.start()
             self._declare_services()
             self._specs: Any = None
+            self._description = RobotDescription()
+            self._description_publisher: _Publisher | None = None
             self._rebuild(send_latched=False)
             # Every bus publish passes here, after its subscribers; the latched ones (the
             # /tf_static published at load) come first, into the transient-local caches.
@@ -302,6 +305,22 @@ class Bridge:
                 entry = self._publishers.get(topic)
                 if entry is not None and entry.route.transient_local:
                     self._send(entry, message)
+            self._publish_robot_description()
+
+    def _publish_robot_description(self) -> None:
+        """/robot_description (SPEC §24): its transient-local publisher declared once, and the
+        env's URDF sent into its cache once per model generation (a reload changes the plugins,
+        so _rebuild runs after each one)."""
+        with self._lock:
+            if self._description_publisher is None:
+                self._description_publisher = self._declare_publisher(self._description.route)
+            try:
+                text = self._description.due(self._env)
+            except Exception as error:  # a model URDF cannot describe: the rest is bridged
+                _log.warning("no /robot_description for this model: %s", error)
+                return
+            if text is not None:
+                self._send(self._description_publisher, text)
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -459,6 +478,7 @@ class Bridge:
 
     def _reload(self, request: Any) -> tuple[bool, str]:
         self._env.reload()
+        self._publish_robot_description()  # also when no plugin publishes after the reload
         return True, "reloaded"
 
     def _enqueue(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
@@ -580,6 +600,8 @@ class Bridge:
                     self._undeclare(token, subscriber)
                 for entry in self._publishers.values():
                     self._undeclare_publisher(entry)
+                if self._description_publisher is not None:
+                    self._undeclare_publisher(self._description_publisher)
                 self._undeclare(self._node_token)
             if self._owns_session:
                 close_session(self._session)
