@@ -223,8 +223,8 @@ def mesh_candidates(uri: str, base: Path, packages: Mapping[str, Path]) -> list[
         parsed = urlparse(uri)
         # file:///abs and file://localhost/abs; file://relative/x, as some URDFs write it.
         host = "" if parsed.netloc in ("", "localhost") else parsed.netloc
-        local = unquote(host + parsed.path)
-        return [("file URI", Path(local) if Path(local).is_absolute() else base / local)]
+        named = Path(unquote(host + parsed.path))
+        return [("file URI", named if named.is_absolute() else base / named)]
     if "://" in uri:
         return []
     local = Path(uri).expanduser()

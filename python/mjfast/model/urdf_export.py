@@ -307,8 +307,8 @@ class _Writer:
         for role in ("visual", "collision") if colliding else ("visual",):
             for index, (offset, shape) in enumerate(shapes):
                 # Named once: a reader that makes geoms of both (MuJoCo) wants names unique.
-                named = name and role == "visual" and index == 0
-                element = ET.SubElement(link, role, {"name": name} if named else {})
+                named = name is not None and role == "visual" and index == 0
+                element = ET.SubElement(link, role, {"name": name} if named and name else {})
                 _origin(element, _compose(pose, offset))
                 geometry = ET.SubElement(element, "geometry")
                 geometry.append(shape)
