@@ -62,7 +62,8 @@ def test_a_late_joiner_gets_the_urdf_with_absolute_mesh_uris_and_again_after_a_r
         ros: Any) -> None:
     env, path = urdf_env
     meshes = path.parent.parent / "meshes"
-    with Bridge(env, domain_id=domain, router=router[0]):
+    with Bridge(env, domain_id=domain, router=router[0]) as bridge:
+        assert bridge.topics()["/robot_description"] == "std_msgs/msg/String"
         env.step(100)  # long after the one message
         text = late_description(ros, router, domain)
         assert text == path.read_text().replace(

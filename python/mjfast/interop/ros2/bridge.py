@@ -563,6 +563,8 @@ class Bridge:
         """ROS 2 topic -> type of everything this node publishes (companions included)."""
         out: dict[str, str] = {}
         stack = list(self._publishers.values())
+        if self._description_publisher is not None:
+            stack.append(self._description_publisher)
         while stack:
             entry = stack.pop()
             out[entry.route.topic] = entry.route.ros_type
