@@ -43,6 +43,7 @@ from mjfast.sim.config import (
     ModelSource,
     ParamsLike,
     ResetTarget,
+    compile_model,
     parameter_server,
     reread_parameters,
     reset_target,
@@ -94,8 +95,8 @@ class MujocoEnv:
         self._namespace = resolve_name(namespace)
         self._params, self._params_path = parameter_server(params)
         self._source = self._model_source(model)
-        world = self._configured(model if isinstance(model, mujoco.MjModel)
-                                 else self._source.compile(), self._params, given=model)
+        world = self._configured(model if isinstance(model, mujoco.MjModel) else compile_model(
+            self._source, self._params, self._namespace), self._params, given=model)
         new_model, new_data = world.model, world.data
         self._specs, self._randomizer, self._rng = world.specs, world.randomizer, world.rng
         self._source_label = source_label(model)
@@ -342,8 +343,8 @@ class MujocoEnv:
         check_outside_callbacks("reload()")
         self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else ModelSource.of(model)
-        compiled = source.compile()
         params = reread_parameters(self._params, self._params_path)
+        compiled = compile_model(source, params, self._namespace)  # the reread package_paths
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
         world = self._configured(compiled, params)
         new_model, new_data = world.model, world.data

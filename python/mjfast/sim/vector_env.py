@@ -23,12 +23,12 @@ import numpy as np
 
 from mjfast._core_loader import _core
 from mjfast.bus.node import Bus
-from mjfast.bus.params import ParameterServer
+from mjfast.bus.params import ParameterServer, resolve_name
 from mjfast.errors import LogicError, MjfastError
 from mjfast.model.state import SimState
 from mjfast.plugin.base import PluginInfo
 from mjfast.sim.calls import SimCall, world_calls
-from mjfast.sim.config import ModelSource, parameter_server
+from mjfast.sim.config import ModelSource, compile_model, parameter_server
 from mjfast.sim.env import ModelLike, MujocoEnv
 from mjfast.sim.host import EnvHost
 
@@ -162,7 +162,7 @@ class VectorEnv:
         self._params, _ = parameter_server(params)
         self._source = ModelSource.of(model)
         # The nominal model: the worlds' shared one, or what each world's copy starts from.
-        self._model = self._source.compile()
+        self._model = compile_model(self._source, self._params, resolve_name(namespace))
         _check_fits(self._num_envs, self._model, own_models)
         self._worlds: list[_WorldEnv] = []
         try:

@@ -40,6 +40,7 @@ from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
 from mjfast.interop.ros2 import conversions, types, wire
 from mjfast.interop.ros2.conversions import Inbound, Outbound
+from mjfast.interop.ros2.robot_description import RobotDescription
 from mjfast.interop.zenoh_threads import (
     close_session,
     close_when_the_program_ends,
@@ -227,6 +228,7 @@ class Bridge:
         self._drains: list[threading.Thread] = []  # the inbound subscribers'
         self._service_drains: list[threading.Thread] = []
         self._tap: Any = None
+        self._reloads: Any = None
         self._lock = threading.RLock()
         self._entity_ids = itertools.count(1)
         self._publishers: dict[str, _Publisher] = {}
@@ -257,10 +259,15 @@ class Bridge:
                 worker.start()
             self._declare_services()
             self._specs: Any = None
+            self._description = RobotDescription()
+            self._description_publisher: _Publisher | None = None
             self._rebuild(send_latched=False)
             # Every bus publish passes here, after its subscribers; the latched ones (the
             # /tf_static published at load) come first, into the transient-local caches.
             self._tap = self._bus.add_tap(self._forward)
+            # A reload from anywhere (Python, the remote bus, this bridge) is a new model
+            # generation: its /robot_description goes out even if no plugin publishes after it.
+            self._reloads = env.add_call_listener(self._on_call)
         except BaseException:
             self._work.shut()
             self._stop_workers()
@@ -304,6 +311,26 @@ class Bridge:
                 entry = self._publishers.get(topic)
                 if entry is not None and entry.route.transient_local:
                     self._send(entry, message)
+            self._publish_robot_description()
+
+    def _on_call(self, name: str, args: Any) -> None:
+        if name == "reload":
+            self._publish_robot_description()
+
+    def _publish_robot_description(self) -> None:
+        """/robot_description (SPEC §24): its transient-local publisher declared once, and the
+        env's URDF sent into its cache once per model generation (a reload changes the plugins,
+        so _rebuild runs after each one)."""
+        with self._lock:
+            if self._description_publisher is None:
+                self._description_publisher = self._declare_publisher(self._description.route)
+            try:
+                text = self._description.due(self._env)
+            except Exception as error:  # a model URDF cannot describe: the rest is bridged
+                _log.warning("no /robot_description for this model: %s", error)
+                return
+            if text is not None:
+                self._send(self._description_publisher, text)
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -530,6 +557,8 @@ class Bridge:
         """ROS 2 topic -> type of everything this node publishes (companions included)."""
         out: dict[str, str] = {}
         stack = list(self._publishers.values())
+        if self._description_publisher is not None:
+            stack.append(self._description_publisher)
         while stack:
             entry = stack.pop()
             out[entry.route.topic] = entry.route.ros_type
@@ -550,6 +579,8 @@ class Bridge:
         try:
             if self._tap is not None:
                 self._tap.remove()  # no new message goes out
+            if self._reloads is not None:
+                self._reloads.remove()
             # The calls, inbound messages and puts in progress end; from now on every call is
             # answered `success: false` at once, not run.
             self._work.wait_idle()
@@ -567,6 +598,8 @@ class Bridge:
                     self._undeclare(token, subscriber)
                 for entry in self._publishers.values():
                     self._undeclare_publisher(entry)
+                if self._description_publisher is not None:
+                    self._undeclare_publisher(self._description_publisher)
                 self._undeclare(self._node_token)
             if self._owns_session:
                 close_session(self._session)
