@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <atomic>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "control/gripper_core.h"
@@ -167,6 +169,30 @@ TEST(JointTrajectoryCoreTest, EventsCountStateFeedbackAndOutcome) {
   EXPECT_EQ(rig.core->events().wait(seen, 1.0).outcome, 1u);
   rig.core->events().close();
   EXPECT_TRUE(rig.core->events().closed());
+}
+
+TEST(JointTrajectoryCoreTest, HandOversFromAnotherThreadWhileStepping) {
+  // The bookkeeping's thread hands goals over, holds and copies out while this one steps (what
+  // TSan checks: every shared field under the controller's mutex).
+  Rig rig;
+  std::atomic<bool> done{false};
+  std::thread bookkeeping([&] {
+    JointTrajectorySnapshot snapshot;
+    for (std::uint64_t goal = 1; goal <= 200; ++goal) {
+      rig.core->set_trajectory(goal, kNow, {0.05, 0.1}, {0.01, 0.02}, {}, {}, tolerance(0),
+                               tolerance(0.5, 1.0), 0.0);
+      rig.core->snapshot(snapshot);
+      rig.core->feedback(snapshot);
+      rig.core->last_end();
+      rig.core->events().wait(rig.core->events().wait({}, 0.0), 0.0005);
+      if (goal % 10 == 0) rig.core->hold();
+    }
+    done = true;
+  });
+  while (!done) rig.step();
+  bookkeeping.join();
+  rig.step(500);
+  EXPECT_TRUE(std::isfinite(rig.data->qpos[0]));
 }
 
 TEST(JointTrajectoryCoreTest, LayoutsThatDoNotMatchAreRefused) {

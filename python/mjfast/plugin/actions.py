@@ -15,6 +15,7 @@ does is the plugin's; carrying actions to ROS 2 is mjfast.interop.ros2.actions'.
 
 from __future__ import annotations
 
+import collections
 import enum
 import math
 import threading
@@ -116,6 +117,8 @@ class GoalHandle:
         self._result: Any = None
         self._done = threading.Event()
         self._ended_at = math.inf  # wall time of the end, for result_timeout
+        # action_msgs/GoalInfo, made once: every status array carries it.
+        self.info = {"goal_id": uuid_message(goal_id), "stamp": time_message(stamp)}
 
     def __repr__(self) -> str:
         return (f"<GoalHandle {uuid.UUID(bytes=self.goal_id)} {self._status.name} of "
@@ -199,6 +202,7 @@ class ActionServer:
         self._lock = threading.Lock()
         self._status_lock = threading.Lock()
         self._goals: dict[bytes, GoalHandle] = {}
+        self._ended: collections.deque[GoalHandle] = collections.deque()  # in order of their end
         self._closed = False
         node.advertise_service(f"{self.name}/send_goal", self._send_goal_service)
         node.advertise_service(f"{self.name}/cancel_goal", self.cancel_goal)
@@ -273,9 +277,7 @@ class ActionServer:
 
     @staticmethod
     def _cancel_reply(code: CancelResponse, goals: list[GoalHandle]) -> dict[str, Any]:
-        return {"return_code": int(code),
-                "goals_canceling": [{"goal_id": uuid_message(h.goal_id),
-                                     "stamp": time_message(h.stamp)} for h in goals]}
+        return {"return_code": int(code), "goals_canceling": [h.info for h in goals]}
 
     def get_result(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """`<A>_GetResult`: the goal's status and result once it has ended (waiting for the end
@@ -315,6 +317,7 @@ class ActionServer:
             handle._status = status
             handle._result = result
             handle._ended_at = time.monotonic()
+            self._ended.append(handle)
         handle._done.set()
         self._publish_status()
 
@@ -326,17 +329,18 @@ class ActionServer:
         with self._status_lock:
             with self._lock:
                 self._expire_locked()
-                status_list = [{"goal_info": {"goal_id": uuid_message(h.goal_id),
-                                              "stamp": time_message(h.stamp)},
-                                "status": int(h._status)} for h in self._goals.values()]
+                status_list = [{"goal_info": h.info, "status": int(h._status)}
+                               for h in self._goals.values()]
             self.node.publish(f"{self.name}/_action/status", {"status_list": status_list},
                               latched=True)
 
     def _expire_locked(self) -> None:
+        """Drops the goals whose result_timeout has passed since their end (oldest end first)."""
         now = time.monotonic()
-        for raw in [raw for raw, h in self._goals.items()
-                    if h._done.is_set() and now - h._ended_at > self.result_timeout]:
-            del self._goals[raw]
+        while self._ended and now - self._ended[0]._ended_at > self.result_timeout:
+            handle = self._ended.popleft()
+            if self._goals.get(handle.goal_id) is handle:
+                del self._goals[handle.goal_id]
 
     def shutdown(self, result: Any) -> None:
         """Aborts every goal not yet ended with `result` (a reload, an unload); new goals are

@@ -172,6 +172,7 @@ class JointTrajectoryController(MujocoPlugin):
         self._data = data
         self._numbers = itertools.count(1)
         self._active: tuple[int, GoalHandle] | None = None
+        self._checked: tuple[Any, dict[str, Any]] | None = None  # the goal validated last
         self._lock = threading.Lock()  # the active goal; a leaf, never held across a call out
         self.server = ActionServer(
             self.node, "~/follow_joint_trajectory", validate=self._validate,
@@ -252,7 +253,8 @@ class JointTrajectoryController(MujocoPlugin):
 
     def _validate(self, goal: Any) -> dict[str, Any] | None:
         try:
-            self._prepare(goal)
+            # Kept for _on_accepted, which the server calls next with this very goal.
+            self._checked = (goal, self._prepare(goal))
         except _Rejected as rejected:
             return rejected.result
         return None
@@ -354,11 +356,15 @@ class JointTrajectoryController(MujocoPlugin):
                 if fields["accelerations"][0].size else []}
 
     def _on_accepted(self, handle: GoalHandle) -> None:
-        try:
-            prepared = self._prepare(handle.goal)
-        except _Rejected as rejected:  # the state moved between the check and now
-            handle.abort(rejected.result)
-            return
+        checked, self._checked = self._checked, None
+        if checked is not None and checked[0] is handle.goal:
+            prepared = checked[1]
+        else:
+            try:
+                prepared = self._prepare(handle.goal)
+            except _Rejected as rejected:
+                handle.abort(rejected.result)
+                return
         number = next(self._numbers)
         # A new goal preempts the active one, which ends CANCELED (joint_trajectory_controller's
         # preempt_active_goal).

@@ -67,9 +67,33 @@ def outbound_routes(ctx: Context, plugin_class: Any) -> list[Outbound]:
         feedback_type = f"{action.action_type}_FeedbackMessage"
         routes.append(Outbound(f"{action.name}/_action/feedback", feedback_type,
                                _converter(feedback_type)))
-        routes.append(Outbound(f"{action.name}/_action/status", STATUS_TYPE,
-                               _converter(STATUS_TYPE), transient_local=True))
+        routes.append(Outbound(f"{action.name}/_action/status", STATUS_TYPE, _StatusArray(),
+                               transient_local=True))
     return routes
+
+
+class _StatusArray:
+    """The status array's converter: each goal's GoalInfo is built once and reused while the
+    goal is listed (an array lists every goal kept, and goes out on every transition)."""
+
+    def __init__(self) -> None:
+        self._infos: dict[bytes, Any] = {}
+        self._array = types.message_class(STATUS_TYPE)
+        self._status = types.message_class("action_msgs/msg/GoalStatus")
+
+    def __call__(self, message: Mapping[str, Any]) -> Any:
+        infos: dict[bytes, Any] = {}
+        statuses = []
+        for entry in message["status_list"]:
+            info = entry["goal_info"]
+            key = bytes(np.asarray(info["goal_id"]["uuid"], dtype=np.uint8).tobytes())
+            built = self._infos.get(key)
+            if built is None:
+                built = build("action_msgs/msg/GoalInfo", info)
+            infos[key] = built
+            statuses.append(self._status(built, int(entry["status"])))
+        self._infos = infos  # only the goals still listed
+        return self._array(statuses)
 
 
 def _converter(ros_type: str) -> Callable[[Any], Any]:
