@@ -228,12 +228,16 @@ class ActionServices:
         for goal_id in ended:
             self._answer_if_ended(goal_id)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Undeclares the services and tokens; `wait`: and waits for the calls in progress
+        (not from a rebuild, which holds the bridge's lock that such a call's status publish may
+        be waiting for)."""
         self._subscription.unsubscribe()
         for entity in self._entities:
             with contextlib.suppress(zenoh.ZError):
                 entity.undeclare()
         self._entities = []
-        join_drains(self._drains)
+        if wait:
+            join_drains(self._drains)
         with self._lock:
             self._waiting.clear()

@@ -310,7 +310,7 @@ class Bridge:
     def _redeclare_actions(self) -> None:
         """The plugins' declared actions' services, anew (their topics are outbound routes)."""
         for services in self._actions:
-            services.close()
+            services.close(wait=False)
         self._actions = []
         for ctx, cls in conversions.plugin_contexts(self._env):
             try:
