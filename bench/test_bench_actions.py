@@ -145,7 +145,9 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
     env = mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins})
     bridge = Bridge(env, domain_id=DOMAIN, router=router[0])
     fjt = "control_msgs/action/FollowJointTrajectory"
-    client = ActionClient(sdk, router, DOMAIN, "/mujoco_server/arm/follow_joint_trajectory", fjt)
+    # The services only, as the std_srvs client: no status or feedback subscriber in this process.
+    client = ActionClient(sdk, router, DOMAIN, "/mujoco_server/arm/follow_joint_trajectory", fjt,
+                          topics=False)
     pause = sdk.ROS2ServiceClient("/mujoco_server/pause", "std_srvs/srv/SetBool",
                                   node_name="bench", domain_id=DOMAIN, router_port=router[1],
                                   timeout=10.0)

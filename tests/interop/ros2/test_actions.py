@@ -180,7 +180,7 @@ class ActionClient:
     subscribers under `<name>/_action/`, each keyed by rosidl's hash."""
 
     def __init__(self, ros: Any, router: tuple[str, int], domain: int, name: str,
-                 action_type: str) -> None:
+                 action_type: str, topics: bool = True) -> None:
         from zenoh_ros2_sdk.qos import QosDurability, QosProfile
 
         def rihs(type_name: str) -> str:
@@ -202,6 +202,9 @@ class ActionClient:
         self.feedback: list[Any] = []
         self.statuses: list[Any] = []
         self.status_event = threading.Event()
+        self._subscribers: list[Any] = []
+        if not topics:  # the three services only (a benchmark's round trips)
+            return
         self._feedback = ros.ROS2Subscriber(
             f"{name}/_action/feedback", f"{action_type}_FeedbackMessage", self.feedback.append,
             type_hash=rihs(f"{action_type}_FeedbackMessage"), **common)
@@ -209,6 +212,7 @@ class ActionClient:
             f"{name}/_action/status", "action_msgs/msg/GoalStatusArray", self._on_status,
             type_hash=STATUS_HASH,
             qos=QosProfile(durability=QosDurability.TRANSIENT_LOCAL, history_depth=1), **common)
+        self._subscribers = [self._feedback, self._status]
 
     def _on_status(self, message: Any) -> None:
         self.statuses.append(message)
@@ -223,8 +227,7 @@ class ActionClient:
                 if bytes(s.goal_info.goal_id.uuid) == goal_id]
 
     def close(self) -> None:
-        for entity in (self.send_goal, self.get_result, self.cancel_goal, self._feedback,
-                       self._status):
+        for entity in (self.send_goal, self.get_result, self.cancel_goal, *self._subscribers):
             entity.close()
 
 
