@@ -415,3 +415,52 @@ def zenoh_router(endpoint: str, connect: str | None = None) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             router.kill()
             router.wait()
+
+
+# -- SPEC §23's controllers (tests/plugins/test_trajectory_controllers.py, tests/interop/ros2) ---
+
+CONTROLLER_DT = 0.001
+# The actuator of each command interface, on joint {j}.
+ACTUATORS = {
+    "position": '<position joint="{j}" kp="3000" kv="80"/>',
+    "velocity": '<velocity joint="{j}" kv="200"/>',
+    "effort": '<motor joint="{j}"/>',
+}
+
+
+def controller_arm_xml(*interfaces: str) -> str:
+    """Two hinges ("a", "b") without gravity, each with an actuator of each interface given."""
+    actuators = "".join(ACTUATORS[i].format(j=j) for j in ("a", "b") for i in interfaces)
+    return f"""
+<mujoco>
+  <option gravity="0 0 0" timestep="{CONTROLLER_DT}" integrator="implicitfast"/>
+  <worldbody>
+    <body><joint name="a" type="hinge" axis="0 0 1" damping="0.5"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02" mass="1" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0"><joint name="b" type="hinge" axis="0 0 1" damping="0.5"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02" mass="1" contype="0"
+              conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>{actuators}</actuator>
+</mujoco>"""
+
+
+# A slide "finger" driven by a position servo toward a block (the object) whose face is at
+# x = 0.08: the finger (0.01 thick) stops at 0.07 and squeezes it.
+FINGER_ON_OBJECT_XML = f"""
+<mujoco>
+  <option gravity="0 0 0" timestep="{CONTROLLER_DT}" integrator="implicitfast"/>
+  <worldbody>
+    <body name="object" pos="0.1 0 0">
+      <joint name="object" type="slide" axis="1 0 0" range="0 0.001"/>
+      <geom type="box" size="0.02 0.05 0.05" mass="0.2"/>
+    </body>
+    <body name="finger">
+      <joint name="finger" type="slide" axis="1 0 0" damping="5"/>
+      <geom type="box" size="0.01 0.02 0.02" mass="0.1"/>
+    </body>
+  </worldbody>
+  <actuator><position name="finger" joint="finger" kp="300" forcerange="-50 50"/></actuator>
+</mujoco>"""

@@ -301,9 +301,10 @@ def demo_files() -> tuple[Path, Path]:
 
 
 # What `mjfast demo --export` writes: the demo's model and parameters first, then what README's
-# later sections use (the arm on a table with a box for simulation control, and the ROS 2
-# configuration).
-_EXPORTED = ("demo_arm.xml", "demo.yaml", "demo_scene.xml", "ros2_params.yaml")
+# later sections use (the arm on a table with a box for simulation control, the ROS 2
+# configuration, and the arm with a gripper and its two controllers for MoveIt).
+_EXPORTED = ("demo_arm.xml", "demo.yaml", "demo_scene.xml", "ros2_params.yaml",
+             "demo_arm_gripper.xml", "moveit_params.yaml")
 
 
 def _shipped_demo_files() -> list[Path]:

@@ -5,7 +5,8 @@ liveliness tokens (the node, every publisher, subscriber and service server), an
 env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
 goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
 transient-local publisher's cache); a ROS 2 message on an inbound topic is converted and
-published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
+published on the bus; the std_srvs services answer queries; the actions plugins declare are
+served as rmw_zenoh serves rcl actions (`actions`). The wire's strings and bytes are
 `wire`'s; the types, CDR and hashes `types`'.
 
 What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
@@ -38,7 +39,7 @@ import zenoh.ext
 from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
-from mjfast.interop.ros2 import conversions, types, wire
+from mjfast.interop.ros2 import actions, conversions, types, wire
 from mjfast.interop.ros2.conversions import Inbound, Outbound
 from mjfast.interop.ros2.robot_description import RobotDescription
 from mjfast.interop.zenoh_threads import (
@@ -234,6 +235,7 @@ class Bridge:
         self._publishers: dict[str, _Publisher] = {}
         self._inbound: list[tuple[Any, Any]] = []  # (subscriber, token)
         self._services: list[tuple[Any, Any]] = []  # (queryable, token)
+        self._actions: list[actions.ActionServices] = []  # the plugins' actions (SPEC §23)
         self._skipped: set[str] = set()
         self._warned: set[str] = set()
         self._unmatched: dict[str, str] = {}  # topic as published -> resolved (no route)
@@ -290,12 +292,14 @@ class Bridge:
                 subscriber.undeclare()
                 token.undeclare()
             self._inbound = []
+            self._redeclare_actions()
             self._inbound_topics: set[str] = set()
             self._unmatched = {}
             subscribed = set(self._bus._subscribers)
             for ctx, cls in conversions.plugin_contexts(self._env):
                 try:
-                    outbound = conversions.outbound_routes(ctx, cls)
+                    outbound = (conversions.outbound_routes(ctx, cls)
+                                + actions.outbound_routes(ctx, cls))
                     inbound = conversions.inbound_routes(ctx, cls, subscribed.__contains__)
                 except Exception as error:  # a plugin's bad ros_types: that plugin only
                     _log.warning("plugin %s is not bridged to ROS 2: %s", ctx.name, error)
@@ -331,6 +335,19 @@ class Bridge:
                 return
             if text is not None:
                 self._send(self._description_publisher, text)
+
+    def _redeclare_actions(self) -> None:
+        """The plugins' declared actions' services, anew (their topics are outbound routes)."""
+        for services in self._actions:
+            services.close(wait=False)
+        self._actions = []
+        for ctx, cls in conversions.plugin_contexts(self._env):
+            try:
+                declared = actions.declared_actions(ctx, cls)
+            except Exception as error:  # a plugin's bad ros_actions: that plugin only
+                _log.warning("plugin %s's actions are not bridged to ROS 2: %s", ctx.name, error)
+                continue
+            self._actions += [actions.ActionServices(self, action) for action in declared]
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -586,6 +603,9 @@ class Bridge:
             self._work.wait_idle()
             for queryable, _ in self._services:
                 self._undeclare(queryable)  # no call comes any more
+            with self._lock:
+                for services in self._actions:  # the actions' calls too
+                    services.close()
             # The calls that came before, answered while the session is open: those still in
             # the queryables' channels, then those waiting for a worker.
             join_drains(self._service_drains)
