@@ -5,8 +5,9 @@ liveliness tokens (the node, every publisher, subscriber and service server), an
 env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
 goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
 transient-local publisher's cache), by the env's route table (`mjfast.interop.routes`, shared
-with recordings); a ROS 2 message on an inbound topic is converted and
-published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
+with recordings); a ROS 2 message on an inbound topic is converted and published on the bus; the
+std_srvs services answer queries; the actions plugins declare are served as rmw_zenoh serves rcl
+actions (`actions`). The wire's strings and bytes are
 `wire`'s; the types, CDR and hashes `types`'.
 
 What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 import json
 import logging
@@ -39,7 +41,8 @@ from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
 from mjfast.interop import routes
-from mjfast.interop.ros2 import types, wire
+from mjfast.interop.ros2 import actions, types, wire
+from mjfast.interop.ros2.robot_description import RobotDescription
 from mjfast.interop.routes import Inbound, Outbound
 from mjfast.interop.zenoh_threads import (
     close_session,
@@ -48,6 +51,8 @@ from mjfast.interop.zenoh_threads import (
     join_drains,
     no_close_at_the_end,
 )
+from mjfast.plugin.discovery import resolve_plugin
+from mjfast.sim.calls import ros2_calls
 
 __all__ = ["DEFAULT_ROUTER", "Bridge", "RouterNotFound"]
 
@@ -226,6 +231,7 @@ class Bridge:
         self._drains: list[threading.Thread] = []  # the inbound subscribers'
         self._service_drains: list[threading.Thread] = []
         self._tap: Any = None
+        self._reloads: Any = None
         self._lock = threading.RLock()
         self._entity_ids = itertools.count(1)
         self._publishers: dict[str, _Publisher] = {}  # ROS 2 topic -> its publisher
@@ -234,6 +240,7 @@ class Bridge:
         self._table: routes.RouteTable | None = None
         self._inbound: list[tuple[Any, Any]] = []  # (subscriber, token)
         self._services: list[tuple[Any, Any]] = []  # (queryable, token)
+        self._actions: list[actions.ActionServices] = []  # the plugins' actions (SPEC §23)
         self._skipped: set[str] = set()
         self._warned: set[str] = set()
         self._owns_session = session is None
@@ -257,10 +264,15 @@ class Bridge:
             for worker in self._workers:
                 worker.start()
             self._declare_services()
+            self._description = RobotDescription()
+            self._description_publisher: _Publisher | None = None
             self._rebuild(send_latched=False)
             # Every bus publish passes here, after its subscribers; the latched ones (the
             # /tf_static published at load) come first, into the transient-local caches.
             self._tap = self._bus.add_tap(self._forward)
+            # A reload from anywhere (Python, the remote bus, this bridge) is a new model
+            # generation: its /robot_description goes out even if no plugin publishes after it.
+            self._reloads = env.add_call_listener(self._on_call)
         except BaseException:
             self._work.shut()
             self._stop_workers()
@@ -287,12 +299,19 @@ class Bridge:
                 subscriber.undeclare()
                 token.undeclare()
             self._inbound = []
+            self._redeclare_actions()
             self._inbound_topics: set[str] = set()
             for topic, route in table.publishers.items():
                 self._publishers[topic] = self._declare_publisher(route)
-            self._outbound = {source: tuple((route, self._publishers[route.topic])
-                                            for route in source_routes)
-                              for source, source_routes in table.outbound.items()}
+            outbound = {source: [(route, self._publishers[route.topic]) for route in found]
+                        for source, found in table.outbound.items()}
+            # The declared actions' feedback and status topics (not recorded: bridge-only).
+            for route in self._action_routes():
+                entry = self._publishers.get(route.topic)
+                if entry is None:
+                    entry = self._publishers[route.topic] = self._declare_publisher(route)
+                outbound.setdefault(route.source, []).append((route, entry))
+            self._outbound = {source: tuple(found) for source, found in outbound.items()}
             for inbound in table.inbound:
                 self._inbound.append(self._declare_subscriber(inbound))
                 self._inbound_topics.add(inbound.topic)
@@ -301,6 +320,59 @@ class Bridge:
                 for route, entry in self._outbound.get(topic, ()):
                     if route.transient_local:
                         self._send(route, entry, message)
+            self._publish_robot_description()
+
+    def _plugin_classes(self) -> list[tuple[str, str, Any]]:
+        """(name, node namespace, class) of each configured plugin whose type resolves."""
+        out = []
+        for spec in self._env.plugin_specs:
+            try:
+                cls = resolve_plugin(spec.type)
+            except Exception:
+                continue
+            out.append((spec.name, f"{self._env.namespace.rstrip('/')}/{spec.name}", cls))
+        return out
+
+    def _action_routes(self) -> list[Outbound]:
+        found = []
+        for name, namespace, cls in self._plugin_classes():
+            try:
+                found += actions.outbound_routes(namespace, cls)
+            except Exception as error:  # a plugin's bad ros_actions: that plugin only
+                _log.warning("plugin %s's actions are not bridged to ROS 2: %s", name, error)
+        return found
+
+    def _on_call(self, name: str, args: Any) -> None:
+        if name == "reload":
+            self._publish_robot_description()
+
+    def _publish_robot_description(self) -> None:
+        """/robot_description (SPEC §24): its transient-local publisher declared once, and the
+        env's URDF sent into its cache once per model generation (a reload changes the plugins,
+        so _rebuild runs after each one)."""
+        with self._lock:
+            if self._description_publisher is None:
+                self._description_publisher = self._declare_publisher(self._description.route)
+            try:
+                text = self._description.due(self._env)
+            except Exception as error:  # a model URDF cannot describe: the rest is bridged
+                _log.warning("no /robot_description for this model: %s", error)
+                return
+            if text is not None:
+                self._send(self._description.route, self._description_publisher, text)
+
+    def _redeclare_actions(self) -> None:
+        """The plugins' declared actions' services, anew (their topics are outbound routes)."""
+        for services in self._actions:
+            services.close(wait=False)
+        self._actions = []
+        for name, namespace, cls in self._plugin_classes():
+            try:
+                declared = actions.declared_actions(namespace, cls)
+            except Exception as error:  # a plugin's bad ros_actions: that plugin only
+                _log.warning("plugin %s's actions are not bridged to ROS 2: %s", name, error)
+                continue
+            self._actions += [actions.ActionServices(self, action) for action in declared]
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -418,20 +490,20 @@ class Bridge:
     # -- services -------------------------------------------------------------------------------
 
     def _declare_services(self) -> None:
+        """The calls table's std_srvs rows (mjfast.sim.calls: pause, reset, reload), each as
+        `<ns>/<name>`."""
         ns = resolve_name(self._env.namespace)
-        handlers: dict[str, tuple[str, Callable[[Any], tuple[bool, str]]]] = {
-            f"{ns}/pause": ("std_srvs/srv/SetBool", self._pause),
-            f"{ns}/reset": ("std_srvs/srv/Trigger", self._reset),
-            f"{ns}/reload": ("std_srvs/srv/Trigger", self._reload),
-        }
-        for name, (service_type, handler) in handlers.items():
+        for call in ros2_calls():
+            assert call.ros2 is not None
+            name, service_type = f"{ns}/{call.name}", call.ros2.type
+            handler = functools.partial(call.ros2.answer, self._env)
             dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
             key = wire.data_key(self.domain_id, name, dds, hash_)
             eid = next(self._entity_ids)
             token = self._session.liveliness().declare_token(wire.endpoint_token(
                 self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
                 hash_, wire.QOS_DEFAULT))
-            if handler == self._pause:
+            if call.ros2.inline:
                 # Answered on the queryable's own thread: pause/resume wait for one step
                 # boundary at most, and a hand-over to a worker costs a thread wake-up, a good
                 # part of a round trip.
@@ -445,21 +517,6 @@ class Bridge:
                                                                         complete=True),
                 on_query, f"mjfast-ros2-service {name}", self._service_drains)
             self._services.append((queryable, token))
-
-    def _pause(self, request: Any) -> tuple[bool, str]:
-        if request.data:
-            self._env.pause()
-            return True, "paused"
-        self._env.resume()
-        return True, "resumed"
-
-    def _reset(self, request: Any) -> tuple[bool, str]:
-        self._env.reset()
-        return True, "reset"
-
-    def _reload(self, request: Any) -> tuple[bool, str]:
-        self._env.reload()
-        return True, "reloaded"
 
     def _enqueue(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
         """A call for a worker, or refused at once: the bridge is closing, or the queue full."""
@@ -542,8 +599,11 @@ class Bridge:
     def topics(self) -> dict[str, str]:
         """ROS 2 topic -> type of everything this node publishes."""
         with self._lock:
-            return {topic: entry.route.ros_type for topic, entry in
-                    sorted(self._publishers.items())}
+            entries = list(self._publishers.values())
+            if self._description_publisher is not None:
+                entries.append(self._description_publisher)
+            return {entry.route.topic: entry.route.ros_type
+                    for entry in sorted(entries, key=lambda entry: entry.route.topic)}
 
     def statistics(self) -> dict[str, int]:
         return self._counters.snapshot()
@@ -559,11 +619,16 @@ class Bridge:
         try:
             if self._tap is not None:
                 self._tap.remove()  # no new message goes out
+            if self._reloads is not None:
+                self._reloads.remove()
             # The calls, inbound messages and puts in progress end; from now on every call is
             # answered `success: false` at once, not run.
             self._work.wait_idle()
             for queryable, _ in self._services:
                 self._undeclare(queryable)  # no call comes any more
+            with self._lock:
+                for services in self._actions:  # the actions' calls too
+                    services.close()
             # The calls that came before, answered while the session is open: those still in
             # the queryables' channels, then those waiting for a worker.
             join_drains(self._service_drains)
@@ -576,6 +641,8 @@ class Bridge:
                     self._undeclare(token, subscriber)
                 for entry in self._publishers.values():
                     self._undeclare_publisher(entry)
+                if self._description_publisher is not None:
+                    self._undeclare_publisher(self._description_publisher)
                 self._undeclare(self._node_token)
             if self._owns_session:
                 close_session(self._session)
