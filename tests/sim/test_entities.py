@@ -15,7 +15,7 @@ import pytest
 
 import mjfast
 from mjfast.plugin.discovery import register_plugin, unregister_plugin
-from support import TWO_LINK_ARM_XML, wait_for
+from support import TWO_LINK_ARM_XML, run_cli, wait_for
 
 # A world on the sparse Jacobian, so that a body with dofs of its own and no constraint leaves
 # every sum over the others' dofs as it was (MuJoCo's dense products run over all of them).
@@ -369,6 +369,34 @@ def test_a_hundred_spawn_remove_cycles_leak_nothing(make_env: Callable[..., mjfa
     assert rss_kb() - rss < 8 * 1024
     assert sorted(env.entities()) == ["box", "pendulum", "target"]
     assert env.model.nq == mujoco.MjModel.from_xml_string(WORLD_XML).nq
+
+
+# -- recording ----------------------------------------------------------------------------------
+
+
+def test_a_recording_with_spawns_and_removals_replays_bit_for_bit(
+        make_env: Callable[..., mjfast.MujocoEnv], tmp_path: Path, capsys: Any) -> None:
+    pytest.importorskip("rosbags")
+    env = world(make_env)
+    env.spawn(STATIC_XML, "crate", pose={"pos": [2, 2, 0.2]})  # before: in the bag's metadata
+    recording = env.record(tmp_path / "bag", state_every=25)
+    env.control.write(ctrl=[0.4])  # recorded, as every command that reaches the simulation
+    env.step(40)
+    env.spawn(TWO_LINK_ARM_XML, "arm", pose={"pos": [3, 0, 0]}, frame="world")
+    env.spawn(PROBE_XML, "probe", frame="box", pose={"pos": [0, 0, 1]})
+    env.step(60)
+    env.remove("pendulum")
+    env.step(30)
+    env.remove("arm")
+    env.step(30)
+    expected = sorted(env.entities())
+    recording.stop()
+    code, out, _ = run_cli(capsys, "replay", str(tmp_path / "bag"), "--check")
+    assert code == 0 and out.startswith("replay matches"), out
+    # env_at makes the world of that moment: the crate from before, the spawns and removals.
+    with mjfast.open_recording(tmp_path / "bag").env_at(float(env.data.time)) as later:
+        assert sorted(later.entities()) == expected == ["box", "crate", "probe", "target"]
+        assert later.entities()["crate"].spawned
 
 
 # -- sources and frames -------------------------------------------------------------------------

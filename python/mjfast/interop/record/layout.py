@@ -31,6 +31,7 @@ __all__ = [
     "CLOCK_TOPIC",
     "COMMANDS_TOPIC",
     "FORMAT",
+    "MODEL_CALLS",
     "RING_CAPACITY",
     "STATE_TOPIC",
     "bytes_message",
@@ -46,7 +47,9 @@ BYTES_TYPE = "std_msgs/msg/UInt8MultiArray"
 FORMAT = "1"  # the layout of this module's docstring; custom metadata "mjfast.format"
 # The env calls a recording holds (replay calls the env's method of that name).
 CALLS = ("reset", "set_joint_state", "set_body_state", "apply_options", "set_equality_active",
-         "reload", "set_geom_properties", "set_state")
+         "reload", "set_geom_properties", "set_state", "spawn", "remove", "set_entity_state")
+# The calls after which the model (its identity) may differ: a full state follows each.
+MODEL_CALLS = ("reload", "spawn", "remove")
 # The compiled StepRecorder's ring (control writes and periodic states), recording and replaying.
 RING_CAPACITY = 1 << 14
 

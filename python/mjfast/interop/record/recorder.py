@@ -38,6 +38,7 @@ from mjfast.interop.record.layout import (
     CLOCK_TOPIC,
     COMMANDS_TOPIC,
     FORMAT,
+    MODEL_CALLS,
     RING_CAPACITY,
     STATE_TOPIC,
     bytes_message,
@@ -197,6 +198,9 @@ class Recording:
                 "mjfast.state_period": repr(self._state_period),
                 "mjfast.log_time_offset_ns": str(self._log_offset)}
         data.update(_model_text(source))
+        history = self._env_tap.entity_history()
+        if history:  # the spawns and removals that made this world from its model (SPEC §25)
+            data["mjfast.entities"] = json.dumps(_jsonable(history))
         return data
 
     # -- routes (the conversion table) ----------------------------------------------------------
@@ -280,7 +284,7 @@ class Recording:
         """An env call that changed the simulation (stepping held by the caller)."""
         if name != "stop":
             self.command("call", name=name, args={k: _plain(v) for k, v in args.items()})
-        if name in ("reload", "set_state", "stop"):
+        if name in (*MODEL_CALLS, "set_state", "stop"):
             # The model (its identity) may have changed: a full state now, a point to restart at.
             state = self._env.get_state()
             self._identities[self._env.model_generation] = (state.model_signature,

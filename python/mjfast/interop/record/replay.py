@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from mjfast._core_loader import _core
 from mjfast.errors import MjfastError
 from mjfast.interop.record.layout import RING_CAPACITY, command_key, state_module
+from mjfast.sim.entities import spawn_call
 from mjfast.sim.recording_tap import RecordingTap
 
 if TYPE_CHECKING:
@@ -55,10 +56,12 @@ class Replayer:
         self.commands = [c for c in commands if self.start_key < command_key(c) <= self.end.key]
         # A state taken after a reload to another model is of that model: the env goes there
         # first (a reload without a model reloads the one in use, the last one named).
-        reloads = [c for c in commands if command_key(c) < self.start_key and c["kind"] == "call"
-                   and c["name"] == "reload" and c["args"].get("model") is not None]
-        if reloads:
-            self._apply(reloads[-1])
+        # So do the spawns and removals before it (SPEC §25), in their order.
+        for command in commands:
+            if command_key(command) < self.start_key and command["kind"] == "call" and (
+                    command["name"] in ("spawn", "remove") or (
+                        command["name"] == "reload" and command["args"].get("model") is not None)):
+                self._apply(command)
         env.set_state(start.state)  # (an env replay made records nothing)
         self.step = start.step  # steps since the recording's start
 
@@ -86,6 +89,8 @@ class Replayer:
                 name, args = command["name"], dict(command["args"])
                 if name == "set_state":
                     args["state"] = state_module().SimState.from_bytes(args["state"])
+                elif name == "spawn":
+                    args = spawn_call(args)
                 getattr(env, name)(**args)
         except (TypeError, ValueError, KeyError, MjfastError) as error:
             raise ValueError(f"cannot read the bag {self.recording.path}: its {kind} command "
