@@ -399,6 +399,26 @@ def test_a_recording_with_spawns_and_removals_replays_bit_for_bit(
         assert later.entities()["crate"].spawned
 
 
+# -- bus services -------------------------------------------------------------------------------
+
+
+def test_the_bus_services_spawn_query_move_and_remove(make_env: Callable[..., mjfast.MujocoEnv]
+                                                      ) -> None:
+    env = world(make_env)
+    ns = env.namespace
+    reply = env.bus.call(f"{ns}/spawn", {"model": STATIC_XML, "name": "crate",
+                                         "pose": {"pos": [2, 0, 0.2]}})
+    assert reply["entity"]["bodies"] == ["crate/crate"] and reply["entity"]["spawned"]
+    assert set(env.bus.call(f"{ns}/entities", None)) == {"box", "pendulum", "target", "crate"}
+    env.bus.call(f"{ns}/set_entity_state", {"name": "crate", "pose": {"pos": [2, 1, 0.2]}})
+    state = env.bus.call(f"{ns}/get_entity_state", {"name": "crate"})
+    assert state["pos"] == [2, 1, 0.2]
+    env.bus.call(f"{ns}/remove", {"name": "crate"})
+    assert "crate" not in env.entities()
+    with pytest.raises(KeyError, match="no entity named 'crate'"):
+        env.bus.call(f"{ns}/remove", {"name": "crate"})
+
+
 # -- sources and frames -------------------------------------------------------------------------
 
 URDF = """<?xml version="1.0"?>

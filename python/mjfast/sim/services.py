@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import enum
 import time
 import weakref
@@ -205,6 +206,39 @@ def _statistics(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
     return jsonable({**statistics, "plugins": plugins})
 
 
+def _entity_info(info: Any) -> dict[str, Any]:
+    return jsonable(dataclasses.asdict(info))
+
+
+def _entities(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _entity_info(info) for name, info in env.entities().items()}
+
+
+def _spawn(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    model = request["model"]
+    if not isinstance(model, str):
+        raise ValueError(f"model must be a path or MJCF/URDF text (a string), got {model!r}")
+    info = env.spawn(model, request["name"], pose=request.get("pose"),
+                     frame=request.get("frame", "world"), namespace=request.get("namespace"),
+                     params=request.get("params"))
+    return {"model_generation": env.model_generation, "entity": _entity_info(info)}
+
+
+def _remove(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.remove(request["name"])
+    return {"model_generation": env.model_generation}
+
+
+def _get_entity_state(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    return jsonable(env.get_entity_state(request["name"], frame=request.get("frame", "world")))
+
+
+def _set_entity_state(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.set_entity_state(request["name"], pose=request.get("pose"), twist=request.get("twist"),
+                         frame=request.get("frame", "world"))
+    return {}
+
+
 # service name -> (handler, allowed request fields, required ones)
 _SERVICES: dict[str, tuple[Handler, tuple[str, ...], tuple[str, ...]]] = {
     "pause": (_pause, ("paused",), ()),
@@ -220,6 +254,13 @@ _SERVICES: dict[str, tuple[Handler, tuple[str, ...], tuple[str, ...]]] = {
     "set_realtime_factor": (_set_realtime_factor, ("realtime_factor",), ("realtime_factor",)),
     "info": (_info, (), ()),
     "statistics": (_statistics, (), ()),
+    # SPEC §25: the world's entities.
+    "entities": (_entities, (), ()),
+    "spawn": (_spawn, ("model", "name", "pose", "frame", "namespace", "params"),
+              ("model", "name")),
+    "remove": (_remove, ("name",), ("name",)),
+    "get_entity_state": (_get_entity_state, ("name", "frame"), ("name",)),
+    "set_entity_state": (_set_entity_state, ("name", "pose", "twist", "frame"), ("name",)),
 }
 SERVICE_NAMES = tuple(_SERVICES)
 
