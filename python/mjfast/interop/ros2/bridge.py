@@ -5,8 +5,8 @@ liveliness tokens (the node, every publisher, subscriber and service server), an
 env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
 goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
 transient-local publisher's cache); a ROS 2 message on an inbound topic is converted and
-published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
-`wire`'s; the types, CDR and hashes `types`'.
+published on the bus; the std_srvs services and simulation_interfaces' (`simulation_services`)
+answer queries. The wire's strings and bytes are `wire`'s; the types, CDR and hashes `types`'.
 
 What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
 in a queue of `_SERVICE_QUEUE` (a call past that is answered `success: false` at once); every
@@ -37,8 +37,9 @@ import zenoh.ext
 from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
-from mjfast.interop.ros2 import conversions, types, wire
+from mjfast.interop.ros2 import conversions, simulation_services, types, wire
 from mjfast.interop.ros2.conversions import Inbound, Outbound
+from mjfast.interop.ros2.simulation_services import SimulationInterfaces
 from mjfast.interop.zenoh_threads import (
     close_session,
     close_when_the_program_ends,
@@ -188,6 +189,15 @@ def split_node_name(namespace: str) -> tuple[str, str]:
     absolute = resolve_name(namespace)
     parent, _, name = absolute.rpartition("/")
     return parent or "/", name or "mujoco_server"
+
+
+def _failure(service_type: str, message: str) -> Any:
+    """The answer of a call that failed outside its handler's own result codes (raised, refused
+    or the bridge closing): std_srvs' `success: false` with the message, simulation_interfaces'
+    RESULT_OPERATION_FAILED."""
+    if service_type.startswith(f"{simulation_services.PACKAGE}/"):
+        return simulation_services.failure_response(service_type, message)
+    return False, message
 
 
 class Bridge:
@@ -419,11 +429,14 @@ class Bridge:
 
     def _declare_services(self) -> None:
         ns = resolve_name(self._env.namespace)
-        handlers: dict[str, tuple[str, Callable[[Any], tuple[bool, str]]]] = {
+        handlers: dict[str, tuple[str, Callable[[Any], Any]]] = {
             f"{ns}/pause": ("std_srvs/srv/SetBool", self._pause),
             f"{ns}/reset": ("std_srvs/srv/Trigger", self._reset),
             f"{ns}/reload": ("std_srvs/srv/Trigger", self._reload),
         }
+        # simulation_interfaces 2.1.0 (SPEC §25), under the node's namespace too.
+        for name, entry in SimulationInterfaces(self._env).table().items():
+            handlers[f"{ns.rstrip('/')}/{name}"] = entry
         for name, (service_type, handler) in handlers.items():
             dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
             key = wire.data_key(self.domain_id, name, dds, hash_)
@@ -478,7 +491,7 @@ class Bridge:
     def _refuse(self, query: Any, service_type: str, reason: str) -> None:
         self._counters.add("refused_calls")
 
-        def refusal(request: Any) -> tuple[bool, str]:
+        def refusal(request: Any) -> Any:
             raise RuntimeError(reason)
 
         self._answer(query, service_type, refusal, work=False)
@@ -518,12 +531,13 @@ class Bridge:
             try:
                 if not open_:
                     raise RuntimeError(_CLOSING)
-                success, message = handler(request)
+                answer = handler(request)
             except Exception as error:
                 self._counters.add("failed_calls")
-                success, message = False, f"{type(error).__name__}: {error}"
-            response = types.message_class(f"{service_type}_Response")(success=success,
-                                                                       message=message)
+                answer = _failure(service_type, f"{type(error).__name__}: {error}")
+            # std_srvs' handlers answer (success, message); the others their whole response.
+            response = types.message_class(f"{service_type}_Response")(
+                success=answer[0], message=answer[1]) if isinstance(answer, tuple) else answer
             reply_attachment = wire.encode_attachment(request_id.sequence_number,
                                                       time.time_ns(), request_id.gid)
             with contextlib.suppress(zenoh.ZError):
