@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -199,6 +199,58 @@ class ControlState:
         ...
     @property
     def time(self) -> float:
+        ...
+class NativeControl:
+    """
+    A compiled per-step controller that a Python plugin owns; its adapter dispatches control() without entering Python.
+    """
+    def control(self, model_address: typing.SupportsInt | typing.SupportsIndex, data_address: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Runs one step's work on the mjModel*/mjData* at these addresses.
+        """
+class JointTrajectoryCore(NativeControl):
+    """
+    mjfast/JointTrajectoryController's per-step work (src/_core/control).
+    """
+    def __init__(self, *, qpos: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], dof: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], actuator: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], velocity_actuator: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], command: str, gains: collections.abc.Sequence[tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex]], ff_velocity_scale: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], open_loop: bool, interpolate: bool, state_period: typing.SupportsFloat | typing.SupportsIndex, feedback_period: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    def close(self) -> None:
+        ...
+    def feedback(self) -> dict:
+        """
+        The state as of the latest feedback (action_monitor_rate).
+        """
+    def hold(self) -> None:
+        ...
+    def last_end(self) -> dict:
+        ...
+    def set_trajectory(self, goal: typing.SupportsInt | typing.SupportsIndex, start: typing.SupportsFloat | typing.SupportsIndex, times: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], positions: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], velocities: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], accelerations: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], path_tolerance: collections.abc.Sequence[tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex]], goal_tolerance: collections.abc.Sequence[tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex]], goal_time: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    def snapshot(self) -> dict:
+        """
+        The state as of the latest state copy (state_publish_rate, and a goal's end).
+        """
+    def wait(self, seen: tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex], timeout_s: typing.SupportsFloat | typing.SupportsIndex) -> tuple[int, int, int]:
+        """
+        Until the outcome count differs from `seen`'s (a goal ended), close(), or the timeout passes: the (feedback, state, outcome) counts.
+        """
+class GripperCore(NativeControl):
+    """
+    mjfast/GripperActionController's per-step work (src/_core/control).
+    """
+    def __init__(self, *, qpos: typing.SupportsInt | typing.SupportsIndex, dof: typing.SupportsInt | typing.SupportsIndex, actuator: typing.SupportsInt | typing.SupportsIndex, gain: typing.SupportsFloat | typing.SupportsIndex, bias: tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex], goal_tolerance: typing.SupportsFloat | typing.SupportsIndex, stall_velocity_threshold: typing.SupportsFloat | typing.SupportsIndex, stall_timeout: typing.SupportsFloat | typing.SupportsIndex, feedback_period: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    def close(self) -> None:
+        ...
+    def command(self, goal: typing.SupportsInt | typing.SupportsIndex, position: typing.SupportsFloat | typing.SupportsIndex, max_effort: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        ...
+    def feedback(self) -> dict:
+        ...
+    def hold(self) -> None:
+        ...
+    def last_end(self) -> dict:
+        ...
+    def wait(self, seen: tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex], timeout_s: typing.SupportsFloat | typing.SupportsIndex) -> tuple[int, int, int]:
         ...
 class NativePluginHandle:
     """

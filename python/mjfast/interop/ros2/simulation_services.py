@@ -5,7 +5,7 @@ response, with its result codes and `error_message`s.
 It owns the mapping between the package's messages and the env's calls, and the STOPPED mark of
 the simulation state; the wire (queryables, attachments, queues) is the bridge's, the types and
 CDR are `mjfast.interop.ros2.types`' (from the package's own definitions, which mjfast carries in
-`mjfast.interop.ros2.simulation_interfaces`).
+`interfaces/simulation_interfaces`, `mjfast.interop.ros2.action_types`).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """ROS 2 Jazzy message types for mjfast: CDR, RIHS01 type hashes and DDS names, all from rosbags.
 
 One typestore (`rosbags.typesys.get_typestore(Stores.ROS2_JAZZY)`) serves the bridge and the
-recorder. Three additions, all made through rosbags and documented here:
+recorder. Two additions, both made through rosbags and documented here:
 
 - rosbags' Jazzy store carries no `std_srvs`; the three services mjfast answers (SetBool,
   Trigger) are registered from their fields with rosbags' own msg parser, together with the
   service type description (`request_message`, `response_message`, `event_message`) that ROS 2
   hashes for a service's RIHS01.
-- the interface packages in PACKAGES (simulation_interfaces 2.1.0, SPEC §25), whose `.msg` and
-  `.srv` files mjfast carries as the package ships them, are parsed the same way.
+- SPEC §23's action types (control_msgs' FollowJointTrajectory and GripperCommand, and
+  action_msgs/srv/CancelGoal) are registered from their definitions by `action_types`.
 - rosbags keeps `char` in `service_msgs/msg/ServiceEventInfo.client_gid`; rosidl reads a `.msg`
   `char` as `uint8`, and so does the type hash of every service. That one field is hashed as
   `uint8[16]` (the same CDR bytes), which gives rmw_zenoh's hashes (std_srvs/srv/Trigger:
@@ -22,14 +22,14 @@ from __future__ import annotations
 import functools
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.base import Nodetype
 
+from mjfast.interop.ros2.action_types import register_interfaces
+
 __all__ = [
-    "PACKAGES",
     "SERVICES",
     "dds_type_name",
     "deserialize",
@@ -46,10 +46,6 @@ SERVICES: dict[str, tuple[str, str]] = {
     "std_srvs/srv/Trigger": ("", "bool success\nstring message"),
 }
 
-# Interface packages whose definitions mjfast carries (their .msg/.srv files, as the package
-# ships them): simulation_interfaces 2.1.0 (SPEC §25).
-PACKAGES = (Path(__file__).resolve().parent / "simulation_interfaces",)
-
 _lock = threading.Lock()
 
 
@@ -63,17 +59,12 @@ def _renamed(desc: Any, rename: Any) -> Any:
 
 
 def _parse_srv_part(text: str, name: str) -> dict[str, Any]:
-    """rosbags' msg parser names every type `pkg/msg/Name`; a service's own parts (the service,
-    its `_Request`, `_Response` and `_Event`) live in `pkg/srv`, its package's messages stay."""
+    """rosbags' msg parser names every type `pkg/msg/Name`; a service's parts live in `pkg/srv`."""
     package, _, base = name.split("/")
-    service = base.rsplit("_", 1)[0] if base.endswith(("_Request", "_Response", "_Event")) else (
-        base)
-    own = {service, f"{service}_Request", f"{service}_Response", f"{service}_Event"}
-    prefix = f"{package}/msg/"
 
     def rename(type_name: str) -> str:
-        short = type_name[len(prefix):]
-        return f"{package}/srv/{short}" if type_name.startswith(prefix) and short in own else (
+        prefix = f"{package}/msg/"
+        return f"{package}/srv/{type_name[len(prefix):]}" if type_name.startswith(prefix) else (
             type_name)
 
     parsed = get_types_from_msg(text, f"{package}/msg/{base}")
@@ -81,49 +72,23 @@ def _parse_srv_part(text: str, name: str) -> dict[str, Any]:
             for key, (consts, fields) in parsed.items()}
 
 
-def _service_types(service: str, request: str, response: str) -> dict[str, Any]:
-    """A service's request, response, event and service type description (what ROS 2 hashes
-    for its RIHS01)."""
-    base = service.rsplit("/", 1)[1]
-    types: dict[str, Any] = {}
-    types.update(_parse_srv_part(request, f"{service}_Request"))
-    types.update(_parse_srv_part(response, f"{service}_Response"))
-    types.update(_parse_srv_part(
-        f"service_msgs/ServiceEventInfo info\n{base}_Request[<=1] request\n"
-        f"{base}_Response[<=1] response", f"{service}_Event"))
-    types.update(_parse_srv_part(
-        f"{base}_Request request_message\n{base}_Response response_message\n"
-        f"{base}_Event event_message", service))
-    return types
-
-
-def _package_types(folder: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(messages, services) of an interface package's `msg/*.msg` and `srv/*.srv` files; the
-    package is named by the folder."""
-    package = folder.name
-    messages: dict[str, Any] = {}
-    for path in sorted((folder / "msg").glob("*.msg")):
-        messages.update(get_types_from_msg(path.read_text(), f"{package}/msg/{path.stem}"))
-    services: dict[str, Any] = {}
-    for path in sorted((folder / "srv").glob("*.srv")):
-        request, _, response = path.read_text().partition("\n---")
-        services.update(_service_types(f"{package}/srv/{path.stem}", request, response))
-    return messages, services
-
-
 @functools.cache
 def typestore() -> Any:
-    """The Jazzy typestore with std_srvs' SetBool and Trigger and the interface packages in
-    PACKAGES registered."""
+    """The Jazzy typestore with std_srvs' SetBool and Trigger registered."""
     store = get_typestore(Stores.ROS2_JAZZY)
     types: dict[str, Any] = {}
     for service, (request, response) in SERVICES.items():
-        types.update(_service_types(service, request, response))
+        base = service.rsplit("/", 1)[1]
+        types.update(_parse_srv_part(request, f"{service}_Request"))
+        types.update(_parse_srv_part(response, f"{service}_Response"))
+        types.update(_parse_srv_part(
+            f"service_msgs/ServiceEventInfo info\n{base}_Request[<=1] request\n"
+            f"{base}_Response[<=1] response", f"{service}_Event"))
+        types.update(_parse_srv_part(
+            f"{base}_Request request_message\n{base}_Response response_message\n"
+            f"{base}_Event event_message", service))
     store.register(types)
-    for folder in PACKAGES:
-        messages, services = _package_types(folder)
-        store.register(messages)  # first: the services refer to them
-        store.register(services)
+    register_interfaces(store)  # control_msgs' actions, action_msgs/srv/CancelGoal (SPEC §23)
     consts, fields = store.fielddefs["service_msgs/msg/ServiceEventInfo"]
     store.fielddefs["service_msgs/msg/ServiceEventInfo"] = (consts, [
         (name, (Nodetype.ARRAY, ((Nodetype.BASE, ("uint8", 0)), 16)))
