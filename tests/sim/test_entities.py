@@ -440,6 +440,12 @@ def test_urdf_mjspec_and_file_sources(make_env: Callable[..., mjfast.MujocoEnv],
     env = world(make_env)
     env.spawn(URDF, "pole", pose={"pos": [0, -2, 0.5]})
     assert "pole/hinge" in env.entities()["pole"].joints
+    # SPEC §24's importer: a <ros2_control> joint gets its actuator, named <joint>_<interface>.
+    controlled = URDF.replace("</robot>", """<ros2_control name="sim" type="system">
+      <joint name="hinge"><command_interface name="effort"/>
+        <state_interface name="position"/></joint></ros2_control></robot>""")
+    env.spawn(controlled, "driven", pose={"pos": [0, -3, 0.5]})
+    assert env.entities()["driven"].actuators == ("driven/hinge_effort",)
     spec = mujoco.MjSpec.from_string(STATIC_XML)
     env.spawn(spec, "crate", pose={"pos": [2, 2, 0.2]})
     assert env.entities()["crate"].source == "<MjSpec>"

@@ -5,8 +5,8 @@ edits of a spawn and a removal: attach in a frame with the prefix `<name>/`, del
 
 Everything here works on specs the caller may discard and on compiled models; it owns no
 simulation state (the env's `mjfast.sim.entities` swaps the result in). A format's reader is
-one entry of `_LOADERS`: URDF is MuJoCo's own reader until SPEC §24's importer registers itself
-with `register_spec_loader("urdf", ...)`.
+one entry of `_LOADERS` (`register_spec_loader`): MJCF is MuJoCo's, URDF SPEC §24's importer
+(`mjfast.model.urdf.urdf_spec`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import mujoco
 import numpy as np
 
 from mjfast.model.checked_values import checked_mapping, finite_vector, unit_quaternion
+from mjfast.model.urdf import urdf_spec
 from mjfast.names import unknown, unknown_name
 
 __all__ = ["FORMATS", "EntityInfo", "EntitySource", "Placement", "attach_entity",
@@ -87,8 +88,16 @@ def _read_with_mujoco(source: EntitySource) -> mujoco.MjSpec:
     return spec
 
 
+def _read_urdf(source: EntitySource) -> mujoco.MjSpec:
+    """SPEC §24's URDF importer (package:// and relative meshes, ros2_control actuators)."""
+    if source.path is not None and Path(source.path).is_file() and (
+            Path(source.path).read_text() == source.text):
+        return urdf_spec(source.path)
+    return urdf_spec(text=source.text)
+
+
 SpecLoader = Callable[[EntitySource], mujoco.MjSpec]
-_LOADERS: dict[str, SpecLoader] = {"mjcf": _read_with_mujoco, "urdf": _read_with_mujoco}
+_LOADERS: dict[str, SpecLoader] = {"mjcf": _read_with_mujoco, "urdf": _read_urdf}
 
 
 def register_spec_loader(fmt: str, loader: SpecLoader) -> None:
