@@ -24,7 +24,7 @@ from models import arm7_xml, humanoid_xml
 GROUP_SPAWN = "spawn of the arm into the humanoid's world"
 GROUP_AFTER_CYCLES = "stepping after 100 spawn/remove cycles"
 
-ROUNDS = 10  # interleaved rounds of each side, after one warm-up round
+ROUNDS = 30  # interleaved rounds of each side, after one warm-up round (a round is ms: cheap)
 CYCLES = 100
 STEPS = 2000
 
