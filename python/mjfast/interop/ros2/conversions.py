@@ -604,7 +604,7 @@ def plugin_contexts(env: Any) -> list[tuple[Context, Any]]:
             cls = resolve_plugin(spec.type)
         except Exception:
             cls = None
-        namespace = f"{env.namespace.rstrip('/')}/{spec.name}"
+        namespace = spec.node_namespace(env.namespace)
         out.append((Context(spec.name, spec.type, spec.config, namespace, env.model), cls))
     return out
 
