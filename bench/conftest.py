@@ -116,6 +116,9 @@ TARGETS = {
     "action_send_goal": Target(1.5),
     # test_bench_gym.py: env steps/s, make_vec's 8 worlds / AsyncVectorEnv of 8 gymnasium envs
     "gym_vector": Target(3.0),
+    # test_bench_entities.py (SPEC §25), on the humanoid's world
+    "spawn": Target(1.5),  # a spawn of the arm / reload() of the model it makes
+    "after_cycles": Target(1.01),  # env.step after 100 spawn/remove cycles / a fresh env
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -274,6 +277,8 @@ GROUP_REPLAY = "replay --check of 10 s"
 GROUP_GYM_VECTOR = "8-world gymnasium vector env"
 GROUP_JTC_TRACKING = "7-joint quintic trajectory, JointTrajectoryController"
 GROUP_ACTION_ROUND_TRIP = "FollowJointTrajectory send_goal round trip"
+GROUP_SPAWN = "spawn of the arm into the humanoid's world"
+GROUP_AFTER_CYCLES = "stepping after 100 spawn/remove cycles"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -379,6 +384,11 @@ RATIOS = [
     # test_bench_gym.py
     Ratio(GROUP_GYM_VECTOR, "steps/s: make_vec 8 worlds / AsyncVectorEnv of 8 (frame_skip 5)",
           "mjfast", "async", "gym_vector", throughput=True, models=ARM7),
+    # test_bench_entities.py
+    Ratio(GROUP_SPAWN, "spawn of the arm / reload() of the model it makes",
+          "spawn", "reload", "spawn", models=HUMANOID),
+    Ratio(GROUP_AFTER_CYCLES, "env.step after 100 spawn/remove cycles / fresh env",
+          "cycled", "fresh", "after_cycles", models=HUMANOID),
     # test_bench_actions.py
     Ratio(GROUP_JTC_TRACKING, "env.step + JointTrajectoryController / ctrl by hand + mj_step",
           "controller", "by_hand", "jtc_tracking", per_call=True, models=ARM7),

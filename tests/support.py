@@ -417,6 +417,73 @@ def zenoh_router(endpoint: str, connect: str | None = None) -> Iterator[None]:
             router.wait()
 
 
+# -- an independent ROS 2 client (zenoh-ros2-sdk), offline ----------------------------------------
+
+
+def _msg_field_type(desc: Any) -> str:
+    kind, rest = desc
+    if kind.name == "NAME":
+        package, _, name = rest.split("/")
+        return f"{package}/{name}"
+    if kind.name == "BASE":
+        return f"string<={rest[1]}" if rest[0] == "string" and rest[1] else rest[0]
+    inner, count = rest
+    if kind.name == "ARRAY":
+        return f"{_msg_field_type(inner)}[{count}]"
+    return f"{_msg_field_type(inner)}[<={count}]" if count else f"{_msg_field_type(inner)}[]"
+
+
+def write_ros_definitions(folder: Path, packages: dict[str, str]) -> None:
+    """The .msg/.srv files zenoh-ros2-sdk looks up (`<pkg>/msg/<Name>.msg`): every message of
+    rosbags' Jazzy typestore (written from its field definitions), then `packages` ({"pkg/srv/
+    Name": text}), which the caller brings itself (they replace what the store would give)."""
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_JAZZY)
+    for ros_type, (consts, fields) in store.fielddefs.items():
+        package, kind, base = ros_type.split("/")
+        if kind != "msg":
+            continue
+        lines = [f"{typ} {name}={value}" for name, typ, value in consts]
+        lines += [f"{_msg_field_type(desc)} {name}" for name, desc in fields
+                  if name != "structure_needs_at_least_one_member"]
+        path = folder / package / kind / f"{base}.msg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n")
+    for name, text in packages.items():
+        package, kind, base = name.split("/")
+        path = folder / package / kind / f"{base}.{kind}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@contextlib.contextmanager
+def ros_sdk(folder: Path, router_port: int) -> Iterator[Any]:
+    """zenoh-ros2-sdk connected (as a Zenoh client) to the router on `router_port`, reading
+    its definitions from `folder` (write_ros_definitions), never from the network."""
+    import zenoh_ros2_sdk
+    from zenoh_ros2_sdk import message_registry
+    from zenoh_ros2_sdk.session import ZenohSession
+
+    saved = os.environ.get("ZENOH_CONFIG_OVERRIDE")
+    os.environ["ZENOH_CONFIG_OVERRIDE"] = 'mode="client";listen/endpoints=[]'
+    os.environ["ZENOH_ROS2_SDK_CACHE"] = str(folder / "no-downloads")
+    message_registry._registry = message_registry.MessageRegistry(str(folder))
+    ZenohSession._instance = None
+    ZenohSession.get_instance("127.0.0.1", router_port)
+    try:
+        yield zenoh_ros2_sdk
+    finally:
+        if ZenohSession._instance is not None:
+            ZenohSession._instance.close()
+            ZenohSession._instance = None
+        message_registry._registry = None
+        if saved is None:
+            os.environ.pop("ZENOH_CONFIG_OVERRIDE", None)
+        else:
+            os.environ["ZENOH_CONFIG_OVERRIDE"] = saved
+
+
 # -- SPEC §23's controllers (tests/plugins/test_trajectory_controllers.py, tests/interop/ros2) ---
 
 CONTROLLER_DT = 0.001

@@ -4,8 +4,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <limits>
 #include <thread>
 #include <vector>
@@ -76,8 +76,7 @@ TEST(JointTrajectoryCoreTest, PositionCommandIsTheSampledTrajectory) {
   Rig rig;
   rig.step();  // holds where it is (0)
   EXPECT_EQ(rig.data->ctrl[0], 0.0);
-  rig.core->set_trajectory(7, kNow, {1.0}, {0.5}, {}, {}, tolerance(0), tolerance(0.05, 0.01),
-                           0.0);
+  rig.core->set_trajectory(7, kNow, {1.0}, {0.5}, {}, {}, tolerance(0), tolerance(0.05, 0.01), 0.0);
   const double start = rig.data->time;
   for (int i = 0; i < 500; ++i) {
     const double t = rig.data->time;
@@ -134,8 +133,7 @@ TEST(JointTrajectoryCoreTest, GoalToleranceNotMetWithinGoalTimeAborts) {
 TEST(JointTrajectoryCoreTest, StartInTheFutureHoldsUntilThen) {
   Rig rig;
   rig.step();
-  rig.core->set_trajectory(5, 0.5, {0.5}, {0.2}, {}, {}, tolerance(0), tolerance(0.01, 0.05),
-                           0.0);
+  rig.core->set_trajectory(5, 0.5, {0.5}, {0.2}, {}, {}, tolerance(0), tolerance(0.01, 0.05), 0.0);
   rig.step(100);  // t = 0.1: before the start
   EXPECT_EQ(rig.data->ctrl[0], 0.0);
   EXPECT_EQ(rig.run_until_end(3.0), GoalOutcome::kSucceeded);
@@ -159,8 +157,7 @@ TEST(JointTrajectoryCoreTest, EventsCountStateFeedbackAndOutcome) {
   Rig rig;
   const EventCounts none = rig.core->events().wait({}, 0.0);
   EXPECT_EQ(none, EventCounts{});
-  rig.core->set_trajectory(8, kNow, {0.2}, {0.1}, {}, {}, tolerance(0), tolerance(0.01, 0.05),
-                           0.0);
+  rig.core->set_trajectory(8, kNow, {0.2}, {0.1}, {}, {}, tolerance(0), tolerance(0.01, 0.05), 0.0);
   rig.step(100);  // 0.1 s: states every 0.01 s, feedback every 0.05 s
   const EventCounts seen = rig.core->events().wait({}, 0.0);
   EXPECT_EQ(seen.state, 10u);

@@ -57,10 +57,13 @@ TEST(TrajectoryTest, CubicSegmentMatchesItsPolynomial) {
 }
 
 TEST(TrajectoryTest, QuinticSegmentMatchesItsPolynomial) {
-  auto p = [](double t) { return 0.2 - t + 0.4 * t * t + 0.1 * std::pow(t, 3) -
-                                 0.05 * std::pow(t, 4) + 0.01 * std::pow(t, 5); };
-  auto v = [](double t) { return -1 + 0.8 * t + 0.3 * t * t - 0.2 * std::pow(t, 3) +
-                                 0.05 * std::pow(t, 4); };
+  auto p = [](double t) {
+    return 0.2 - t + 0.4 * t * t + 0.1 * std::pow(t, 3) - 0.05 * std::pow(t, 4) +
+           0.01 * std::pow(t, 5);
+  };
+  auto v = [](double t) {
+    return -1 + 0.8 * t + 0.3 * t * t - 0.2 * std::pow(t, 3) + 0.05 * std::pow(t, 4);
+  };
   auto a = [](double t) { return 0.8 + 0.6 * t - 0.6 * t * t + 0.2 * std::pow(t, 3); };
   Trajectory trajectory;
   // Two joints, the second the negative of the first: per-joint coefficients.

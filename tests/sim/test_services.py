@@ -47,7 +47,8 @@ def test_every_service_is_advertised_under_the_namespace(sim: mjfast.MujocoEnv) 
     assert set(SERVICE_NAMES) == {
         "pause", "step", "reset", "reload", "get_joint_state", "set_joint_state",
         "get_body_state", "set_body_state", "apply_options", "set_equality_active",
-        "set_mocap_pose", "set_realtime_factor", "info", "statistics"}
+        "set_mocap_pose", "set_realtime_factor", "info", "statistics", "entities", "spawn",
+        "remove", "get_entity_state", "set_entity_state"}
 
 
 def test_pause_and_step(sim: mjfast.MujocoEnv) -> None:

@@ -1,5 +1,6 @@
-"""The `mjfast` command line (SPEC §11, §15, §24): `demo`, `run MODEL`, `plugins`, `view MODEL`,
-`serve MODEL`, `export-urdf MODEL`, and `topic` / `service` against a running server.
+"""The `mjfast` command line (SPEC §11, §15, §24, §25): `demo`, `run MODEL`, `plugins`,
+`view MODEL`, `serve MODEL`, `export-urdf MODEL`, and `topic` / `service` / `entities` against a
+running server.
 
 This module only dispatches a parsed command to the module named after it: `parsing` (every
 command's arguments), `running` (`run`, `demo`), `progress`, `log_output`, `recording` (`--record`,
@@ -22,7 +23,7 @@ from mjfast.cli.log_output import logging_to
 from mjfast.cli.parsing import parser
 from mjfast.cli.plugin_commands import new_plugin, plugins
 from mjfast.cli.recording import replay
-from mjfast.cli.remote import service, topic
+from mjfast.cli.remote import entities, service, topic
 from mjfast.cli.running import demo_files, export_demo, model_files, run
 from mjfast.cli.serving import serve
 from mjfast.cli.viewing import view
@@ -55,6 +56,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return topic(args, out, err)
             if args.command == "service":
                 return service(args, out)
+            if args.command == "entities":
+                return entities(args, out)
             if args.command == "demo":
                 if args.export is not None:
                     return export_demo(Path(args.export), out)

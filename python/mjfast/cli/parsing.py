@@ -220,6 +220,26 @@ def _json_argument(text: str) -> Any:
                                          ) from None
 
 
+def _spawn_argument(text: str) -> tuple[str, str, list[float] | None]:
+    """`--spawn NAME=MODEL[@x,y,z]` (SPEC §25): (name, model path, position or None)."""
+    name, equals, model = text.partition("=")
+    position = None
+    head, at, tail = model.rpartition("@")
+    if at:
+        try:
+            values = [float(part) for part in tail.split(",")]
+        except ValueError:
+            values = []
+        if len(values) != 3 or not all(math.isfinite(v) for v in values):
+            raise argparse.ArgumentTypeError(f"expected NAME=MODEL@x,y,z with three finite "
+                                             f"numbers after '@', got {text!r}")
+        model, position = head, values
+    if not equals or not name or not model:
+        raise argparse.ArgumentTypeError(f"expected NAME=MODEL[@x,y,z] (e.g. "
+                                         f"left=arm.xml@0,0.5,0), got {text!r}")
+    return name, model, position
+
+
 def _web_address(text: str) -> tuple[str, int]:
     """`--web [HOST:]PORT` (SPEC §22): the host defaults to loopback; IPv6 hosts in brackets."""
     host, colon, port = text.rpartition(":")
@@ -261,6 +281,10 @@ def _add_remote_commands(commands: Any) -> None:
                             f"anything but loopback lets any client reload the model and move "
                             f"bodies)")
     _add_web_option(serve, "also serve")
+    serve.add_argument("--spawn", type=_spawn_argument, action="append", default=[],
+                       metavar="NAME=MODEL[@x,y,z]",
+                       help="spawn MODEL (an MJCF or URDF file) as entity NAME at x,y,z (default "
+                            "the origin) before it runs; repeatable (SPEC §25)")
     _add_ros2_options(serve)
     _add_record_option(serve)
 
@@ -302,6 +326,16 @@ def _add_remote_commands(commands: Any) -> None:
     call.add_argument("--timeout", type=_positive_float, metavar="S", default=5.0,
                       help="seconds to wait for the reply (default 5)")
     connect_option(call)
+
+    entities = commands.add_parser(
+        "entities", help="list the entities of a running server's world",
+        description="List the entities of a running 'mjfast serve' (each child of the world "
+                    "body, each spawned model): name, whether spawned, namespace, sizes, "
+                    "source.")
+    entities.add_argument("--namespace", metavar="NS", default="/mujoco_server",
+                          help="the env's namespace (default /mujoco_server)")
+    entities.add_argument("--json", action="store_true", help="one line of JSON instead")
+    connect_option(entities)
 
 
 def version() -> str:

@@ -175,6 +175,23 @@ def _publisher_hint(client: Any, topic: str) -> str:
     return "" if known else " (nothing on the server publishes or subscribes it)"
 
 
+def entities(args: argparse.Namespace, out: TextIO) -> int:
+    """`mjfast entities`: the `<ns>/entities` service of a running server, as a table."""
+    with _connected(args.connect) as client:
+        service_name = f"{args.namespace.rstrip('/')}/entities"
+        reply = _remote_call(lambda: client.call(service_name, None, 5.0))
+    if args.json:
+        out.write(dumps(reply) + "\n")
+        return EXIT_OK
+    out.write(f"{'entity':<20}{'spawned':<9}{'namespace':<20}{'bodies':>7}{'joints':>7}"
+              f"{'actuators':>10}  source\n")
+    for name, info in reply.items():
+        out.write(f"{name:<20}{'yes' if info['spawned'] else 'no':<9}{info['namespace']:<20}"
+                  f"{len(info['bodies']):>7}{len(info['joints']):>7}{len(info['actuators']):>10}"
+                  f"  {info['source']}\n")
+    return EXIT_OK
+
+
 def service(args: argparse.Namespace, out: TextIO) -> int:
     if args.action != "list":
         _checked_arguments("service", args.service, args.request)

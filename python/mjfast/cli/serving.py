@@ -26,6 +26,11 @@ def serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         import_web()
     check_record_target(args)
     env = make_env(*model_files(args))
+    try:
+        _spawn(env, args.spawn)
+    except BaseException:
+        env.close()
+        raise
     stop = threading.Event()
     previous = {signum: signal.signal(signum, lambda *_: stop.set())
                 for signum in (signal.SIGINT, signal.SIGTERM)}
@@ -79,6 +84,16 @@ def serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             signal.signal(signum, handler)
         env.close()
     return EXIT_OK
+
+
+def _spawn(env: Any, spawns: list[tuple[str, str, list[float] | None]]) -> None:
+    """--spawn NAME=MODEL[@x,y,z], in order; a failure is one line naming the spawn."""
+    for name, model, position in spawns:
+        try:
+            env.spawn(model, name, pose=None if position is None else {"pos": position})
+        except (KeyError, ValueError, OSError, TypeError) as error:
+            text = error.args[0] if isinstance(error, KeyError) and error.args else error
+            raise CliError(f"--spawn {name}={model}: {one_line(str(text))}") from error
 
 
 def _ros2_shares_bus_session(args: argparse.Namespace) -> bool:

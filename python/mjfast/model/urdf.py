@@ -26,7 +26,7 @@ import numpy as np
 
 from mjfast.names import close_matches
 
-__all__ = ["is_urdf_path", "is_urdf_string", "load_urdf", "urdf_description_of"]
+__all__ = ["is_urdf_path", "is_urdf_string", "load_urdf", "urdf_description_of", "urdf_spec"]
 
 _log = logging.getLogger("mjfast.model")
 
@@ -114,6 +114,26 @@ def load_urdf(path: str | os.PathLike[str] | None = None, *, text: str | None = 
 
     ValueError: a mesh that cannot be found or loaded (naming it, its URI and every place looked
     at), a `<ros2_control>` joint the URDF lacks, or a URDF that MuJoCo cannot compile."""
+    spec, text, uses, label = _urdf_spec(path, text, package_paths)
+    try:
+        model = spec.compile()
+    except ValueError as error:
+        raise _compile_error(error, uses, label) from None
+    _descriptions[model] = _absolute_mesh_uris(text, uses)
+    return model
+
+
+def urdf_spec(path: str | os.PathLike[str] | None = None, *, text: str | None = None,
+              package_paths: Mapping[str, str | os.PathLike[str]] | None = None
+              ) -> mujoco.MjSpec:
+    """What load_urdf compiles, as a `mujoco.MjSpec` (a spawn attaches it, SPEC §25): meshes
+    resolved, `<ros2_control>` actuators added; the same ValueErrors, but MuJoCo's compile's."""
+    return _urdf_spec(path, text, package_paths)[0]
+
+
+def _urdf_spec(path: str | os.PathLike[str] | None, text: str | None,
+               package_paths: Mapping[str, str | os.PathLike[str]] | None
+               ) -> tuple[mujoco.MjSpec, str, list[_MeshUse], str]:
     if (path is None) == (text is None):
         raise TypeError("load_urdf takes a path or text, one of them")
     label = "the URDF string" if path is None else f"URDF {path}"
@@ -135,12 +155,7 @@ def load_urdf(path: str | os.PathLike[str] | None = None, *, text: str | None = 
         _resolve(use, base, packages)
     _leave_out_unsupported(spec, uses, label)
     _add_ros2_control(spec, root, controls, label)
-    try:
-        model = spec.compile()
-    except ValueError as error:
-        raise _compile_error(error, uses, label) from None
-    _descriptions[model] = _absolute_mesh_uris(text, uses)
-    return model
+    return spec, text, uses, label
 
 
 # -- parsing --------------------------------------------------------------------------------------

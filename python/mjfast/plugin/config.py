@@ -48,6 +48,15 @@ class PluginSpec:
     type: str
     config: dict[str, Any] = field(hash=False)
     index: int
+    # The plugin's node namespace where it is not `<env namespace>/<name>`: a spawned entity's
+    # plugins (SPEC §25) are named `<entity>/<plugin>` and run under the entity's namespace.
+    namespace: str | None = None
+
+    def node_namespace(self, env_namespace: str) -> str:
+        """Where the plugin's node lives: its own namespace, or `<env_namespace>/<name>`."""
+        if self.namespace is not None:
+            return self.namespace
+        return f"{env_namespace.rstrip('/')}/{self.name}"
 
 
 def check_plugin_type(value: object, where: str) -> str:

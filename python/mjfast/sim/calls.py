@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import enum
 import logging
 import threading
@@ -46,6 +47,7 @@ import numpy as np
 from mjfast.model import joints, kinematics, options
 from mjfast.model.state import SimState
 from mjfast.plugin.base import check_outside_callbacks
+from mjfast.sim.entities import spawn_call
 
 if TYPE_CHECKING:
     from mjfast.sim.env import MujocoEnv
@@ -278,6 +280,29 @@ def _serve_statistics(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, A
     return jsonable({**statistics, "plugins": plugins})
 
 
+def _entity_info(info: Any) -> dict[str, Any]:
+    return jsonable(dataclasses.asdict(info))
+
+
+def _serve_entities(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _entity_info(info) for name, info in env.entities().items()}
+
+
+def _serve_spawn(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    model = request["model"]
+    if not isinstance(model, str):
+        raise ValueError(f"model must be a path or MJCF/URDF text (a string), got {model!r}")
+    info = env.spawn(model, request["name"], pose=request.get("pose"),
+                     frame=request.get("frame") or "world", namespace=request.get("namespace"),
+                     params=request.get("params"))
+    return {"model_generation": env.model_generation, "entity": _entity_info(info)}
+
+
+def _serve_remove(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
+    env.remove(request["name"])
+    return {"model_generation": env.model_generation}
+
+
 # -- the ROS 2 std_srvs answers (SPEC §19) ----------------------------------------------------
 
 def _ros2_pause(env: MujocoEnv, request: Any) -> tuple[bool, str]:
@@ -366,6 +391,24 @@ SIM_CALLS: tuple[SimCall, ...] = (
     SimCall("get_state", bus=False, world=True),
     SimCall("set_state", (Field("state", "SimState", REQUIRED),), changes_state=True,
             state_after=True, bus=False, world=True, from_record=_state_from_record),
+    # SPEC §25: the world's entities (their ROS 2 services are simulation_interfaces', in
+    # mjfast.interop.ros2.simulation_services).
+    SimCall("entities", serve=_serve_entities),
+    SimCall("spawn", (Field("model", "MJCF/URDF path or text", REQUIRED),
+                      Field("name", "entity name", REQUIRED), Field("pose", "{pos, quat}"),
+                      Field("frame", "body or entity name, or world", "world"),
+                      Field("namespace", "ROS-style namespace"),
+                      Field("params", "{MujocoPlugins: ...}")),
+            changes_state=True, state_after=True, serve=_serve_spawn,
+            from_record=spawn_call),
+    SimCall("remove", (Field("name", "entity name", REQUIRED),), changes_state=True,
+            state_after=True, serve=_serve_remove),
+    SimCall("get_entity_state", (Field("name", "entity name", REQUIRED),
+                                 Field("frame", "body or entity name, or world", "world"))),
+    SimCall("set_entity_state", (Field("name", "entity name", REQUIRED),
+                                 Field("pose", "{pos, quat}"), Field("twist", "{linvel, angvel}"),
+                                 Field("frame", "body or entity name, or world", "world")),
+            changes_state=True),
 )
 
 _BY_NAME = {call.name: call for call in SIM_CALLS}

@@ -27,6 +27,7 @@ import numpy as np
 from mjfast.bus.params import ParameterServer, resolve_name
 from mjfast.errors import ConfigError
 from mjfast.model import joints, options
+from mjfast.model.entities import entity_source
 from mjfast.model.info import is_mjcf_string
 from mjfast.model.names import object_id
 from mjfast.model.urdf import is_urdf_path, is_urdf_string, load_urdf
@@ -120,6 +121,19 @@ class ModelSource:
             return mujoco.MjModel.from_xml_path(str(self.path))
         except ValueError as error:
             raise ValueError(f"model {self.path} does not compile: {error}") from error
+
+    def spec(self) -> mujoco.MjSpec:
+        """The model as a `mujoco.MjSpec` (what spawn and remove edit, SPEC §25), read by the
+        format's reader (`mjfast.model.entities`). ValueError for a model given as a
+        mujoco.MjModel, which keeps no source to edit."""
+        if self.model is not None:
+            raise ValueError("spawn and remove edit the model's MJCF/URDF source, and this env "
+                             "was made from a mujoco.MjModel, which has none: give the model "
+                             "as a path or an MJCF string")
+        if self.xml is not None:
+            return entity_source(self.xml).spec()
+        assert self.path is not None
+        return entity_source(self.path).spec()
 
 
 def compile_model(source: ModelSource, params: ParameterServer, namespace: str) -> mujoco.MjModel:

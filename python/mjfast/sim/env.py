@@ -27,8 +27,9 @@ import mujoco
 from mjfast._core_loader import _core
 from mjfast.bus.node import Bus
 from mjfast.bus.params import ParameterServer, resolve_name
-from mjfast.errors import LogicError
+from mjfast.errors import LogicError, PluginError
 from mjfast.model import geometry, kinematics
+from mjfast.model.entities import EntityInfo
 from mjfast.model.info import source_label
 from mjfast.model.joints import JointState
 from mjfast.model.kinematics import BodyState
@@ -51,6 +52,7 @@ from mjfast.sim.config import (
     warn_unread_parameters,
 )
 from mjfast.sim.control import ControlInterface
+from mjfast.sim.entities import EntityBook, recompiled
 from mjfast.sim.hooks import hold_hooks, release_hooks
 from mjfast.sim.host import EnvHost, collect_topics, plugin_info, scoped_plugin
 from mjfast.sim.interrupts import close_at_exit, interrupts_deferred, no_close_at_exit
@@ -97,6 +99,7 @@ class MujocoEnv:
         self._namespace = resolve_name(namespace)
         self._params, self._params_path = parameter_server(params)
         self._source = self._model_source(model)
+        self._entities = EntityBook(self._source)
         world = self._configured(model if isinstance(model, mujoco.MjModel) else compile_model(
             self._source, self._params, self._namespace), self._params, given=model)
         new_model, new_data = world.model, world.data
@@ -343,7 +346,8 @@ class MujocoEnv:
     # -- reload -------------------------------------------------------------------------------
 
     def reload(self, model: ModelLike | None = None) -> None:
-        """Re-reads the model and the plugin configuration and swaps them in (SPEC §6).
+        """Re-reads the model and the plugin configuration and swaps them in (SPEC §6); the
+        entities spawned and removed are spawned and removed again (SPEC §25).
 
         Everything that can fail is prepared first, while the running generation keeps running;
         a failure raises and changes nothing.
@@ -355,38 +359,191 @@ class MujocoEnv:
         self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else ModelSource.of(model)
         params = reread_parameters(self._params, self._params_path)
-        compiled = compile_model(source, params, self._namespace)  # the reread package_paths
+        rebuilt = self._entities.rebuilt_spec(source) if self._entities.changed else None
+        # The reread package_paths; a world that spawned or removed is made again from its spec.
+        compiled = (compile_model(source, params, self._namespace) if rebuilt is None
+                    else _compiled(rebuilt))
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
         world = self._configured(compiled, params)
         new_model, new_data = world.model, world.data
-        new_control_data = mujoco.MjData(new_model)
         camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
 
         with self.hold_stepping("reload", defer_interrupts=True):
-            self._core.host.quiesce_and_destroy()
-            self._cameras.retire()
-            self._model, self._data = new_model, new_data
-            self._control_data = new_control_data
-            if params is not self._params:
-                self._params.set("/", params.to_dict())
-            self._source, self._specs = source, world.specs
-            self._randomizer, self._rng = world.randomizer, world.rng
-            if model is not None:
-                self._source_label = source_label(model)
-            # The core holds the old model and data until no thread can reach them any more.
-            self._core.bind(new_model, new_data, new_control_data)
-            self._core.reset_step_count()
-            mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
-            self._cameras.begin_load(new_model, self.model_generation)
-            self._load_plugins()
-            missing = self._cameras.finish_load(new_model, self._params, self._namespace,
-                                                camera_configs)
+            def commit() -> None:
+                if params is not self._params:
+                    self._params.set("/", params.to_dict())
+                self._source, self._specs = source, world.specs + self._entities.plugin_specs()
+                self._entities.source, self._entities.spec = source, rebuilt
+                self._randomizer, self._rng = world.randomizer, world.rng
+                if model is not None:
+                    self._source_label = source_label(model)
+                self._core.reset_step_count()
+
+            missing = self._swap_world(new_model, new_data, camera_configs, commit)
             # A model given as a mujoco.MjModel has no text to record: replay reloads the source.
             self._report_call("reload", model=os.fspath(model) if isinstance(
                 model, (str, os.PathLike)) else None)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
         self._check_strict("reload")
+
+    def _swap_world(self, new_model: mujoco.MjModel, new_data: mujoco.MjData,
+                    camera_configs: Any, commit: Callable[[], None],
+                    carried: Sequence[tuple[str, str, bytes]] | None = None) -> Any:
+        """Swaps a new model and data in, stepping held by the caller (SPEC §6): the old
+        adapters quiesced and destroyed, cameras retired, `commit()` (the caller's own changes),
+        model and data bound (`model_generation` + 1), mj_forward without callbacks, the next
+        plugin generation loaded, each plugin named in `carried` ((name, type, state) as
+        EnvCore.get_state gives them) given back its state, cameras rebound. Returns the
+        cameras that went missing."""
+        new_control_data = mujoco.MjData(new_model)
+        self._core.host.quiesce_and_destroy()
+        self._cameras.retire()
+        self._model, self._data = new_model, new_data
+        self._control_data = new_control_data
+        commit()
+        # The core holds the old model and data until no thread can reach them any more.
+        self._core.bind(new_model, new_data, new_control_data)
+        mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
+        self._cameras.begin_load(new_model, self.model_generation)
+        self._load_plugins()
+        if carried:
+            self._give_back_plugin_states(carried)
+        return self._cameras.finish_load(new_model, self._params, self._namespace,
+                                         camera_configs)
+
+    def _give_back_plugin_states(self, carried: Sequence[tuple[str, str, bytes]]) -> None:
+        """Each plugin of the new generation that `carried` names (same name and type) gets its
+        old state back through set_state; the others keep the state they loaded with. A plugin
+        that refuses its old state (it no longer fits the changed model: a hold target over
+        every joint) keeps the state it loaded with, and a warning names it: the world has
+        changed already, so nothing is raised."""
+        old = {name: (type_name, value) for name, type_name, value in carried}
+        physics, step_count, signature, description, now = self._core.get_state()
+        given = [name for name, type_name, _ in now
+                 if name in old and old[name][0] == type_name]
+
+        def merged(names: Sequence[str]) -> list[tuple[str, str, bytes]]:
+            return [(name, type_name, old[name][1] if name in names else value)
+                    for name, type_name, value in now]
+
+        if not given:
+            return
+        try:
+            self._core.set_state(physics, step_count, signature, description, merged(given))
+            return
+        except PluginError:  # one of them refused: each on its own, the others keep theirs
+            pass
+        kept: list[str] = []
+        for name in given:
+            try:
+                self._core.set_state(physics, step_count, signature, description,
+                                     merged([*kept, name]))
+                kept.append(name)
+            except PluginError as error:
+                _log.warning("plugin %s keeps the state it loaded with: it refused its state "
+                             "from before the world changed (%s)", name, error.__cause__ or error)
+        if len(kept) < len(given):
+            self._core.set_state(physics, step_count, signature, description, merged(kept))
+
+    # -- entities (SPEC §25; the logic is in mjfast.sim.entities and mjfast.model.entities) ----
+
+    def entities(self) -> dict[str, EntityInfo]:
+        """{name: EntityInfo}: each child of the world body with its subtree, and each spawned
+        model (its `<name>/...` names)."""
+        with self._state_call("entities"):
+            model = self._model
+        return self._entities.infos(model, self._namespace, self._source_label)
+
+    def spawn(self, model: Any, name: str, *, pose: Mapping[str, Any] | None = None,
+              frame: str = "world", namespace: str | None = None,
+              params: Mapping[str, Any] | None = None) -> EntityInfo:
+        """Adds `model` (an MJCF/URDF path or string, or a mujoco.MjSpec) to the running world
+        as entity `name` (SPEC §25): its names prefixed `<name>/`, attached at `pose` (`{pos,
+        quat}`) in body `frame`, its own plugins (`params["MujocoPlugins"]`) loaded under
+        `namespace` (default `/<name>`). Between two steps, as one operation: everything that
+        existed keeps its state bit for bit, the running plugins reload as a new generation
+        with their states, `model_generation` + 1. On any failure nothing changed."""
+        self._check_open()
+        check_outside_callbacks("spawn()")
+        self._core.check_call("spawn()", ["acquire_block"])
+        pending = self._entities.prepare_spawn(model, name, pose, frame, namespace, params)
+        with self.hold_stepping("spawn", defer_interrupts=True):
+            record, spec = self._entities.spawned_spec(self._model, self._data, pending)
+            new_model, new_data = recompiled(spec, self._model, self._data)
+            randomizer = self._randomizer_for(new_model)
+            camera_configs = self._cameras.configs_for_reload(new_model, self._params,
+                                                              self._namespace)
+            carried = self._core.get_state()[4]
+
+            def commit() -> None:
+                self._entities.commit_spawn(record, spec)
+                self._specs = self._specs + record.specs
+                self._randomizer = randomizer
+                if record.params is not None:
+                    self._params.set(record.namespace, record.params)
+
+            missing = self._swap_world(new_model, new_data, camera_configs, commit, carried)
+            self._report_call("spawn", **record.call_args())
+        if missing:
+            raise CameraRig.missing_error(new_model, missing)
+        self._check_strict("spawn")
+        return self._entities.infos(new_model, self._namespace, self._source_label)[record.name]
+
+    def remove(self, name: str) -> None:
+        """Removes entity `name` (spawned or of the original model) with its subtree, its
+        plugins and everything named under it, as one operation between two steps, keeping the
+        others' state bit for bit (SPEC §25). KeyError for an unknown entity."""
+        self._check_open()
+        check_outside_callbacks("remove()")
+        self._core.check_call("remove()", ["acquire_block"])
+        with self.hold_stepping("remove", defer_interrupts=True):
+            spec, spawned = self._entities.removed_spec(self._model, name)
+            new_model, new_data = recompiled(spec, self._model, self._data)
+            randomizer = self._randomizer_for(new_model)
+            camera_configs = self._cameras.configs_for_reload(new_model, self._params,
+                                                              self._namespace)
+            carried = self._core.get_state()[4]
+            gone = {spec_.name for other in spawned
+                    for spec_ in self._entities.spawned[other].specs}
+
+            def commit() -> None:
+                for record in self._entities.commit_remove(name, spawned, spec):
+                    if record.params is not None and self._params.has(record.namespace):
+                        self._params.delete(record.namespace)
+                self._specs = tuple(s for s in self._specs if s.name not in gone)
+                self._randomizer = randomizer
+
+            missing = self._swap_world(new_model, new_data, camera_configs, commit, carried)
+            self._report_call("remove", name=name)
+        if missing:
+            raise CameraRig.missing_error(new_model, missing)
+        self._check_strict("remove")
+
+    def _randomizer_for(self, model: mujoco.MjModel) -> Any:
+        """The `randomize` terms on a changed model (ConfigError naming one that no longer
+        fits); the same object when there are none."""
+        if not self._randomizer:
+            return self._randomizer
+        return type(self._randomizer).from_params(model, self._params, self._namespace)
+
+    def get_entity_state(self, name: str, *, frame: str = "world") -> BodyState:
+        """Entity `name`'s root pose and twist (section 13's conventions), in the world or in
+        body or entity `frame`."""
+        with self._state_call("get_entity_state"):
+            snapshot = kinematics.StateSnapshot.take(self._model, self._data)
+        return self._entities.state(snapshot, name, frame)
+
+    def set_entity_state(self, name: str, *, pose: Mapping[str, Any] | None = None,
+                         twist: Mapping[str, Any] | None = None, frame: str = "world") -> None:
+        """Moves entity `name`'s root: `pose` `{pos, quat}` and `twist` `{linvel, angvel}` in
+        the world (or body/entity `frame`'s axes); a root with a free joint through its state,
+        a mocap root through its mocap pose, a fixed root through its pose in the model (a
+        twist only for a free root). All checked first; nothing changes on error."""
+        with self._state_call("set_entity_state"):
+            self._entities.set_state(self._model, self._data, name, pose, twist, frame)
+            self._report_call("set_entity_state", name=name, pose=pose, twist=twist,
+                              frame=frame)
 
     # -- geometry -----------------------------------------------------------------------------
 
@@ -652,3 +809,9 @@ class MujocoEnv:
         return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
                 f"plugins={len(self._specs)} {state}>")
 
+
+def _compiled(spec: mujoco.MjSpec) -> mujoco.MjModel:
+    try:
+        return spec.compile()
+    except ValueError as error:
+        raise ValueError(f"the model with its spawned entities does not compile: {error}") from None

@@ -195,7 +195,7 @@ def collect_topics(host: Any, specs: Sequence[PluginSpec], namespace: str,
                           if getattr(descriptor, "__mjfast_native__", False)
                           else backend.topics())
                 out += resolved_topics(spec.name, spec.type, topics,
-                                       f"{namespace.rstrip('/')}/{spec.name}")
+                                       spec.node_namespace(namespace))
             except Exception as error:
                 _log.warning("%s declares no topics (none is bridged to ROS 2 or recorded): %s",
                              where, error)

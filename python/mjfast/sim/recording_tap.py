@@ -50,6 +50,11 @@ class RecordingTap:
         """Where the env's current model came from (a path, an MJCF string or an MjModel)."""
         return self._env._source
 
+    def entity_history(self) -> list[dict[str, Any]]:
+        """The calls (`remove` of originals, then `spawn`s) that make the env's world from its
+        model (SPEC §25), as a recording holds calls; [] when it is the model's own."""
+        return self._env._entities.history()
+
     def hold_steps(self) -> None:
         """Holds stepping at a step boundary (re-entrant; LogicError once the env is closed)."""
         self._core.hold_steps()

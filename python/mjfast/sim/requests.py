@@ -113,7 +113,7 @@ def _make_adapter(env: MujocoEnv, spec: PluginSpec) -> Any:
     model = env.model
     # A factory failure of this plugin, which the report already names.
     check_config("", spec.config, getattr(target, "config_keys", None), model)
-    node_namespace = f"{env.namespace.rstrip('/')}/{spec.name}"
+    node_namespace = spec.node_namespace(env.namespace)
     if getattr(target, "__mjfast_native__", False):
         return _core.native_adapter(
             name=spec.name, type=spec.type, library_path=target.library_path(),

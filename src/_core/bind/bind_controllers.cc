@@ -45,8 +45,10 @@ CommandInterface command_interface(const std::string& name) {
   if (name == "velocity") return CommandInterface::kVelocity;
   if (name == "effort") return CommandInterface::kEffort;
   if (name == "position_velocity") return CommandInterface::kPositionVelocity;
-  throw py::value_error("command interface must be position, velocity, effort or "
-                        "position_velocity, got '" + name + "'");
+  throw py::value_error(
+      "command interface must be position, velocity, effort or "
+      "position_velocity, got '" +
+      name + "'");
 }
 
 std::vector<JointTolerance> tolerances(const std::vector<std::pair<double, double>>& values) {
@@ -58,14 +60,10 @@ std::vector<JointTolerance> tolerances(const std::vector<std::pair<double, doubl
 
 const char* outcome_name(GoalOutcome outcome) {
   switch (outcome) {
-    case GoalOutcome::kSucceeded:
-      return "succeeded";
-    case GoalOutcome::kPathToleranceViolated:
-      return "path_tolerance_violated";
-    case GoalOutcome::kGoalToleranceViolated:
-      return "goal_tolerance_violated";
-    case GoalOutcome::kActive:
-      break;
+    case GoalOutcome::kSucceeded: return "succeeded";
+    case GoalOutcome::kPathToleranceViolated: return "path_tolerance_violated";
+    case GoalOutcome::kGoalToleranceViolated: return "goal_tolerance_violated";
+    case GoalOutcome::kActive: break;
   }
   return "active";
 }
@@ -123,15 +121,16 @@ void bind_controllers(py::module_& module) {
       .def(py::init([](std::vector<int> qpos, std::vector<int> dof, std::vector<int> actuator,
                        std::vector<int> velocity_actuator, const std::string& command,
                        const std::vector<std::tuple<double, double, double, double>>& gains,
-                       std::vector<double> ff_velocity_scale, bool open_loop,
-                       bool interpolate, double state_period, double feedback_period) {
+                       std::vector<double> ff_velocity_scale, bool open_loop, bool interpolate,
+                       double state_period, double feedback_period) {
              JointTrajectoryLayout layout;
              layout.qpos = std::move(qpos);
              layout.dof = std::move(dof);
              layout.actuator = std::move(actuator);
              layout.velocity_actuator = std::move(velocity_actuator);
              layout.command = command_interface(command);
-             for (const auto& [p, i, d, i_clamp] : gains) layout.gains.push_back({p, i, d, i_clamp});
+             for (const auto& [p, i, d, i_clamp] : gains)
+               layout.gains.push_back({p, i, d, i_clamp});
              layout.ff_velocity_scale = std::move(ff_velocity_scale);
              layout.open_loop = open_loop;
              layout.interpolate = interpolate;
@@ -142,19 +141,17 @@ void bind_controllers(py::module_& module) {
            py::kw_only(), py::arg("qpos"), py::arg("dof"), py::arg("actuator"),
            py::arg("velocity_actuator"), py::arg("command"), py::arg("gains"),
            py::arg("ff_velocity_scale"), py::arg("open_loop"), py::arg("interpolate"),
-           py::arg("state_period"),
-           py::arg("feedback_period"))
+           py::arg("state_period"), py::arg("feedback_period"))
       .def(
           "set_trajectory",
-          [](JointTrajectoryCore& self, std::uint64_t goal, double start,
-             std::vector<double> times, std::vector<double> positions,
-             std::vector<double> velocities, std::vector<double> accelerations,
-             const std::vector<std::pair<double, double>>& path,
+          [](JointTrajectoryCore& self, std::uint64_t goal, double start, std::vector<double> times,
+             std::vector<double> positions, std::vector<double> velocities,
+             std::vector<double> accelerations, const std::vector<std::pair<double, double>>& path,
              const std::vector<std::pair<double, double>>& goal_tolerance, double goal_time) {
             without_gil([&] {
               self.set_trajectory(goal, start, std::move(times), std::move(positions),
-                                  std::move(velocities), std::move(accelerations),
-                                  tolerances(path), tolerances(goal_tolerance), goal_time);
+                                  std::move(velocities), std::move(accelerations), tolerances(path),
+                                  tolerances(goal_tolerance), goal_time);
             });
           },
           py::arg("goal"), py::arg("start"), py::arg("times"), py::arg("positions"),
@@ -169,23 +166,23 @@ void bind_controllers(py::module_& module) {
           py::arg("seen"), py::arg("timeout_s"),
           "Until the outcome count differs from `seen`'s (a goal ended), close(), or the "
           "timeout passes: the (feedback, state, outcome) counts.")
-      .def("close", [](JointTrajectoryCore& self) {
-        without_gil([&] { self.events().close(); });
-      })
-      .def("snapshot",
-           [](JointTrajectoryCore& self) {
-             JointTrajectorySnapshot snapshot;
-             without_gil([&] { self.snapshot(snapshot); });
-             return snapshot_dict(snapshot);
-           },
-           "The state as of the latest state copy (state_publish_rate, and a goal's end).")
-      .def("feedback",
-           [](JointTrajectoryCore& self) {
-             JointTrajectorySnapshot snapshot;
-             without_gil([&] { self.feedback(snapshot); });
-             return snapshot_dict(snapshot);
-           },
-           "The state as of the latest feedback (action_monitor_rate).")
+      .def("close", [](JointTrajectoryCore& self) { without_gil([&] { self.events().close(); }); })
+      .def(
+          "snapshot",
+          [](JointTrajectoryCore& self) {
+            JointTrajectorySnapshot snapshot;
+            without_gil([&] { self.snapshot(snapshot); });
+            return snapshot_dict(snapshot);
+          },
+          "The state as of the latest state copy (state_publish_rate, and a goal's end).")
+      .def(
+          "feedback",
+          [](JointTrajectoryCore& self) {
+            JointTrajectorySnapshot snapshot;
+            without_gil([&] { self.feedback(snapshot); });
+            return snapshot_dict(snapshot);
+          },
+          "The state as of the latest feedback (action_monitor_rate).")
       .def("last_end", [](JointTrajectoryCore& self) {
         const GoalEnd end = without_gil([&] { return self.last_end(); });
         py::dict out;

@@ -72,8 +72,8 @@ void GripperCore::control(const mjModel* /*m*/, mjData* d) noexcept {
   if (max_effort_ > 0.0) {
     const double bias = layout_.bias[0] + layout_.bias[1] * d->actuator_length[a] +
                         layout_.bias[2] * d->actuator_velocity[a];
-    ctrl = std::clamp(ctrl, (-max_effort_ - bias) / layout_.gain,
-                      (max_effort_ - bias) / layout_.gain);
+    ctrl =
+        std::clamp(ctrl, (-max_effort_ - bias) / layout_.gain, (max_effort_ - bias) / layout_.gain);
   }
   d->ctrl[a] = ctrl;
 
@@ -93,8 +93,13 @@ void GripperCore::control(const mjModel* /*m*/, mjData* d) noexcept {
   if (feedback_due) next_feedback_ = t + layout_.feedback_period;
   {
     std::lock_guard<std::mutex> lock(events_.mutex());
-    feedback_ = {t, goal_, position, d->actuator_force[a], outcome == GripperOutcome::kStalled,
-                 outcome == GripperOutcome::kReached, outcome};
+    feedback_ = {t,
+                 goal_,
+                 position,
+                 d->actuator_force[a],
+                 outcome == GripperOutcome::kStalled,
+                 outcome == GripperOutcome::kReached,
+                 outcome};
     EventCounts& counts = events_.counts();
     if (feedback_due) ++counts.feedback;
     if (outcome != GripperOutcome::kActive) {

@@ -33,18 +33,17 @@ JointTrajectoryCore::JointTrajectoryCore(JointTrajectoryLayout layout)
       pids_.emplace_back(gains);
     }
   }
-  for (auto* field : {&hold_position_, &desired_position_, &desired_velocity_,
-                      &desired_acceleration_, &actual_position_, &actual_velocity_,
-                      &error_position_, &error_velocity_, &output_}) {
+  for (auto* field :
+       {&hold_position_, &desired_position_, &desired_velocity_, &desired_acceleration_,
+        &actual_position_, &actual_velocity_, &error_position_, &error_velocity_, &output_}) {
     field->assign(n, 0.0);
   }
   path_.assign(n, {});
   goal_tolerance_.assign(n, {});
   for (JointTrajectorySnapshot* copy : {&snapshot_, &feedback_}) {
     for (auto* field : {&copy->desired_position, &copy->desired_velocity,
-                        &copy->desired_acceleration, &copy->actual_position,
-                        &copy->actual_velocity, &copy->error_position, &copy->error_velocity,
-                        &copy->output}) {
+                        &copy->desired_acceleration, &copy->actual_position, &copy->actual_velocity,
+                        &copy->error_position, &copy->error_velocity, &copy->output}) {
       field->assign(n, 0.0);
     }
   }
@@ -185,11 +184,19 @@ void JointTrajectoryCore::control(const mjModel* /*m*/, mjData* d) noexcept {
       for (std::size_t j = 0; j < n && end.goal == 0; ++j) {
         const JointTolerance& tol = path_[j];
         if (tol.position > 0.0 && std::fabs(error_position_[j]) > tol.position) {
-          end = {goal_, GoalOutcome::kPathToleranceViolated, static_cast<int>(j),
-                 error_position_[j], false, t};
+          end = {goal_,
+                 GoalOutcome::kPathToleranceViolated,
+                 static_cast<int>(j),
+                 error_position_[j],
+                 false,
+                 t};
         } else if (tol.velocity > 0.0 && std::fabs(error_velocity_[j]) > tol.velocity) {
-          end = {goal_, GoalOutcome::kPathToleranceViolated, static_cast<int>(j),
-                 error_velocity_[j], true, t};
+          end = {goal_,
+                 GoalOutcome::kPathToleranceViolated,
+                 static_cast<int>(j),
+                 error_velocity_[j],
+                 true,
+                 t};
         }
       }
     } else {
@@ -208,8 +215,9 @@ void JointTrajectoryCore::control(const mjModel* /*m*/, mjData* d) noexcept {
         end = {goal_, GoalOutcome::kSucceeded, -1, 0.0, false, t};
       } else if (goal_time_ > 0.0 && t > end_time + goal_time_) {
         const std::size_t j = static_cast<std::size_t>(outside);
-        end = {goal_, GoalOutcome::kGoalToleranceViolated, outside,
-               velocity ? error_velocity_[j] : error_position_[j], velocity, t};
+        end = {goal_,    GoalOutcome::kGoalToleranceViolated,
+               outside,  velocity ? error_velocity_[j] : error_position_[j],
+               velocity, t};
       }
     }
     if (end.goal != 0) {
@@ -261,9 +269,7 @@ void JointTrajectoryCore::write_command(mjData* d, double dt) {
   for (std::size_t j = 0; j < n; ++j) {
     double command = 0.0;
     switch (layout_.command) {
-      case CommandInterface::kPosition:
-        command = desired_position_[j];
-        break;
+      case CommandInterface::kPosition: command = desired_position_[j]; break;
       case CommandInterface::kPositionVelocity:
         command = desired_position_[j];
         d->ctrl[layout_.velocity_actuator[j]] = desired_velocity_[j];

@@ -38,16 +38,16 @@ enum class GoalOutcome : int {
 };
 
 struct JointTrajectoryLayout {
-  std::vector<int> qpos;    // each joint's qpos address
-  std::vector<int> dof;     // each joint's dof address
+  std::vector<int> qpos;               // each joint's qpos address
+  std::vector<int> dof;                // each joint's dof address
   std::vector<int> actuator;           // the actuator of the command interface (position, velocity
                                        // or effort; the position one for kPositionVelocity)
   std::vector<int> velocity_actuator;  // kPositionVelocity only: the velocity one
   CommandInterface command = CommandInterface::kPosition;
-  std::vector<PidGains> gains;          // velocity and effort commands
+  std::vector<PidGains> gains;            // velocity and effort commands
   std::vector<double> ff_velocity_scale;  // velocity and effort commands
-  bool open_loop = false;  // a new trajectory starts from the last command, not the state
-  bool interpolate = true;  // interpolation_method: splines (true) or none
+  bool open_loop = false;        // a new trajectory starts from the last command, not the state
+  bool interpolate = true;       // interpolation_method: splines (true) or none
   double state_period = 0.0;     // simulated seconds between state copies; <= 0: none
   double feedback_period = 0.0;  // simulated seconds between a goal's feedback; <= 0: none
 };
@@ -65,8 +65,8 @@ struct JointTrajectorySnapshot {
 struct GoalEnd {
   std::uint64_t goal = 0;
   GoalOutcome outcome = GoalOutcome::kActive;
-  int joint = -1;        // the joint that violated a tolerance, -1 for none
-  double error = 0.0;    // by how much it was off (position error, or velocity error)
+  int joint = -1;         // the joint that violated a tolerance, -1 for none
+  double error = 0.0;     // by how much it was off (position error, or velocity error)
   bool velocity = false;  // whether it was the velocity that was off
   double time = 0.0;
 };

@@ -36,8 +36,7 @@ void Trajectory::assign_hold(std::size_t joints, const double* positions) {
          std::vector<double>(joints, 0.0), std::vector<double>(joints, 0.0));
 }
 
-void Trajectory::set_state_before(double time, const double* positions,
-                                  const double* velocities) {
+void Trajectory::set_state_before(double time, const double* positions, const double* velocities) {
   before_time_ = time;
   before_has_velocity_ = velocities != nullptr;
   for (std::size_t j = 0; j < joints_; ++j) {

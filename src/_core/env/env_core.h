@@ -31,18 +31,18 @@
 //      FrameStore::mutex_), PhysicsThread::mutex_ (physics_thread.h), stats_mutex_, pending_mutex_,
 //      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
 //      recording's ring: one state or command copy at the end of a step, or the writer's drain),
-//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), ControllerEvents::mutex_
-//      (control/native_control.h: a SPEC §23 controller's hand-over and copies, taken by its
-//      control() once per step and by its plugin's thread), WorkerPool::mutex_ (a
-//      batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock
-//      and Node._lock (node.py: the subscribers and services are copied out, then called with no
-//      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
-//      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
-//      the collector may close a dropped env inside it, whose locks no other thread can hold),
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras),
+//      ControllerEvents::mutex_ (control/native_control.h: a SPEC §23 controller's hand-over and
+//      copies, taken by its control() once per step and by its plugin's thread), WorkerPool::mutex_
+//      (a batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock and
+//      Node._lock (node.py: the subscribers and services are copied out, then called with no lock
+//      held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry), and
+//      hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because the
+//      collector may close a dropped env inside it, whose locks no other thread can hold),
 //      ThrottledLog._lock (_throttled_log.py: a count and a time per key), CallListeners._lock
 //      (calls.py: the env's call listeners swapped; they are told with no lock of theirs held),
-//      ActionServer._lock (plugin/actions.py: its goal table) and the controllers' _lock (their
-//      active goal).
+//      ActionServer._lock (plugin/actions.py: its goal table), JointTrajectoryController._lock and
+//      GripperActionController._lock (their active goal).
 //      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
 //   8. the GIL: no thread holding it waits for 0-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).

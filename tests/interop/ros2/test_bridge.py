@@ -656,8 +656,9 @@ def test_the_std_srvs_services_are_the_calls_tables_ros2_rows(
 
     services = dict(ros.get_service_names_and_types(domain_id=domain, router_port=router[1],
                                                     timeout=5.0))
+    # (simulation_interfaces' services, SPEC §25: test_simulation_interfaces.py)
     served = {name: types for name, types in services.items()
-              if name.startswith("/mujoco_server/")}
+              if name.startswith("/mujoco_server/") and types[0].startswith("std_srvs/")}
     assert served == {f"/mujoco_server/{call.name}": [call.ros2.type] for call in SIM_CALLS
                       if call.ros2 is not None}
     assert set(served) == {"/mujoco_server/pause", "/mujoco_server/reset",

@@ -37,6 +37,7 @@ from mjfast.interop.record.layout import (
     state_module,
 )
 from mjfast.interop.record.replay import Replayer, ReplayResult
+from mjfast.sim.entities import spawn_call
 
 __all__ = ["RecordingFile", "StateRecord", "open_recording", "replay"]
 
@@ -270,9 +271,20 @@ class RecordingFile:
                 model = meta["mjfast.mjcf"]
             else:
                 model = mujoco.MjModel.from_binary_path(_mjb_file(meta["mjfast.mjb"]))
-            return MujocoEnv(model, params=self.params, namespace=self.namespace, **options)
+            env = MujocoEnv(model, params=self.params, namespace=self.namespace, **options)
         except ValueError as error:  # a model that does not compile or load (base64 included)
             raise self._error(f"its model does not load: {error}") from None
+        try:  # the spawns and removals the world had when the recording began (SPEC §25)
+            for call in json.loads(meta.get("mjfast.entities", "[]")):
+                if call["name"] == "remove":
+                    env.remove(**call["args"])
+                else:
+                    env.spawn(**spawn_call(call["args"]))
+        except (KeyError, TypeError, ValueError) as error:
+            env.close()
+            raise self._error(f"its world's entities (mjfast.entities) cannot be made again: "
+                              f"{error}") from None
+        return env
 
     def env_at(self, time: float) -> Any:
         """A new env on the recorded model and parameters, restored at the last full state at or

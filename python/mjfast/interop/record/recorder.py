@@ -195,6 +195,9 @@ class Recording:
                 "mjfast.state_period": repr(self._state_period),
                 "mjfast.log_time_offset_ns": str(self._log_offset)}
         data.update(_model_text(source))
+        history = self._env_tap.entity_history()
+        if history:  # the spawns and removals that made this world from its model (SPEC §25)
+            data["mjfast.entities"] = json.dumps(_jsonable(history))
         return data
 
     # -- routes (the conversion table) ----------------------------------------------------------

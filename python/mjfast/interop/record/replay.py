@@ -56,10 +56,12 @@ class Replayer:
         self.commands = [c for c in commands if self.start_key < command_key(c) <= self.end.key]
         # A state taken after a reload to another model is of that model: the env goes there
         # first (a reload without a model reloads the one in use, the last one named).
-        reloads = [c for c in commands if command_key(c) < self.start_key and c["kind"] == "call"
-                   and c["name"] == "reload" and c["args"].get("model") is not None]
-        if reloads:
-            self._apply(reloads[-1])
+        # So do the spawns and removals before it (SPEC §25), in their order.
+        for command in commands:
+            if command_key(command) < self.start_key and command["kind"] == "call" and (
+                    command["name"] in ("spawn", "remove") or (
+                        command["name"] == "reload" and command["args"].get("model") is not None)):
+                self._apply(command)
         env.set_state(start.state)  # (an env replay made records nothing)
         self.step = start.step  # steps since the recording's start
 

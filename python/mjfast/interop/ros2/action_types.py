@@ -1,10 +1,12 @@
-"""The ROS 2 interfaces that rosbags' Jazzy store lacks and SPEC §23 needs, registered into
+"""The ROS 2 interfaces that rosbags' Jazzy store lacks and SPEC §23 and §25 need, registered into
 mjfast's typestore from their definitions, shipped beside this module in `interfaces/`:
 
 - control_msgs 5.8.0 (ros-controls/control_msgs, branch `jazzy`, commit f901df2): the actions
   FollowJointTrajectory and GripperCommand, and the messages they and
   JointTrajectoryControllerState use;
-- action_msgs/srv/CancelGoal (ros2/rcl_interfaces 2.0.2, branch `jazzy`, commit 003987e).
+- action_msgs/srv/CancelGoal (ros2/rcl_interfaces 2.0.2, branch `jazzy`, commit 003987e);
+- simulation_interfaces 2.1.0 (ros-simulation/simulation_interfaces, tag 2.1.0, commit 172a1b1,
+  Apache-2.0): the messages, services and the SimulateSteps action of SPEC §25.
 
 An action's derived types are made as rosidl makes them (rosidl_parser's Action): `<A>_Goal`,
 `<A>_Result`, `<A>_Feedback` from the `.action`'s three parts; the services `<A>_SendGoal`

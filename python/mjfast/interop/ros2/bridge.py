@@ -6,9 +6,9 @@ env's bus: a message published on a bus topic that the conversion table (`conver
 goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
 transient-local publisher's cache), by the env's route table (`mjfast.interop.routes`, shared
 with recordings); a ROS 2 message on an inbound topic is converted and published on the bus; the
-std_srvs services answer queries; the actions plugins declare are served as rmw_zenoh serves rcl
-actions (`actions`). The wire's strings and bytes are
-`wire`'s; the types, CDR and hashes `types`'.
+std_srvs services and simulation_interfaces' (`simulation_services`) answer queries; the actions
+plugins declare are served as rmw_zenoh serves rcl actions (`actions`). The wire's strings and
+bytes are `wire`'s; the types, CDR and hashes `types`'.
 
 What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
 in a queue of `_SERVICE_QUEUE` (a call past that is answered `success: false` at once); every
@@ -41,8 +41,9 @@ from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
 from mjfast.interop import routes
-from mjfast.interop.ros2 import actions, types, wire
+from mjfast.interop.ros2 import actions, simulation_services, types, wire
 from mjfast.interop.ros2.robot_description import RobotDescription
+from mjfast.interop.ros2.simulation_services import SimulationInterfaces
 from mjfast.interop.routes import Inbound, Outbound
 from mjfast.interop.zenoh_threads import (
     close_session,
@@ -196,6 +197,15 @@ def split_node_name(namespace: str) -> tuple[str, str]:
     return parent or "/", name or "mujoco_server"
 
 
+def _failure(service_type: str, message: str) -> Any:
+    """The answer of a call that failed outside its handler's own result codes (raised, refused
+    or the bridge closing): std_srvs' `success: false` with the message, simulation_interfaces'
+    RESULT_OPERATION_FAILED."""
+    if service_type.startswith(f"{simulation_services.PACKAGE}/"):
+        return simulation_services.failure_response(service_type, message)
+    return False, message
+
+
 class Bridge:
     """Puts `env` on a ROS 2 graph until `close()` (SPEC §19).
 
@@ -330,7 +340,7 @@ class Bridge:
                 cls = resolve_plugin(spec.type)
             except Exception:
                 continue
-            out.append((spec.name, f"{self._env.namespace.rstrip('/')}/{spec.name}", cls))
+            out.append((spec.name, spec.node_namespace(self._env.namespace), cls))
         return out
 
     def _action_routes(self) -> list[Outbound]:
@@ -491,19 +501,25 @@ class Bridge:
 
     def _declare_services(self) -> None:
         """The calls table's std_srvs rows (mjfast.sim.calls: pause, reset, reload), each as
-        `<ns>/<name>`."""
+        `<ns>/<name>`, and simulation_interfaces' services (`simulation_services`)."""
         ns = resolve_name(self._env.namespace)
+        # (name, type, handler, answered inline)
+        served: list[tuple[str, str, Callable[[Any], Any], bool]] = []
         for call in ros2_calls():
             assert call.ros2 is not None
-            name, service_type = f"{ns}/{call.name}", call.ros2.type
-            handler = functools.partial(call.ros2.answer, self._env)
+            served.append((f"{ns}/{call.name}", call.ros2.type,
+                           functools.partial(call.ros2.answer, self._env), call.ros2.inline))
+        # simulation_interfaces 2.1.0 (SPEC §25), under the node's namespace too.
+        for short, (service_type, handler) in SimulationInterfaces(self._env).table().items():
+            served.append((f"{ns.rstrip('/')}/{short}", service_type, handler, False))
+        for name, service_type, handler, inline in served:
             dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
             key = wire.data_key(self.domain_id, name, dds, hash_)
             eid = next(self._entity_ids)
             token = self._session.liveliness().declare_token(wire.endpoint_token(
                 self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
                 hash_, wire.QOS_DEFAULT))
-            if call.ros2.inline:
+            if inline:
                 # Answered on the queryable's own thread: pause/resume wait for one step
                 # boundary at most, and a hand-over to a worker costs a thread wake-up, a good
                 # part of a round trip.
@@ -535,7 +551,7 @@ class Bridge:
     def _refuse(self, query: Any, service_type: str, reason: str) -> None:
         self._counters.add("refused_calls")
 
-        def refusal(request: Any) -> tuple[bool, str]:
+        def refusal(request: Any) -> Any:
             raise RuntimeError(reason)
 
         self._answer(query, service_type, refusal, work=False)
@@ -575,12 +591,13 @@ class Bridge:
             try:
                 if not open_:
                     raise RuntimeError(_CLOSING)
-                success, message = handler(request)
+                answer = handler(request)
             except Exception as error:
                 self._counters.add("failed_calls")
-                success, message = False, f"{type(error).__name__}: {error}"
-            response = types.message_class(f"{service_type}_Response")(success=success,
-                                                                       message=message)
+                answer = _failure(service_type, f"{type(error).__name__}: {error}")
+            # std_srvs' handlers answer (success, message); the others their whole response.
+            response = types.message_class(f"{service_type}_Response")(
+                success=answer[0], message=answer[1]) if isinstance(answer, tuple) else answer
             reply_attachment = wire.encode_attachment(request_id.sequence_number,
                                                       time.time_ns(), request_id.gid)
             with contextlib.suppress(zenoh.ZError):
