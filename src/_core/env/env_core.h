@@ -31,6 +31,10 @@
 //      FrameStore::mutex_), PhysicsThread::mutex_ (physics_thread.h), stats_mutex_, pending_mutex_,
 //      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
 //      recording's ring: one state or command copy at the end of a step, or the writer's drain),
+//      HandoffRing::mutex_ (handoff_ring.h: a bus message's reference moved in by the
+//      publishing thread, which may hold the GIL for it because no holder waits for anything, or
+//      out by a writer thread; a full 'wait' ring's producer waits on its condition with the GIL
+//      released, and so does a recording's stepping thread on StepRecorder's, for the writer),
 //      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), WorkerPool::mutex_ (a
 //      batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock
 //      and Node._lock (node.py: the subscribers and services are copied out, then called with no
