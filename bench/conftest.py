@@ -58,6 +58,12 @@ TARGETS = {
     "vector_rollout_arm7": Target(0.9),  # the same on the arm (short steps: handoffs show)
     # world-steps/s: VectorEnv threads=2 / threads=1; needs both cores free, like "parallel"
     "vector_threads": Target(1.8, gated=GATE_PARALLEL),
+    # one VectorEnv.step(0) call (1 world, 1 thread) / MujocoEnv.step(1): 5 us at 3.4 us a step
+    "vector_fixed": Target(1.5),
+    # VectorEnv.step(1) of 8 arm worlds on 2 threads / their mj_step one after another from
+    # Python: two cores' worth is 0.5, plus the call's overhead (<= 5 us, which the benchmark
+    # prints: ~0.6 on a quiet machine); needs both cores free, like "parallel"
+    "vector_overhead": Target(0.65, gated=GATE_PARALLEL),
     # test_bench_control.py: the control interface
     "control_cycle": Target(1.00),  # read() + write(ctrl=) / copying MjData's fields by hand
     "control_rate": Target(0.9),  # physics steps/s with a 1 kHz read+write loop / without
@@ -110,6 +116,9 @@ TARGETS = {
     "replay_check": Target(1.2),  # replay --check of a 10 s recording / the same 10 s live
     # test_bench_gym.py: env steps/s, make_vec's 8 worlds / AsyncVectorEnv of 8 gymnasium envs
     "gym_vector": Target(3.0),
+    # make_vec of 16 arm worlds / gymnasium's SyncVectorEnv of 16 (frame_skip 5): two cores'
+    # worth; gated, like the other two-thread figures, only where both cores are free
+    "gym_sync": Target(2.0, gated=GATE_PARALLEL),
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -241,6 +250,8 @@ GROUP_PYTHON_LOOP = "Python loop of single steps"
 GROUP_PARALLEL = "two threads"
 GROUP_VECTOR_ROLLOUT = "8 worlds on 2 threads"
 GROUP_VECTOR_THREADS = "8 worlds: 2 threads / 1"
+GROUP_VECTOR_FIXED = "VectorEnv.step(0), 1 world"
+GROUP_VECTOR_OVERHEAD = "8 worlds step(1) on 2 threads"
 GROUP_CONTROL_CYCLE = "control read+write cycle"
 GROUP_CONTROL_RATE = "1 kHz control loop"
 GROUP_CAMERA_RATE = "30 Hz offscreen camera"
@@ -266,6 +277,7 @@ GROUP_ROS2_SERVICE = "std_srvs round trip"
 GROUP_RECORD_RATE = "recording JointState at 100 Hz"
 GROUP_REPLAY = "replay --check of 10 s"
 GROUP_GYM_VECTOR = "8-world gymnasium vector env"
+GROUP_GYM_SYNC = "16-world gymnasium vector env, sync"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -302,6 +314,10 @@ RATIOS = [
           "vector", "rollout", "vector_rollout_arm7", throughput=True, models=ARM7),
     Ratio(GROUP_VECTOR_THREADS, "steps/s: VectorEnv threads=2 / threads=1",
           "two_threads", "one_thread", "vector_threads", throughput=True, models=HUMANOID),
+    Ratio(GROUP_VECTOR_FIXED, "VectorEnv.step(0), 1 world, 1 thread / MujocoEnv.step(1)",
+          "vector_step0", "env_step1", "vector_fixed", models=ARM7),
+    Ratio(GROUP_VECTOR_OVERHEAD, "VectorEnv.step(1), 8 worlds, 2 threads / serial mj_step",
+          "vector", "serial_mj_step", "vector_overhead", models=ARM7),
     # test_bench_control.py
     Ratio(GROUP_CONTROL_CYCLE, "control.read()+write() / copying MjData by hand",
           "mjfast", "by_hand", "control_cycle", models=ARM7),
@@ -371,6 +387,8 @@ RATIOS = [
     # test_bench_gym.py
     Ratio(GROUP_GYM_VECTOR, "steps/s: make_vec 8 worlds / AsyncVectorEnv of 8 (frame_skip 5)",
           "mjfast", "async", "gym_vector", throughput=True, models=ARM7),
+    Ratio(GROUP_GYM_SYNC, "steps/s: make_vec 16 worlds / SyncVectorEnv of 16 (frame_skip 5)",
+          "mjfast", "sync", "gym_sync", throughput=True, models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

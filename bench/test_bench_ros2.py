@@ -43,13 +43,8 @@ from models import arm7_xml
 from side_loop import seconds_per_physics_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from test_ros2 import (
-    client_session,
-    free_port,
-    start_router,
-    stop_router,
-    write_definitions,
-)
+from support import zenoh_router
+from test_ros2 import client_session, free_port, write_definitions
 
 GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
@@ -69,9 +64,8 @@ pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
 @pytest.fixture(scope="module")
 def router() -> Iterator[tuple[str, int]]:
     port = free_port()
-    child = start_router(f"tcp/127.0.0.1:{port}")
-    yield f"tcp/127.0.0.1:{port}", port
-    stop_router(child)
+    with zenoh_router(f"tcp/127.0.0.1:{port}"):
+        yield f"tcp/127.0.0.1:{port}", port
 
 
 @pytest.fixture(scope="module")

@@ -181,20 +181,31 @@ std::vector<std::size_t> VectorCore::failed_worlds() const {
   return failed_;
 }
 
-void VectorCore::gather(Field field, double* out) {
+namespace {
+
+const mjtNum* field_data(const mjData* data, VectorCore::Field field) {
+  switch (field) {
+    case VectorCore::Field::kQpos: return data->qpos;
+    case VectorCore::Field::kQvel: return data->qvel;
+    case VectorCore::Field::kCtrl: return data->ctrl;
+    case VectorCore::Field::kSensordata: return data->sensordata;
+    case VectorCore::Field::kTime: return &data->time;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void VectorCore::gather(Field field, double* out) { gather_rows(&field, 1, out); }
+
+void VectorCore::gather_rows(const Field* fields, std::size_t count, double* out) {
   std::unique_lock<std::mutex> held = lock("reading a VectorEnv's arrays");
-  const std::size_t row = width(field);
   for (const auto& world : worlds_) {
     const mjData* data = world->data();
-    const mjtNum* source = nullptr;
-    switch (field) {
-      case Field::kQpos: source = data->qpos; break;
-      case Field::kQvel: source = data->qvel; break;
-      case Field::kCtrl: source = data->ctrl; break;
-      case Field::kSensordata: source = data->sensordata; break;
-      case Field::kTime: source = &data->time; break;
+    for (std::size_t i = 0; i < count; ++i) {
+      const mjtNum* source = field_data(data, fields[i]);
+      out = std::copy(source, source + width(fields[i]), out);
     }
-    out = std::copy(source, source + row, out);
   }
 }
 

@@ -61,6 +61,9 @@ class VectorCore {
 
   // Copies `field` of every world into `out` (num_worlds x width(field) doubles), under mutex_.
   void gather(Field field, double* out);
+  // Copies `fields` of every world, one row per world with the fields side by side (an
+  // observation of qpos and qvel: nq + nv doubles per row), into `out`, under mutex_.
+  void gather_rows(const Field* fields, std::size_t count, double* out);
 
   // Holds the vector for a façade operation on its worlds (reset, set_state): no step runs
   // meanwhile. Refused as step() is (closed, a worker, busy from inside a plugin callback).
