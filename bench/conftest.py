@@ -64,6 +64,8 @@ TARGETS = {
     # Python: two cores' worth is 0.5, plus the call's overhead (<= 5 us, which the benchmark
     # prints: ~0.6 on a quiet machine); needs both cores free, like "parallel"
     "vector_overhead": Target(0.65, gated=GATE_PARALLEL),
+    # resident bytes per VectorEnv world / per bare MjData (humanoid, 1000 of each)
+    "vector_memory": Target(1.5),
     # test_bench_control.py: the control interface
     "control_cycle": Target(1.00),  # read() + write(ctrl=) / copying MjData's fields by hand
     "control_rate": Target(0.9),  # physics steps/s with a 1 kHz read+write loop / without
@@ -252,6 +254,7 @@ GROUP_VECTOR_ROLLOUT = "8 worlds on 2 threads"
 GROUP_VECTOR_THREADS = "8 worlds: 2 threads / 1"
 GROUP_VECTOR_FIXED = "VectorEnv.step(0), 1 world"
 GROUP_VECTOR_OVERHEAD = "8 worlds step(1) on 2 threads"
+GROUP_VECTOR_MEMORY = "memory per world, 1000 worlds"
 GROUP_CONTROL_CYCLE = "control read+write cycle"
 GROUP_CONTROL_RATE = "1 kHz control loop"
 GROUP_CAMERA_RATE = "30 Hz offscreen camera"
@@ -318,6 +321,8 @@ RATIOS = [
           "vector_step0", "env_step1", "vector_fixed", models=ARM7),
     Ratio(GROUP_VECTOR_OVERHEAD, "VectorEnv.step(1), 8 worlds, 2 threads / serial mj_step",
           "vector", "serial_mj_step", "vector_overhead", models=ARM7),
+    Ratio(GROUP_VECTOR_MEMORY, "resident bytes: VectorEnv world / bare MjData (1000)",
+          "vector_world", "bare_data", "vector_memory", models=HUMANOID),
     # test_bench_control.py
     Ratio(GROUP_CONTROL_CYCLE, "control.read()+write() / copying MjData by hand",
           "mjfast", "by_hand", "control_cycle", models=ARM7),

@@ -9,8 +9,11 @@ the same 8 humanoid worlds: what the second thread gains.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import mujoco
@@ -25,6 +28,7 @@ GROUP_VECTOR_ROLLOUT = "8 worlds on 2 threads"
 GROUP_VECTOR_THREADS = "8 worlds: 2 threads / 1"
 GROUP_VECTOR_FIXED = "VectorEnv.step(0), 1 world"
 GROUP_VECTOR_OVERHEAD = "8 worlds step(1) on 2 threads"
+GROUP_VECTOR_MEMORY = "memory per world, 1000 worlds"
 
 WORLDS = 8
 # Interleaved rounds of each variant, after one warm-up round: a two-thread round is disturbed
@@ -185,3 +189,55 @@ def test_vector_step_overhead_on_two_threads(benchmark: Any, record: Any,
         benchmark.extra_info.update(overhead_us=overhead)
     finally:
         vector.close()
+
+
+MEMORY_WORLDS = 1000
+MEMORY_SCRIPT = """
+import gc, resource, sys
+sys.path.insert(0, sys.argv[1])
+import mujoco, mjfast
+from models import humanoid_xml
+
+def rss():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize()
+
+model = mujoco.MjModel.from_xml_string(humanoid_xml())
+count = int(sys.argv[3])
+mujoco.MjData(model)  # MuJoCo's own first-use allocations, on both sides
+gc.collect()
+before = rss()
+if sys.argv[2] == "bare":
+    kept = [mujoco.MjData(model) for _ in range(count)]
+else:
+    kept = mjfast.VectorEnv(model, count, threads=1)
+    kept.step(1)  # the worlds step (their data is used, not only allocated)
+    assert kept.world(count - 1).step_count == 1
+gc.collect()
+print((rss() - before) / count)
+"""
+
+
+@HUMANOID_ONLY
+def test_memory_per_world(benchmark: Any, record: Any, bench_model: Any) -> None:
+    """Resident memory per VectorEnv world against per bare mujoco.MjData of the same model
+    (humanoid, 1000 of each, each side in a fresh process): a world is its data, its plugins and
+    its control, with the rest (its bus, services) made only when asked. The figure is bytes per
+    world, not seconds: the table's ratio is the same division."""
+    bench_dir = str(Path(__file__).resolve().parent)
+
+    def resident(kind: str) -> Callable[[], float]:
+        def measure() -> float:
+            result = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, bench_dir, kind,
+                                     str(MEMORY_WORLDS)], capture_output=True, text=True,
+                                    timeout=600, check=True)
+            return float(result.stdout.strip().splitlines()[-1])
+        return measure
+
+    sizes = record.measured(benchmark, bench_model.name, GROUP_VECTOR_MEMORY, 1,
+                            {"vector_world": resident("vector"), "bare_data": resident("bare")})
+    per_world, per_data = sizes["vector_world"].min_s, sizes["bare_data"].min_s
+    print(f"\nresident memory: {per_world / 1024:.0f} KiB per VectorEnv world, "
+          f"{per_data / 1024:.0f} KiB per bare MjData (humanoid, {MEMORY_WORLDS} of each)")
+    assert per_data > 100 * 1024  # the humanoid's MjData: about 500 KiB
+    benchmark.extra_info.update(world_kib=per_world / 1024, data_kib=per_data / 1024)

@@ -156,6 +156,12 @@ class EnvCore : public hooks::HookTarget,
   // control mutex of a read() in progress), and until the core itself goes.
   void bind(const mjModel* model, mjData* data, mjData* control_scratch,
             std::shared_ptr<void> owner);
+  // `control_scratch` may be null at bind() while no plugin has update_read/update_write (a
+  // VectorEnv world, most envs: it is an mjData as large as the world's own); the first such
+  // plugin's load gives it here (for the bound model), with stepping held. `owner` keeps it alive
+  // until the next bind().
+  void set_control_scratch(mjData* control_scratch, std::shared_ptr<void> owner);
+  bool has_control_scratch() const { return control_.has_scratch(); }
 
   // The bound pair (null before the first bind); replaced only by bind(), inside a pause.
   const mjModel* model() const { return model_; }
@@ -430,8 +436,9 @@ class EnvCore : public hooks::HookTarget,
 
   PluginHost host_;
   ControlBridge control_;
-  std::mutex control_mutex_;           // the bridge's control side
-  std::shared_ptr<void> bound_owner_;  // keeps model_, data_ and the bridge's scratch alive
+  std::mutex control_mutex_;             // the bridge's control side
+  std::shared_ptr<void> bound_owner_;    // keeps model_, data_ and the bridge's scratch alive
+  std::shared_ptr<void> scratch_owner_;  // a scratch given after bind() (set_control_scratch)
   std::mutex pending_mutex_;
   std::exception_ptr fault_;  // under pending_mutex_
   std::atomic<bool> fault_pending_{false};
