@@ -4,8 +4,8 @@
    at 100 Hz through the conversion table, a state every 100 steps) beside the same env not
    recording: at least 0.9. The stepping thread only copies (states and applied commands into the
    core's ring, a bus message's reference into a queue); conversion, CDR and the MCAP file are the
-   writer thread's and the writer process's (mjfast.bag_writer), which need a core of their own
-   for the figure to mean anything (unpaced, 100 Hz is thousands of messages a second).
+   writer thread's and the writer process's (mjfast.interop.record.writer), which need a core of
+   their own for the figure to mean anything (unpaced, 100 Hz is thousands of messages a second).
 2. `mjfast replay --check` of a 10 s recording (JointState at 100 Hz, the default state every
    simulated second) beside running the same 10 s live with the same plugins, both from the env's
    construction to its close: at most 1.2.

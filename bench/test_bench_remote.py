@@ -35,8 +35,8 @@ pytest.importorskip("zenoh", reason="the remote benchmarks need the extra mjfast
 import zenoh
 
 import mjfast
+from mjfast.interop.remote.server import zenoh_config
 from mjfast.remote import BusServer, codec
-from mjfast.remote.server import zenoh_config
 from models import arm7_xml
 
 GROUP_REMOTE_INFO = "remote info round trip"
@@ -69,7 +69,7 @@ SERVER_SCRIPT = """
 import signal, sys, threading, zenoh
 import mjfast
 from mjfast.remote import BusServer
-from mjfast.remote.server import zenoh_config
+from mjfast.interop.remote.server import zenoh_config
 
 params = {params!r}
 env = mjfast.MujocoEnv({model!r}, params=params)
@@ -221,7 +221,7 @@ def test_camera_stream_delivery(benchmark: Any, record: Any, bench_model: Any,
 SUBSCRIBER_SCRIPT = """
 import sys, threading, zenoh
 import mjfast
-from mjfast.remote.server import zenoh_config
+from mjfast.interop.remote.server import zenoh_config
 client = mjfast.connect({endpoint!r}, timeout=10)
 counts = {{"bus": 0, "bare": 0}}
 client.subscribe("/bench/frame", lambda m: counts.__setitem__("bus", counts["bus"] + 1))

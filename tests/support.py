@@ -311,7 +311,7 @@ def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-# -- remote bus payloads (mjfast.remote.codec) ---------------------------------------------------
+# -- remote bus payloads (mjfast.interop.remote.codec) ---------------------------------------------
 
 DTYPES = ["?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16",
           ">i4", ">f8", "<u2"]
@@ -345,11 +345,11 @@ def assert_same_array(got: Any, expected: np.ndarray) -> None:
 
 
 def ndarray_ext(header: Any, data: bytes = b"") -> bytes:
-    """A message that is one ndarray extension of mjfast.remote.codec, with this header and
+    """A message that is one ndarray extension of mjfast.interop.remote.codec, with this header and
     element bytes (needs msgpack)."""
     import msgpack
 
-    from mjfast.remote.codec import NDARRAY_EXT
+    from mjfast.interop.remote.codec import NDARRAY_EXT
 
     return msgpack.packb(msgpack.ExtType(NDARRAY_EXT, msgpack.packb(header) + data))
 

@@ -95,8 +95,8 @@ def test_the_lock_order_places_every_lock() -> None:
 
 # The env's own layer: env.py and the modules split out of it, each one concept of the env that
 # reads its members as env.py does (SPEC §5; README's architecture table).
-ENV_LAYER = {"env.py", "_env_config.py", "_core_requests.py", "_interrupts.py", "_env_reports.py",
-             "_recording_tap.py"}
+ENV_LAYER = {"sim/env.py", "sim/config.py", "sim/requests.py", "sim/interrupts.py",
+             "sim/reports.py", "sim/recording_tap.py"}
 # Reaches into an env's private members outside that layer, each with the reason it stays:
 # (module, attribute). None are left.
 ENV_REACHES_ALLOWED: set[tuple[str, str]] = set()
@@ -150,7 +150,7 @@ def test_no_module_reaches_into_the_envs_private_members() -> None:
 
 def test_no_module_imports_another_modules_private_names() -> None:
     # A leading underscore says "this module's own": a name another module needs is made public
-    # in its module (the package's private modules, `mjfast._env_config` and the like, are
+    # in its module (the package's private modules, `mjfast.sim.config` and the like, are
     # whole rooms of one concept and import freely). `_core` is the compiled extension itself.
     package = ROOT / "python/mjfast"
     imports = []

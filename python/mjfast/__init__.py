@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from mjfast.camera import FrameLease, OffscreenCamera
-from mjfast.discovery import available_plugins, register_plugin, unregister_plugin
-from mjfast.env import MujocoEnv
+from mjfast.bus.node import Bus, Node
+from mjfast.bus.params import ParameterServer
 from mjfast.errors import (
     CameraUnavailableError,
     ConfigError,
@@ -24,25 +23,26 @@ from mjfast.errors import (
     SimulationError,
     StaleGenerationError,
 )
-from mjfast.hooks import hooks_owned, install_hooks
-from mjfast.native import NativePlugin, get_cmake_dir, get_include
-from mjfast.node import Bus, Node
-from mjfast.params import ParameterServer
-from mjfast.plugin import (
+from mjfast.model.state import SimState
+from mjfast.plugin.base import (
     ControlPlugin,
     MujocoPlugin,
     PluginInfo,
     PluginLoadFailure,
     PluginState,
 )
-from mjfast.plugin_config import PluginSpec
-from mjfast.state import SimState
-from mjfast.stats_table import format_statistics
-from mjfast.vector_env import VectorEnv
+from mjfast.plugin.config import PluginSpec
+from mjfast.plugin.discovery import available_plugins, register_plugin, unregister_plugin
+from mjfast.plugin.native import NativePlugin, get_cmake_dir, get_include
+from mjfast.sim.camera import FrameLease, OffscreenCamera
+from mjfast.sim.env import MujocoEnv
+from mjfast.sim.hooks import hooks_owned, install_hooks
+from mjfast.sim.stats_table import format_statistics
+from mjfast.sim.vector_env import VectorEnv
 
 if TYPE_CHECKING:
-    from mjfast.recording import RecordingFile
-    from mjfast.remote.client import Client
+    from mjfast.interop.record.recorder import RecordingFile
+    from mjfast.interop.remote.client import Client
 
 __version__ = "0.1.0"
 
@@ -53,7 +53,7 @@ def connect(endpoint: str | None = None, *, timeout: float = 5.0) -> Client:
     Needs the extra `mjfast[server]` (Zenoh); `import mjfast` itself does not.
     """
     try:
-        from mjfast.remote.client import connect as remote_connect
+        from mjfast.interop.remote.client import connect as remote_connect
     except ImportError as error:
         raise ImportError(f"mjfast.connect needs Zenoh and msgpack: pip install 'mjfast[server]' "
                           f"({error})") from error
@@ -65,7 +65,7 @@ def open_recording(path: str | os.PathLike[str]) -> RecordingFile:
 
     Needs the extra `mjfast[ros2]` (rosbags); `import mjfast` itself does not.
     """
-    from mjfast.recording import open_recording as open_bag
+    from mjfast.interop.record.recorder import open_recording as open_bag
 
     return open_bag(path)
 

@@ -24,7 +24,7 @@ class CliError(Exception):
 
 def one_line(text: str) -> str:
     """`text` as a single line: MuJoCo's and pybind11's messages span several."""
-    from mjfast.stats_table import one_line
+    from mjfast.sim.stats_table import one_line
 
     return one_line(text)
 

@@ -12,7 +12,7 @@ from mjfast.cli.errors import EXIT_OK, CliError, import_mjfast
 
 
 def plugins(out: TextIO, err: TextIO) -> int:
-    from mjfast.discovery import plugin_types
+    from mjfast.plugin.discovery import plugin_types
 
     import_mjfast()
     types = plugin_types()

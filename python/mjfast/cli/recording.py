@@ -1,5 +1,5 @@
 """`--record DIR` of `run` and `serve`, and `mjfast replay` (SPEC §20); the recording itself is
-`mjfast.recording`'s.
+`mjfast.interop.record.recorder`'s.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def start_recording(env: Any, args: argparse.Namespace, err: TextIO) -> Any:
     if directory is None:
         return None
     try:
-        import mjfast.recording  # noqa: F401
-        from mjfast.ros2 import types  # noqa: F401
+        import mjfast.interop.record.recorder  # noqa: F401
+        from mjfast.interop.ros2 import types  # noqa: F401
     except ImportError as error:
         raise CliError(one_line(str(error))) from error
     with bad_input_is_one_line():
@@ -45,11 +45,11 @@ def check_record_target(args: argparse.Namespace) -> None:
 def replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import_mjfast()
     try:
-        from mjfast.recording import replay
+        from mjfast.interop.record.recorder import replay
     except ImportError as error:
         raise CliError(one_line(str(error))) from error
     if args.view:
-        from mjfast import viewer
+        from mjfast.view import viewer
 
         try:
             viewer.check_display()

@@ -19,7 +19,7 @@ from mjfast.cli.parsing import ECHO_SILENCE_S
 
 def import_remote() -> Any:
     try:
-        import mjfast.remote as remote
+        import mjfast.interop.remote as remote
     except ImportError as error:
         raise CliError(f"remote access needs the extra mjfast[server] (pip install "
                        f"'mjfast[server]'): {one_line(str(error))}") from error
@@ -94,7 +94,7 @@ def _checked_arguments(what: str, name: str, message: Any = None) -> None:
     """The name and message of a remote command can go over the bus: a usage error (one line,
     exit 2) before connecting if not."""
     import_remote()
-    from mjfast.remote import codec, keys
+    from mjfast.interop.remote import codec, keys
 
     try:
         keys.key(keys.TOPIC, name)
@@ -161,7 +161,7 @@ def _echo(client: Any, topic: str, count: int | None, out: TextIO, err: TextIO) 
 
 
 def _absolute(topic: str) -> str:
-    from mjfast.params import resolve_name
+    from mjfast.bus.params import resolve_name
 
     return resolve_name(topic)
 

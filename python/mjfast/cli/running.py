@@ -224,7 +224,7 @@ def _missing_plugins_hint(env: Any, params: Path) -> str | None:
 def format_statistics(stats: dict[str, Any], wall_s: float | None = None, *,
                       running_s: float | None = None) -> str:
     """`env.statistics()` as the table the CLI prints (mjfast.format_statistics)."""
-    from mjfast.stats_table import format_statistics as format_
+    from mjfast.sim.stats_table import format_statistics as format_
 
     return format_(stats, wall_s, running_s=running_s)
 
@@ -256,7 +256,8 @@ def run(model: Path, params: Path | None, args: argparse.Namespace,
     strict = getattr(args, "strict", False)
     # -v: each failure's traceback; at -vv the host's debug log has printed it already.
     verbose = getattr(args, "verbose", 0) or 0
-    tracebacks = verbose >= 1 and not logging.getLogger("mjfast.host").isEnabledFor(logging.DEBUG)
+    host_log = logging.getLogger("mjfast.host")
+    tracebacks = verbose >= 1 and not host_log.isEnabledFor(logging.DEBUG)
     failures = _FailureReporter(env, err, strict, tracebacks)
     try:
         if params is not None:

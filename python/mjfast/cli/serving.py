@@ -88,7 +88,7 @@ def _ros2_shares_bus_session(args: argparse.Namespace) -> bool:
 
 def _start_ros2(args: argparse.Namespace, env: Any, session: Any = None) -> Any:
     try:
-        from mjfast.ros2 import Bridge, RouterNotFound
+        from mjfast.interop.ros2 import Bridge, RouterNotFound
     except ImportError as error:
         raise CliError(one_line(str(error))) from error
     try:

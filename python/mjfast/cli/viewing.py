@@ -18,7 +18,7 @@ def view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.web is not None:  # the same page as `serve --web`, for a machine with no display
         return _view_web(args, out, err)
     try:
-        from mjfast import viewer
+        from mjfast.view import viewer
     except ImportError as error:
         raise CliError(f"cannot import mjfast: {one_line(str(error))}") from error
     try:
@@ -52,7 +52,7 @@ def view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def import_web() -> None:
     try:
-        import mjfast.web  # noqa: F401
+        import mjfast.view.web  # noqa: F401
     except ImportError as error:
         raise CliError(one_line(str(error))) from error  # the line names mjfast[web]
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import mujoco
 
-from mjfast.model_names import labelled_id
+from mjfast.model.names import labelled_id
 from mjfast.names import no_such_name, unknown
-from mjfast.plugin import MujocoPlugin
+from mjfast.plugin.base import MujocoPlugin
 
 __all__ = [
     "RatePublisher",

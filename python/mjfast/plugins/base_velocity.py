@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast.model_names import labelled_id, object_labels
+from mjfast.model.names import labelled_id, object_labels
 from mjfast.names import no_such_name
-from mjfast.plugin import ControlPlugin
+from mjfast.plugin.base import ControlPlugin
 from mjfast.plugins._sensing import checked_state
 
 __all__ = ["BaseVelocity"]

@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 
 import mujoco
 
-from mjfast.camera import PLANES, camera_names
 from mjfast.names import unknown
-from mjfast.plugin import MujocoPlugin
+from mjfast.plugin.base import MujocoPlugin
+from mjfast.sim.camera import PLANES, camera_names
 
 __all__ = ["CameraPublisher", "configured_cameras"]
 

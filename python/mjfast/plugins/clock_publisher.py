@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import mujoco
 
-from mjfast.plugin import MujocoPlugin
+from mjfast.plugin.base import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, positive_int
 
 __all__ = ["ClockPublisher", "topic_name"]
@@ -28,7 +28,7 @@ def topic_name(who: str, topic: object) -> str:
 
 
 class ClockPublisher(MujocoPlugin):
-    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    # Checked before load (mjfast.plugin.schema); the values' types by load, with its messages.
     config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:

@@ -21,7 +21,7 @@ import mujoco
 import numpy as np
 
 from mjfast._throttled_log import ThrottledLog
-from mjfast.plugin import MujocoPlugin
+from mjfast.plugin.base import MujocoPlugin
 from mjfast.plugins._sensing import id_of, names_of
 from mjfast.plugins.clock_publisher import topic_name
 

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast.model_names import labelled_id, object_labels
+from mjfast.model.names import labelled_id, object_labels
 from mjfast.names import no_such_name
-from mjfast.plugin import MujocoPlugin
+from mjfast.plugin.base import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
 
 __all__ = ["FreeJointStatePublisher"]

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast.model_names import labelled_id, object_labels, object_names
+from mjfast.model.names import labelled_id, object_labels, object_names
 from mjfast.names import no_such_name
-from mjfast.plugin import ControlPlugin
+from mjfast.plugin.base import ControlPlugin
 
 __all__ = ["FtsGravComp"]
 

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import mujoco
 
-from mjfast.plugin import ControlPlugin
+from mjfast.plugin.base import ControlPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
 
 __all__ = ["HeartbeatPublisher"]

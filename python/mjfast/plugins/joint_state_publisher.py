@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast.model_names import object_labels
+from mjfast.model.names import object_labels
 from mjfast.plugins._sensing import RatePublisher, listed_ids, number
 from mjfast.plugins.clock_publisher import topic_name
 
@@ -28,7 +28,7 @@ _SCALAR_JOINTS = (int(mujoco.mjtJoint.mjJNT_HINGE), int(mujoco.mjtJoint.mjJNT_SL
 
 
 class JointStatePublisher(RatePublisher):
-    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    # Checked before load (mjfast.plugin.schema); the values' types by load, with its messages.
     config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:

@@ -7,8 +7,8 @@ async, SPEC §14); their configuration keys are in the README and at the top of 
 
 from __future__ import annotations
 
-from mjfast.config_schema import ModelName
-from mjfast.native import NativePlugin
+from mjfast.plugin.native import NativePlugin
+from mjfast.plugin.schema import ModelName
 
 __all__ = ["ExternalWrench", "Lidar", "NoOp", "PDController"]
 

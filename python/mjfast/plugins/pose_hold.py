@@ -30,9 +30,9 @@ import mujoco
 import numpy as np
 
 from mjfast.errors import ConfigError
-from mjfast.model_names import named_entries, object_names
+from mjfast.model.names import named_entries, object_names
 from mjfast.names import no_such_name, unknown
-from mjfast.plugin import MujocoPlugin
+from mjfast.plugin.base import MujocoPlugin
 from mjfast.plugins._sensing import checked_state, topic_of
 
 __all__ = ["PoseHoldPD"]

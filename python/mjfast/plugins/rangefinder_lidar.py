@@ -33,7 +33,7 @@ _DIST_BIT = 1
 
 
 class RangefinderLidar(RatePublisher):
-    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    # Checked before load (mjfast.plugin.schema); the values' types by load, with its messages.
     config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:

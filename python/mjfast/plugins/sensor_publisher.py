@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast.model_names import named_entries, object_labels
+from mjfast.model.names import named_entries, object_labels
 from mjfast.plugins._sensing import (
     RatePublisher,
     check_keys,
@@ -56,7 +56,7 @@ class _Sensor:
 
 
 class SensorPublisher(RatePublisher):
-    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    # Checked before load (mjfast.plugin.schema); the values' types by load, with its messages.
     config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:

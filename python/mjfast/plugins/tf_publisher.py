@@ -15,7 +15,7 @@ stamped with. Everything constant goes once, in one message, on `static_topic` w
 loads (transient local over ROS 2, so that late joiners get it).
 
 A message is `{"time", "transforms": [{"frame_id", "child_frame_id", "translation",
-"quaternion"}]}`: the parent's frame and the child's, as `mjfast.model_names.frame_names` names
+"quaternion"}]}`: the parent's frame and the child's, as `mjfast.model.names.frame_names` names
 them (`world` for the world body, an object's name, `body_<id>` / `site_<id>` / `camera_<id>`
 when unnamed), the child frame's position in the parent's frame and its orientation as MuJoCo's
 (w, x, y, z). With the ROS 2 bridge it is tf2_msgs/TFMessage.
@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast.model_names import frame_names
+from mjfast.model.names import frame_names
 from mjfast.plugins._sensing import RatePublisher, listed_ids, names_of, number
 from mjfast.plugins.clock_publisher import topic_name
 
@@ -47,7 +47,7 @@ def _transform(parent: str, child: str, translation: Any, quaternion: Any) -> di
 
 
 class TfPublisher(RatePublisher):
-    # Checked before load (mjfast.config_schema); the values' types by load, with its messages.
+    # Checked before load (mjfast.plugin.schema); the values' types by load, with its messages.
     config_keys: ClassVar[dict[str, Any]] = dict.fromkeys(_KEYS, object)
 
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:

@@ -120,7 +120,7 @@ def check_package_name_is_free(name: str) -> None:
             raise ValueError(f"{where}: the distribution {installed} {distribution.version} is "
                              f"already installed; `pip install` of the new package would "
                              f"replace it: choose another name")
-    from mjfast.discovery import available_plugins
+    from mjfast.plugin.discovery import available_plugins
 
     taken = [t for t in available_plugins() if t.split("/", 1)[0] == name]
     if taken:
@@ -382,7 +382,7 @@ MJFAST_PLUGIN($cls)
 
 from __future__ import annotations
 
-from mjfast.native import NativePlugin
+from mjfast import NativePlugin
 
 __all__ = ["$cls"]
 

@@ -401,7 +401,7 @@ void bind_env(py::module_& module) {
           "A plugin's reset request: resolve(keyframe | None) gives its target as reset_world's "
           "(keyframe, qpos, qvel, keep_time) or None; report(keyframe | None, message) a reset "
           "that failed. The core carries the reset out.")
-      // ---- State (SPEC §20; mjfast.state builds the SimState) ----
+      // ---- State (SPEC §20; mjfast.model.state builds the SimState) ----
       .def_property_readonly("state_size", &EnvCore::state_size)
       .def(
           "get_state",

@@ -237,13 +237,13 @@ const char* PythonPluginAdapter::name_of(Callback callback) const {
 
 namespace {
 
-// mjfast.state's encode_value / decode_value (GIL held). Kept for the life of the process, like
+// mjfast.model.state's encode_value / decode_value (GIL held). Kept for the life of the process, like
 // the module: never released, so never released without the GIL at exit.
 const py::object& state_codec(bool encode) {
   static const py::object* encoder = nullptr;
   static const py::object* decoder = nullptr;
   if (encoder == nullptr) {
-    const py::module_ module = py::module_::import("mjfast.state");
+    const py::module_ module = py::module_::import("mjfast.model.state");
     encoder = new py::object(module.attr("encode_value"));
     decoder = new py::object(module.attr("decode_value"));
   }

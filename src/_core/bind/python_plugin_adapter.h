@@ -93,7 +93,7 @@ class PythonPluginAdapter final : public IPluginAdapter {
   void unload() override;
   const char* name_of(Callback callback) const override;
 
-  // The instance's get_state()/set_state(value), the value through mjfast.state's encoding.
+  // The instance's get_state()/set_state(value), the value through mjfast.model.state's encoding.
   bool has_state() const override { return stateful_; }
   std::string get_state() override;
   void set_state(const std::string& value) override;

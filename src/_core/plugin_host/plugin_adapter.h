@@ -126,7 +126,7 @@ class IPluginAdapter {
   virtual const char* name_of(Callback callback) const { return callback_name(callback); }
 
   // Optional state (SPEC §20): whether the plugin defines get_state/set_state. get_state() returns
-  // its state as a value in mjfast's state value encoding (python/mjfast/state.py; a native
+  // its state as a value in mjfast's state value encoding (python/mjfast/model/state.py; a native
   // plugin's own bytes as an encoded bytes value), set_state() restores one; a set_state that
   // throws must leave the plugin as it was. The host calls them with both of its mutexes held
   // and stepping paused, and throws what they throw.

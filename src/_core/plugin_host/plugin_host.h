@@ -88,7 +88,7 @@ struct PluginReport {
 using DispatchError = std::exception_ptr;
 
 // One plugin's part of a SimState (SPEC §20): its value in mjfast's state value encoding
-// (python/mjfast/state.py).
+// (python/mjfast/model/state.py).
 struct PluginStateEntry {
   std::string name;
   std::string type;

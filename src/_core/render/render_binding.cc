@@ -17,7 +17,7 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // The id of the camera a handle is opened by: its name, or for an unnamed camera
-// `camera_<id>` (as mjfast.camera.camera_names names it); -1 if there is none.
+// `camera_<id>` (as mjfast.sim.camera.camera_names names it); -1 if there is none.
 int camera_id_of(const mjModel* model, const std::string& name) {
   if (!model) return -1;
   const int named = mj_name2id(model, mjOBJ_CAMERA, name.c_str());

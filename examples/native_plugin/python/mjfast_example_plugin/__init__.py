@@ -6,7 +6,7 @@ this module only names it for mjfast's discovery.
 
 from __future__ import annotations
 
-from mjfast.native import NativePlugin
+from mjfast import NativePlugin
 
 __all__ = ["Spring"]
 

@@ -1030,7 +1030,7 @@ struct Shim {
 }  // namespace mjfast
 
 // Exports the entry function `mjfast_plugin_<Class>` for a mjfast::Plugin subclass; name it in
-// the descriptor: mjfast.native.NativePlugin(library="lib....so", class_name="<Class>").
+// the descriptor: mjfast.NativePlugin(library="lib....so", class_name="<Class>").
 #define MJFAST_PLUGIN(Class)                                                  \
   static_assert(std::is_base_of_v<::mjfast::Plugin, Class>,                   \
                 #Class " must derive from mjfast::Plugin");                   \

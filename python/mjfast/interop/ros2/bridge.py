@@ -1,0 +1,615 @@
+"""`Bridge`: one env as a ROS 2 node on rmw_zenoh's wire (SPEC §19).
+
+Owns one Zenoh session (a client of the router at `router`, or the router itself), the graph's
+liveliness tokens (the node, every publisher, subscriber and service server), and a tap on the
+env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
+goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
+transient-local publisher's cache); a ROS 2 message on an inbound topic is converted and
+published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
+`wire`'s; the types, CDR and hashes `types`'.
+
+What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
+in a queue of `_SERVICE_QUEUE` (a call past that is answered `success: false` at once); every
+piece of work that touches the env (a call, an inbound message, a message going out) runs
+inside `_Work`, which `close()` shuts and then waits for, before anything is undeclared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import itertools
+import json
+import logging
+import math
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import zenoh
+import zenoh.ext
+
+from mjfast._throttled_log import ThrottledLog
+from mjfast.bus.params import resolve_name
+from mjfast.errors import LogicError
+from mjfast.interop.ros2 import conversions, types, wire
+from mjfast.interop.ros2.conversions import Inbound, Outbound
+from mjfast.interop.zenoh_threads import (
+    close_session,
+    close_when_the_program_ends,
+    declare_on_daemon_thread,
+    join_drains,
+    no_close_at_the_end,
+)
+
+__all__ = ["DEFAULT_ROUTER", "Bridge", "RouterNotFound"]
+
+DEFAULT_ROUTER = "tcp/127.0.0.1:7447"
+ROUTER_HINT = "start one with `ros2 run rmw_zenoh_cpp rmw_zenohd`, or pass --ros2-router"
+_CONNECT_TIMEOUT_S = 3.0
+_SERVICE_WORKERS = 2
+# Service calls (reset, reload) waiting for a worker; a call past that many is refused at once
+# with `success: false`, rather than queueing work that would run long after its caller left.
+_SERVICE_QUEUE = 64
+# close() warns (and goes on waiting) when the work in progress takes longer than this.
+_CLOSE_WARN_S = 5.0
+_CLOSING = "the ROS 2 bridge is closing"
+
+_log = logging.getLogger("mjfast.ros2")
+
+
+class RouterNotFound(ConnectionError):
+    """No Zenoh router answered at the endpoint."""
+
+
+def _config(endpoint: str, *, router: bool) -> zenoh.Config:
+    config = zenoh.Config()
+    config.insert_json5("scouting/multicast/enabled", "false")
+    config.insert_json5("scouting/gossip/enabled", "false")
+    if router:
+        config.insert_json5("mode", '"router"')
+        config.insert_json5("listen/endpoints", json.dumps([endpoint]))
+        config.insert_json5("connect/endpoints", "[]")
+    else:
+        config.insert_json5("mode", '"client"')
+        config.insert_json5("connect/endpoints", json.dumps([endpoint]))
+        config.insert_json5("listen/endpoints", "[]")
+        config.insert_json5("connect/timeout_ms", str(round(_CONNECT_TIMEOUT_S * 1000)))
+    # rmw_zenoh's timestamping (on: a transient-local cache orders its samples by it).
+    config.insert_json5("timestamping/enabled", '{"router": true, "peer": true, "client": true}')
+    return config
+
+
+@dataclass
+class _Publisher:
+    route: Outbound
+    publisher: Any
+    token: Any
+    gid: bytes
+    sequence: itertools.count
+    companions: list[_Publisher]
+    serialize: Callable[[Any], bytearray]
+
+
+class _Work:
+    """The work in progress that touches the env or the session (a service call, an inbound
+    message, a message going out), counted per thread; `shut()` refuses new work and waits for
+    what is in progress on other threads."""
+
+    def __init__(self) -> None:
+        self._state = threading.Condition()  # a leaf of the lock order (src/_core/env_core.h)
+        self._running: dict[int, int] = {}  # thread id -> depth of work on it
+        self.shut_down = False
+
+    @contextlib.contextmanager
+    def running(self) -> Any:
+        """Yields True while the bridge is open (the work is counted until it ends), else
+        False (nothing may be done)."""
+        me = threading.get_ident()
+        with self._state:
+            if self.shut_down:
+                allowed = False
+            else:
+                allowed = True
+                self._running[me] = self._running.get(me, 0) + 1
+        try:
+            yield allowed
+        finally:
+            if allowed:
+                with self._state:
+                    depth = self._running.pop(me) - 1
+                    if depth:
+                        self._running[me] = depth
+                    else:
+                        self._state.notify_all()
+
+    def shut(self) -> bool:
+        """Refuses new work; False if it was refused already."""
+        with self._state:
+            was, self.shut_down = self.shut_down, True
+            return not was
+
+    def wait_idle(self) -> None:
+        """Until no other thread is inside `running()` (this thread's own work, if close() is
+        called from inside some, is not waited for)."""
+        me = threading.get_ident()
+        started = time.monotonic()
+        warned = False
+        with self._state:
+            while any(thread != me for thread in self._running):
+                if not warned and time.monotonic() - started > _CLOSE_WARN_S:
+                    warned = True
+                    _log.warning("closing the ROS 2 bridge waits for %d call(s) in progress",
+                                 len(self._running))
+                self._state.wait(0.5)
+
+
+def _finite(value: Any) -> bool:
+    """Whether every number in a converted message (dicts, lists, arrays) is finite."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, np.ndarray):
+        return not np.issubdtype(value.dtype, np.inexact) or bool(np.isfinite(value).all())
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, np.floating):
+        return bool(np.isfinite(value))
+    return True
+
+
+class _Counters:
+    """Counts from any thread without a lock: `next()` on an itertools.count is one C call
+    (atomic under the GIL), and a copy of a count reads it without advancing it."""
+
+    NAMES = ("messages_out", "messages_in", "malformed", "non_finite", "unconvertible", "calls",
+             "failed_calls", "refused_calls")
+
+    def __init__(self) -> None:
+        self._counts = {name: itertools.count() for name in self.NAMES}
+        self.messages_out = self._counts["messages_out"]
+
+    def add(self, name: str) -> None:
+        next(self._counts[name])
+
+    def snapshot(self) -> dict[str, int]:
+        return {name: next(copy.copy(count)) for name, count in self._counts.items()}
+
+
+def split_node_name(namespace: str) -> tuple[str, str]:
+    """The env's namespace as a ROS node's (namespace, name): `/mujoco_server` -> (`/`,
+    `mujoco_server`), `/robot1/sim` -> (`/robot1`, `sim`)."""
+    absolute = resolve_name(namespace)
+    parent, _, name = absolute.rpartition("/")
+    return parent or "/", name or "mujoco_server"
+
+
+class Bridge:
+    """Puts `env` on a ROS 2 graph until `close()` (SPEC §19).
+
+    `domain_id`: the ROS domain (default `ROS_DOMAIN_ID`, else 0). `router`: the Zenoh router's
+    endpoint (default `tcp/127.0.0.1:7447`); `RouterNotFound` when none answers there.
+    `listen=True` makes this bridge's own session the router, listening on that endpoint.
+    Several bridges (and bus servers, recordings) on one env start and stop in any order; a
+    closed env is a `LogicError`.
+    """
+
+    def __init__(self, env: Any, *, domain_id: int | None = None, router: str | None = None,
+                 listen: bool = False, session: Any = None) -> None:
+        if domain_id is None:
+            raw = os.environ.get("ROS_DOMAIN_ID", "").strip()
+            try:
+                domain_id = int(raw) if raw else 0
+            except ValueError:
+                raise ValueError(f"ROS_DOMAIN_ID must be an integer, got {raw!r}") from None
+        if isinstance(domain_id, bool) or not isinstance(domain_id, int) or domain_id < 0:
+            raise ValueError(f"domain_id must be a non-negative integer, got {domain_id!r}")
+        if env.closed:
+            raise LogicError("Bridge: the env is closed; bridge an open env")
+        self._env = env
+        self._bus = env.bus
+        self.domain_id = domain_id
+        self.router = router or DEFAULT_ROUTER
+        self.namespace, self.node_name = split_node_name(env.namespace)
+        self._counters = _Counters()
+        # Bad input from the graph says so once a second per topic, with the count (SPEC §18).
+        self._rejected = ThrottledLog(_log)
+        self._work = _Work()
+        self._closed = threading.Event()  # set when close() has finished
+        self._drains: list[threading.Thread] = []  # the inbound subscribers'
+        self._service_drains: list[threading.Thread] = []
+        self._tap: Any = None
+        self._lock = threading.RLock()
+        self._entity_ids = itertools.count(1)
+        self._publishers: dict[str, _Publisher] = {}
+        self._inbound: list[tuple[Any, Any]] = []  # (subscriber, token)
+        self._services: list[tuple[Any, Any]] = []  # (queryable, token)
+        self._skipped: set[str] = set()
+        self._warned: set[str] = set()
+        self._unmatched: dict[str, str] = {}  # topic as published -> resolved (no route)
+        self._owns_session = session is None
+        try:
+            # `session`: a Zenoh session of mjfast's own to share (serve's remote bus, when it
+            # listens on the router endpoint as the router); closed by its owner, not here.
+            self._session = session or zenoh.open(_config(self.router, router=listen))
+        except zenoh.ZError as error:
+            if listen:
+                raise OSError(f"cannot listen on {self.router} as the Zenoh router: "
+                              f"{error}") from None
+            raise RouterNotFound(f"no Zenoh router at {self.router}: {ROUTER_HINT}") from None
+        try:
+            self.zid = str(self._session.info.zid())
+            self._node_token = self._session.liveliness().declare_token(wire.node_token(
+                domain_id, self.zid, 0, self.namespace, self.node_name))
+            self._service_queries: queue.Queue[Any] = queue.Queue(_SERVICE_QUEUE)
+            self._workers = [threading.Thread(target=self._serve_queries, daemon=True,
+                                              name=f"mjfast-ros2-service-{i}")
+                             for i in range(_SERVICE_WORKERS)]
+            for worker in self._workers:
+                worker.start()
+            self._declare_services()
+            self._specs: Any = None
+            self._rebuild(send_latched=False)
+            # Every bus publish passes here, after its subscribers; the latched ones (the
+            # /tf_static published at load) come first, into the transient-local caches.
+            self._tap = self._bus.add_tap(self._forward)
+        except BaseException:
+            self._work.shut()
+            self._stop_workers()
+            if self._owns_session:
+                self._session.close()
+            raise
+        close_when_the_program_ends(self)
+
+    # -- routes ---------------------------------------------------------------------------------
+
+    def _rebuild(self, send_latched: bool = True) -> None:
+        """(Re)declares the publishers and subscribers of the env's current plugins
+        (`send_latched`: and fills the transient-local caches with the latched messages)."""
+        with self._lock:
+            self._specs = self._env.plugin_specs
+            old, self._publishers = self._publishers, {}
+            for entry in old.values():
+                self._undeclare_publisher(entry)
+            for subscriber, token in self._inbound:
+                subscriber.undeclare()
+                token.undeclare()
+            self._inbound = []
+            self._inbound_topics: set[str] = set()
+            self._unmatched = {}
+            subscribed = set(self._bus._subscribers)
+            for ctx, cls in conversions.plugin_contexts(self._env):
+                try:
+                    outbound = conversions.outbound_routes(ctx, cls)
+                    inbound = conversions.inbound_routes(ctx, cls, subscribed.__contains__)
+                except Exception as error:  # a plugin's bad ros_types: that plugin only
+                    _log.warning("plugin %s is not bridged to ROS 2: %s", ctx.name, error)
+                    continue
+                for route in outbound:
+                    if route.topic not in self._publishers:
+                        self._publishers[route.topic] = self._declare_publisher(route)
+                for route in inbound:
+                    self._inbound.append(self._declare_subscriber(route))
+                    self._inbound_topics.add(route.topic)
+            # New transient-local publishers start with empty caches: the latched messages go in.
+            for topic, message in (self._bus.latched() if send_latched else {}).items():
+                entry = self._publishers.get(topic)
+                if entry is not None and entry.route.transient_local:
+                    self._send(entry, message)
+
+    def _declare_publisher(self, route: Outbound) -> _Publisher:
+        ros_type = route.ros_type
+        dds, hash_ = types.dds_type_name(ros_type), types.type_hash(ros_type)
+        key = wire.data_key(self.domain_id, route.topic, dds, hash_)
+        qos = wire.QOS_STATIC if route.transient_local else wire.QOS_DEFAULT
+        eid = next(self._entity_ids)
+        token_key = wire.endpoint_token(self.domain_id, self.zid, 0, eid, "MP", self.namespace,
+                                        self.node_name, route.topic, dds, hash_, qos)
+        if route.transient_local:
+            # rmw_zenoh (Jazzy) declares a transient-local publisher as an AdvancedPublisher
+            # with a cache of `depth` samples, which late-joining subscribers query.
+            publisher = zenoh.ext.declare_advanced_publisher(
+                self._session, key, cache=zenoh.ext.CacheConfig(max_samples=qos.depth),
+                publisher_detection=True)
+        else:
+            publisher = self._session.declare_publisher(key)
+        token = self._session.liveliness().declare_token(token_key)
+        companions = [self._declare_publisher(c) for c in route.companions]
+        return _Publisher(route, publisher, token, wire.gid(token_key), itertools.count(1),
+                          companions, types.serializer(ros_type))
+
+    def _undeclare_publisher(self, entry: _Publisher) -> None:
+        for companion in entry.companions:
+            self._undeclare_publisher(companion)
+        self._undeclare(entry.token, entry.publisher)
+
+    def _declare_subscriber(self, route: Inbound) -> tuple[Any, Any]:
+        dds, hash_ = types.dds_type_name(route.ros_type), types.type_hash(route.ros_type)
+        key = wire.data_key(self.domain_id, route.topic, dds, hash_)
+        eid = next(self._entity_ids)
+        token = self._session.liveliness().declare_token(wire.endpoint_token(
+            self.domain_id, self.zid, 0, eid, "MS", self.namespace, self.node_name, route.topic,
+            dds, hash_, wire.QOS_DEFAULT))
+        subscriber = declare_on_daemon_thread(
+            lambda handler: self._session.declare_subscriber(key, handler),
+            lambda sample: self._on_ros_message(route, sample), f"mjfast-ros2-in {route.topic}",
+            self._drains)
+        return subscriber, token
+
+    # -- outbound -------------------------------------------------------------------------------
+
+    def _forward(self, topic: str, message: Any) -> None:
+        """The bus tap: the message out on ROS 2, if it has a type."""
+        with self._work.running() as open_:
+            if open_:
+                self._forward_open(topic, message)
+
+    def _forward_open(self, topic: str, message: Any) -> None:
+        if self._env.plugin_specs is not self._specs:  # a reload changed the plugins
+            self._rebuild()
+        entry = self._publishers.get(topic)
+        if entry is None:
+            resolved = self._unmatched.get(topic)
+            if resolved is None:
+                try:
+                    resolved = resolve_name(topic)
+                except (TypeError, ValueError):
+                    return
+                self._unmatched[topic] = resolved
+            entry = self._publishers.get(resolved)
+            if entry is None:
+                if resolved not in self._skipped:
+                    self._skipped.add(resolved)
+                    _log.info("bus topic %s has no ROS 2 type: not bridged", resolved)
+                return
+        self._send(entry, message)
+
+    def _send(self, entry: _Publisher, message: Any) -> None:
+        try:
+            payload = entry.serialize(entry.route.convert(message))
+        except Exception as error:
+            self._counters.add("unconvertible")
+            if entry.route.topic not in self._warned:  # once per topic, not once per step
+                self._warned.add(entry.route.topic)
+                _log.warning("a message on %s cannot go out as %s (counted; logged once): %s",
+                             entry.route.topic, entry.route.ros_type, error)
+            return
+        attachment = wire.encode_attachment(next(entry.sequence), time.time_ns(), entry.gid)
+        try:
+            entry.publisher.put(payload, attachment=attachment)
+        except zenoh.ZError:
+            return  # the session is closing
+        next(self._counters.messages_out)
+        for companion in entry.companions:
+            self._send(companion, message)
+
+    # -- inbound --------------------------------------------------------------------------------
+
+    def _on_ros_message(self, route: Inbound, sample: zenoh.Sample) -> None:
+        try:
+            message = route.convert(types.deserialize(sample.payload.to_bytes(), route.ros_type))
+        except Exception as error:  # malformed CDR from some node: counted, never fatal
+            self._reject(route, "malformed", "ignored a malformed %s on %s: %s", error)
+            return
+        if not _finite(message):
+            self._reject(route, "non_finite", "ignored a %s on %s with a value that is not "
+                         "finite (NaN or infinite): %s", message)
+            return
+        with self._work.running() as open_:
+            if not open_:
+                return
+            self._counters.add("messages_in")
+            # Not back out on ROS 2 (past this bridge's tap); a command, while the env records.
+            tap = self._tap  # None while the bridge is being made
+            self._bus.publish_inbound(route.topic, message,
+                                      tap.publish if tap is not None else None)
+
+    def _reject(self, route: Inbound, counter: str, text: str, detail: Any) -> None:
+        """Bad input on an inbound topic: counted, and logged once a second per topic."""
+        self._counters.add(counter)
+        self._rejected.report((counter, route.topic), text, route.ros_type, route.topic, detail)
+
+    # -- services -------------------------------------------------------------------------------
+
+    def _declare_services(self) -> None:
+        ns = resolve_name(self._env.namespace)
+        handlers: dict[str, tuple[str, Callable[[Any], tuple[bool, str]]]] = {
+            f"{ns}/pause": ("std_srvs/srv/SetBool", self._pause),
+            f"{ns}/reset": ("std_srvs/srv/Trigger", self._reset),
+            f"{ns}/reload": ("std_srvs/srv/Trigger", self._reload),
+        }
+        for name, (service_type, handler) in handlers.items():
+            dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
+            key = wire.data_key(self.domain_id, name, dds, hash_)
+            eid = next(self._entity_ids)
+            token = self._session.liveliness().declare_token(wire.endpoint_token(
+                self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
+                hash_, wire.QOS_DEFAULT))
+            if handler == self._pause:
+                # Answered on the queryable's own thread: pause/resume wait for one step
+                # boundary at most, and a hand-over to a worker costs a thread wake-up, a good
+                # part of a round trip.
+                def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
+                    self._answer(query, t, h)
+            else:  # reset and reload may take long: a worker thread, the queryable's is free
+                def on_query(query: Any, t: str = service_type, h: Any = handler) -> None:
+                    self._enqueue(query, t, h)
+            queryable = declare_on_daemon_thread(
+                lambda handler, key=key: self._session.declare_queryable(key, handler,
+                                                                        complete=True),
+                on_query, f"mjfast-ros2-service {name}", self._service_drains)
+            self._services.append((queryable, token))
+
+    def _pause(self, request: Any) -> tuple[bool, str]:
+        if request.data:
+            self._env.pause()
+            return True, "paused"
+        self._env.resume()
+        return True, "resumed"
+
+    def _reset(self, request: Any) -> tuple[bool, str]:
+        self._env.reset()
+        return True, "reset"
+
+    def _reload(self, request: Any) -> tuple[bool, str]:
+        self._env.reload()
+        return True, "reloaded"
+
+    def _enqueue(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
+        """A call for a worker, or refused at once: the bridge is closing, or the queue full."""
+        with self._work.running() as open_:  # close() drains the queue after this
+            if open_:
+                try:
+                    self._service_queries.put_nowait((query, service_type, handler))
+                    return
+                except queue.Full:
+                    reason = (f"the bridge is busy: {_SERVICE_QUEUE} calls are waiting; call "
+                              f"again when they are answered")
+            else:
+                reason = _CLOSING
+        self._refuse(query, service_type, reason)
+
+    def _refuse(self, query: Any, service_type: str, reason: str) -> None:
+        self._counters.add("refused_calls")
+
+        def refusal(request: Any) -> tuple[bool, str]:
+            raise RuntimeError(reason)
+
+        self._answer(query, service_type, refusal, work=False)
+
+    def _serve_queries(self) -> None:
+        while True:
+            item = self._service_queries.get()
+            if item is None:
+                return
+            query, service_type, handler = item
+            self._answer(query, service_type, handler)
+            del query, item  # dropping the query ends the caller's wait
+
+    def _answer(self, query: Any, service_type: str, handler: Callable[[Any], Any],
+                work: bool = True) -> None:
+        """Replies to `query` with what `handler` does with its request (`work`: counted as work
+        on the env, and refused once the bridge is closing)."""
+        self._counters.add("calls")
+        try:
+            raw = query.attachment
+            if raw is None:
+                raise ValueError("a service request needs rmw_zenoh's attachment")
+            request_id = wire.Attachment.decode(raw.to_bytes())
+            payload = query.payload
+            request = types.deserialize(payload.to_bytes() if payload is not None else b"",
+                                        f"{service_type}_Request")
+        except Exception as error:
+            self._counters.add("malformed")
+            self._counters.add("failed_calls")
+            self._rejected.report(("malformed", service_type),
+                                  "ignored a malformed %s request: %s", service_type, error)
+            with contextlib.suppress(zenoh.ZError):
+                query.reply_err(f"malformed request: {error}".encode())
+            return
+        # The reply too is work: close() waits for it before the session goes.
+        with self._work.running() if work else contextlib.nullcontext(True) as open_:
+            try:
+                if not open_:
+                    raise RuntimeError(_CLOSING)
+                success, message = handler(request)
+            except Exception as error:
+                self._counters.add("failed_calls")
+                success, message = False, f"{type(error).__name__}: {error}"
+            response = types.message_class(f"{service_type}_Response")(success=success,
+                                                                       message=message)
+            reply_attachment = wire.encode_attachment(request_id.sequence_number,
+                                                      time.time_ns(), request_id.gid)
+            with contextlib.suppress(zenoh.ZError):
+                query.reply(query.key_expr, types.serialize(response,
+                                                            f"{service_type}_Response"),
+                            attachment=reply_attachment)
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def unbridged(self) -> list[str]:
+        """Bus topics seen with no ROS 2 type (not bridged), sorted."""
+        with self._lock:
+            known = set(self._publishers) | self._inbound_topics
+        return sorted(t for t in self._skipped | set(self._bus.topics()) if t not in known)
+
+    def topics(self) -> dict[str, str]:
+        """ROS 2 topic -> type of everything this node publishes (companions included)."""
+        out: dict[str, str] = {}
+        stack = list(self._publishers.values())
+        while stack:
+            entry = stack.pop()
+            out[entry.route.topic] = entry.route.ros_type
+            stack.extend(entry.companions)
+        return dict(sorted(out.items()))
+
+    def statistics(self) -> dict[str, int]:
+        return self._counters.snapshot()
+
+    def close(self) -> None:
+        """Leaves the graph (every token undeclared, so the node disappears) and closes the
+        session; idempotent. The service calls still waiting are answered `success: false`;
+        returns once no work of the bridge's can touch the env any more (the calls and messages
+        in progress have ended) and nothing of it is left on the graph."""
+        if not self._work.shut():  # closed, or being closed on another thread
+            self._closed.wait()
+            return
+        try:
+            if self._tap is not None:
+                self._tap.remove()  # no new message goes out
+            # The calls, inbound messages and puts in progress end; from now on every call is
+            # answered `success: false` at once, not run.
+            self._work.wait_idle()
+            for queryable, _ in self._services:
+                self._undeclare(queryable)  # no call comes any more
+            # The calls that came before, answered while the session is open: those still in
+            # the queryables' channels, then those waiting for a worker.
+            join_drains(self._service_drains)
+            self._stop_workers()
+            join_drains(self._workers)
+            with self._lock:
+                for _, token in self._services:
+                    self._undeclare(token)
+                for subscriber, token in self._inbound:
+                    self._undeclare(token, subscriber)
+                for entry in self._publishers.values():
+                    self._undeclare_publisher(entry)
+                self._undeclare(self._node_token)
+            if self._owns_session:
+                close_session(self._session)
+            join_drains(self._drains)
+        finally:
+            self._closed.set()
+            no_close_at_the_end(self)
+
+    def _stop_workers(self) -> None:
+        """Answers the calls still waiting (`success: false`, not run) and tells each worker to
+        end once its call in progress is answered (the work is shut: no call is queued now)."""
+        while True:
+            try:
+                item = self._service_queries.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                self._refuse(item[0], item[1], _CLOSING)
+            del item
+        for _ in getattr(self, "_workers", ()):
+            self._service_queries.put(None)
+
+    @staticmethod
+    def _undeclare(*entities: Any) -> None:
+        for entity in entities:
+            with contextlib.suppress(zenoh.ZError):
+                entity.undeclare()
+
+    def __enter__(self) -> Bridge:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,623 @@
+"""MujocoEnv: the server that alone owns a model, its data, stepping and the plugin lifecycle.
+
+The env reads its configuration, runs the construction and reload transactions, and holds
+stepping around every operation that changes the model or data; stepping, the hooks and dispatch
+are in the compiled EnvCore and PluginHost. Beside it, one concept each: what the configuration
+makes of a model and where a reset goes (`mjfast.sim.config`), the plugin factory and reset
+requests the core asks for (`mjfast.sim.requests`), Ctrl-C deferral and the close at exit
+(`mjfast.sim.interrupts`), `info()` / `statistics()` (`mjfast.sim.reports`) and what the recorder
+may do (`mjfast.sim.recording_tap`). What its public methods do once stepping is held is elsewhere:
+geometry editing in `mjfast.model.geometry`, simulation control in `mjfast.model.joints`,
+`mjfast.model.kinematics` and `mjfast.model.options`, `env.host` and `acquire_plugin`'s scoped
+plugin in `mjfast.sim.host`. It does not own MuJoCo's global callbacks (`mjfast.sim.hooks`) nor
+parse configuration (`mjfast.plugin.config`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import mujoco
+
+from mjfast._core_loader import _core
+from mjfast.bus.node import Bus
+from mjfast.bus.params import ParameterServer, resolve_name
+from mjfast.errors import LogicError
+from mjfast.model import geometry, joints, kinematics, options
+from mjfast.model.info import source_label
+from mjfast.model.joints import JointState
+from mjfast.model.kinematics import BodyState
+from mjfast.model.state import SimState, capture, restore
+from mjfast.plugin.base import PluginInfo, check_outside_callbacks
+from mjfast.plugin.config import PluginSpec
+from mjfast.sim.camera import CameraRig, OffscreenCamera
+from mjfast.sim.config import (
+    ConfiguredWorld,
+    ModelLike,
+    ModelSource,
+    ParamsLike,
+    ResetTarget,
+    parameter_server,
+    reread_parameters,
+    reset_target,
+    warn_unread_parameters,
+)
+from mjfast.sim.control import ControlInterface
+from mjfast.sim.hooks import hold_hooks, release_hooks
+from mjfast.sim.host import EnvHost, plugin_info, scoped_plugin
+from mjfast.sim.interrupts import close_at_exit, interrupts_deferred, no_close_at_exit
+from mjfast.sim.recording_tap import RecordingTap
+from mjfast.sim.reports import env_info, env_statistics, strict_error
+from mjfast.sim.requests import answer_core_requests
+from mjfast.sim.services import advertise_simulation_services
+
+__all__ = ["ModelLike", "MujocoEnv"]
+
+_log = logging.getLogger("mjfast.env")
+
+
+class MujocoEnv:
+    """A MuJoCo simulation with plugins loaded from the parameter server (SPEC §5)."""
+
+    # Which world of a VectorEnv this env is (mjfast.sim.vector_env sets it before construction);
+    # every plugin is told (`world_index`).
+    _world_index = 0
+    # A VectorEnv's `seed`, which its worlds draw from instead of the `seed` parameter (SPEC §21).
+    _world_seed: int | None = None
+
+    def __init__(
+        self,
+        model: ModelLike,
+        *,
+        params: ParamsLike = None,
+        namespace: str = "/mujoco_server",
+        render_sync: bool = False,
+        strict: bool = False,
+    ) -> None:
+        """`strict=True`: a plugin that fails to load (any phase) is an error, at construction
+        (PluginError naming each failed plugin, its phase and message; the env is closed) and at
+        every reload, as the CLI's --strict. Otherwise a failed plugin is reported in
+        `env.plugins` and `statistics()` and the others run."""
+        self._closed = True  # until construction succeeds: close() and __del__ do nothing
+        self._recording: Any = None  # the Recording in progress (SPEC §20), if any
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        self._strict = strict
+        self._namespace = resolve_name(namespace)
+        self._params, self._params_path = parameter_server(params)
+        self._source = self._model_source(model)
+        world = self._configured(model if isinstance(model, mujoco.MjModel)
+                                 else self._source.compile(), self._params, given=model)
+        new_model, new_data = world.model, world.data
+        self._specs, self._randomizer, self._rng = world.specs, world.randomizer, world.rng
+        self._source_label = source_label(model)
+
+        self.bus = Bus()
+        # Serialises reset / reload / close / geom edits; the first lock of the lock order
+        # (src/_core/env/env_core.h).
+        self._lifecycle_lock = threading.Lock()
+        self._model = new_model
+        self._data = new_data
+        # The control bridge's scratch data (update_read/update_write plugins run on it).
+        self._control_data = mujoco.MjData(new_model)
+        self._core = _core.EnvCore(render_sync)
+        self.control = ControlInterface(self._core)
+        # Shadows MujocoEnv.step with the compiled step itself, for speed: a Python loop of
+        # env.step(1) then pays no Python frame per call (about 0.2 us of a 3.5 us step on a
+        # one-body model). MujocoEnv.step stays for help(), type checkers and the docs, and does
+        # the same; a subclass that overrides step must assign self.step after this __init__.
+        self.step = self._core.step  # type: ignore[method-assign]
+        hold_hooks(self)
+        self._core.bind(new_model, new_data, self._control_data)
+        mujoco.mj_forward(new_model, new_data)  # no generation yet: callback-free
+        # The factory and the reset requests' targets (mjfast.sim.requests).
+        answer_core_requests(self, self._core)
+        self._cameras = CameraRig(self._core.render_core)
+        advertise_simulation_services(self)  # before plugins load: they may call them later
+        self._closed = False
+        close_at_exit(self)
+        try:
+            # A plugin's load() stepping or resetting is refused.
+            with self.hold_stepping("__init__", defer_interrupts=True):
+                self._cameras.begin_load(new_model, self.model_generation)
+                self._load_plugins()
+                self._cameras.finish_load(new_model, self._params, self._namespace)
+            self._check_strict("construction")
+        except BaseException:
+            # Nobody gets this env: unload what did load and give back the hooks' pair now, not
+            # whenever the garbage collector gets to it (a Ctrl-C in a plugin's __init__ or load
+            # too: the other plugins loaded, then the interrupt is raised). What is raised is
+            # the reason construction failed, not a second error while closing.
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
+
+    def _model_source(self, model: ModelLike) -> ModelSource:
+        """Where reload() reads the model again (a VectorEnv's worlds share one)."""
+        return ModelSource.of(model)
+
+    def _configured(self, model: mujoco.MjModel, params: ParameterServer,
+                    given: object = None) -> ConfiguredWorld:
+        """`model` as `params` configure it for this world (mjfast.sim.config)."""
+        return ConfiguredWorld.of(model, params, self._namespace, world_seed=self._world_seed,
+                                  world_index=self._world_index, given=given)
+
+    def _load_plugins(self) -> None:
+        """Loads the next plugin generation (stepping held by the caller), then warns about the
+        parameters in the env's namespace that nothing read."""
+        with self._params.reads_recorded() as read:
+            self._core.load_next_plugin_generation()
+        warn_unread_parameters(self._params, self._namespace, self._specs, read)
+
+    def _check_strict(self, when: str) -> None:
+        """strict=True: PluginError naming every plugin that failed to load."""
+        error = strict_error(self, when) if self._strict else None
+        if error is not None:
+            raise error
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        return self._model
+
+    @property
+    def data(self) -> mujoco.MjData:
+        return self._data
+
+    @property
+    def params(self) -> ParameterServer:
+        return self._params
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def host(self) -> EnvHost:
+        """The PluginHost (SPEC §6), for tests and advanced users."""
+        return EnvHost(self, self._core.host)
+
+    @property
+    def model_generation(self) -> int:
+        return int(self._core.model_generation)
+
+    @property
+    def plugin_generation(self) -> int:
+        return int(self._core.plugin_generation)
+
+    @property
+    def running(self) -> bool:
+        return bool(self._core.running)
+
+    @property
+    def plugins(self) -> tuple[PluginInfo, ...]:
+        """The configured plugins of the current generation, in load order."""
+        return tuple(plugin_info(report) for report in self._core.host.report())
+
+    @property
+    def plugin_specs(self) -> tuple[PluginSpec, ...]:
+        """The plugin configuration of the current generation (`MujocoPlugins`, parsed), in load
+        order: the same tuple until a reload replaces it, so `is` tells a reload apart."""
+        return self._specs
+
+    @property
+    def closed(self) -> bool:
+        """Whether close() has run (or construction failed)."""
+        return self._closed
+
+    @property
+    def offscreen_cameras(self) -> tuple[OffscreenCamera, ...]:
+        """The offscreen cameras opened on this env that someone still holds, in no particular
+        order (the browser viewer shows their frames)."""
+        return tuple(self._cameras.open_handles())
+
+    # -- stepping -----------------------------------------------------------------------------
+
+    def step(self, n: int = 1) -> None:
+        """Runs `n` physics steps in compiled code (SPEC §5)."""
+        self._core.step(n)
+
+    def start(self, realtime_factor: float | None = 1.0, *, steps: int | None = None) -> None:
+        """Starts the physics thread, paced to wall clock at `realtime_factor` (None: unpaced);
+        with `steps`, it stops by itself after exactly that many of its own steps (wait())."""
+        self._check_open()
+        self._core.start(realtime_factor, steps)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits until the physics thread has stopped (stop(), its `steps` run, or a fault, which
+        stop() raises) or `timeout` seconds have passed; True once it has stopped."""
+        return bool(self._core.wait(timeout))
+
+    def stop(self) -> None:
+        """Stops the physics thread after the step in progress; idempotent."""
+        if self.running:
+            self._check_outside_own_callbacks("stop")
+        self._core.stop()
+
+    def _check_outside_own_callbacks(self, operation: str) -> None:
+        """LogicError where this thread is inside one of this env's plugin callbacks (a step's,
+        a load phase's, an unload's or a statistics() call's): it holds the host's mutex, which
+        the physics thread needs to finish its step, so taking the lifecycle lock or waiting for
+        stepping there could deadlock (SPEC §18: refused, never waited for)."""
+        if not self._closed:
+            self._core.check_call(f"env.{operation}()", ["own_callback"])
+
+    @contextlib.contextmanager
+    def _lifecycle(self, operation: str, *, defer_interrupts: bool = True) -> Iterator[None]:
+        """One lifecycle operation (construction's load, reset, reload, close, a geometry edit):
+        serialised with the others, refused (LogicError) when this thread is already inside one
+        of this env's (a plugin's load, reset or unload calling back into the env would recurse
+        or deadlock), and, where it runs plugin code, not cut in half by Ctrl-C (see
+        `mjfast.sim.interrupts`)."""
+        # Refused before the lock is taken (this thread may hold it); the messages and the
+        # thread's lifecycle marks are the core's (src/_core/common/call_context.h).
+        self._core.check_call(f"env.{operation}()", ["lifecycle"])
+        self._check_outside_own_callbacks(operation)
+        deferred = interrupts_deferred() if defer_interrupts else contextlib.nullcontext()
+        with deferred, self._lifecycle_lock, self._core.lifecycle(operation):
+            yield
+
+    @contextlib.contextmanager
+    def hold_stepping(self, holder: str = "hold_stepping", *,
+                      defer_interrupts: bool = False) -> Iterator[None]:
+        """Holds stepping at a step boundary for the block: the physics thread waits and
+        `env.step` blocks, so `env.model` and `env.data` can be read or written as one state.
+        The one way code outside the env (the viewers, `env.host`, the recorder) holds stepping.
+
+        A lifecycle operation named `holder` in its errors: serialised with reset, reload and
+        close; LogicError once the env is closed, or from inside one of this env's plugin
+        callbacks or lifecycle operations (it would deadlock). `defer_interrupts=True`, for a
+        block that runs plugin code: a Ctrl-C during it is raised when it ends."""
+        with self._lifecycle(holder, defer_interrupts=defer_interrupts):
+            self._check_open()
+            self._core.hold_steps()
+            try:
+                yield
+            finally:
+                self._core.release_steps()
+
+    @contextlib.contextmanager
+    def _state_call(self, call: str) -> Iterator[None]:
+        """One simulation-control call (SPEC §13): refused inside any plugin callback, then run
+        with stepping held."""
+        check_outside_callbacks(f"{call}()")
+        with self.hold_stepping(call):
+            yield
+
+    def reset(
+        self,
+        keyframe: int | str | None = None,
+        *,
+        joint_positions: Mapping[str, Any] | None = None,
+        joint_velocities: Mapping[str, Any] | None = None,
+        keep_time: bool = False,
+        seed: int | None = None,
+    ) -> None:
+        """World reset to the initial state or a keyframe, with the `randomize` terms drawn
+        (`seed`: the generator is seeded anew with it first), then the joint overrides; then every
+        plugin's reset/on_reset, which sees the final state and the drawn model (SPEC §5, §13,
+        §21)."""
+        check_outside_callbacks("reset()")
+        with self.hold_stepping("reset", defer_interrupts=True):
+            self._reset_world(keyframe, joint_positions, joint_velocities, keep_time, seed)
+            self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
+                              joint_velocities=joint_velocities, keep_time=keep_time, seed=seed)
+
+    def _reset_world(self, keyframe: int | str | None, joint_positions: object,
+                     joint_velocities: object, keep_time: object, seed: object = None) -> None:
+        """The reset itself, with stepping held by the caller: the core carries it out."""
+        self._core.reset_world(*self._reset_target(keyframe, joint_positions, joint_velocities,
+                                                   keep_time, seed))
+
+    def _reset_target(self, keyframe: int | str | None, joint_positions: object,
+                      joint_velocities: object, keep_time: object, seed: object = None
+                      ) -> ResetTarget:
+        """Where a reset goes, as EnvCore.reset_world takes it (mjfast.sim.config); the env's
+        generator draws from then on (a new one for a `seed`)."""
+        target, self._rng = reset_target(self._model, self._params, self._namespace,
+                                         self._randomizer, self._rng, keyframe, joint_positions,
+                                         joint_velocities, keep_time, seed)
+        return target
+
+    # -- reload -------------------------------------------------------------------------------
+
+    def reload(self, model: ModelLike | None = None) -> None:
+        """Re-reads the model and the plugin configuration and swaps them in (SPEC §6).
+
+        Everything that can fail is prepared first, while the running generation keeps running;
+        a failure raises and changes nothing.
+        """
+        self._check_open()
+        # Refused before any work (the preparation reads the live cameras): from a plugin's
+        # callback or inside an acquire_plugin() block the swap could only deadlock.
+        check_outside_callbacks("reload()")
+        self._core.check_call("reload()", ["acquire_block"])
+        source = self._source if model is None else ModelSource.of(model)
+        compiled = source.compile()
+        params = reread_parameters(self._params, self._params_path)
+        # Seeded anew from the parameter, as at construction; the env's own until the swap.
+        world = self._configured(compiled, params)
+        new_model, new_data = world.model, world.data
+        new_control_data = mujoco.MjData(new_model)
+        camera_configs = self._cameras.configs_for_reload(new_model, params, self._namespace)
+
+        with self.hold_stepping("reload", defer_interrupts=True):
+            self._core.host.quiesce_and_destroy()
+            self._cameras.retire()
+            self._model, self._data = new_model, new_data
+            self._control_data = new_control_data
+            if params is not self._params:
+                self._params.set("/", params.to_dict())
+            self._source, self._specs = source, world.specs
+            self._randomizer, self._rng = world.randomizer, world.rng
+            if model is not None:
+                self._source_label = source_label(model)
+            # The core holds the old model and data until no thread can reach them any more.
+            self._core.bind(new_model, new_data, new_control_data)
+            self._core.reset_step_count()
+            mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
+            self._cameras.begin_load(new_model, self.model_generation)
+            self._load_plugins()
+            missing = self._cameras.finish_load(new_model, self._params, self._namespace,
+                                                camera_configs)
+            # A model given as a mujoco.MjModel has no text to record: replay reloads the source.
+            self._record_call("reload", model=os.fspath(model) if isinstance(
+                model, (str, os.PathLike)) else None)
+        if missing:
+            raise CameraRig.missing_error(new_model, missing)
+        self._check_strict("reload")
+
+    # -- geometry -----------------------------------------------------------------------------
+
+    def set_geom_properties(
+        self,
+        geom: int | str,
+        *,
+        size: Sequence[float] | None = None,
+        rgba: Sequence[float] | None = None,
+        friction: Sequence[float] | None = None,
+        contype: int | None = None,
+        conaffinity: int | None = None,
+    ) -> None:
+        """Changes one geom between steps and notifies every plugin's on_geom_changed.
+
+        Everything is checked before anything changes, with stepping paused (so a reload cannot
+        swap the model in between).
+        """
+        with self.hold_stepping("set_geom_properties", defer_interrupts=True):
+            geom_id = geometry.set_geom_properties(
+                self._model, geom, size=size, rgba=rgba, friction=friction, contype=contype,
+                conaffinity=conaffinity)
+            # The edit is the geom's new nominal value: later draws start from it.
+            for attribute, value in (("geom_rgba", rgba), ("geom_friction", friction)):
+                if value is not None:
+                    self._randomizer.note_edit(self._model, attribute, geom_id)
+            self._core.notify_geometry_changed(geom_id)
+            self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
+                              friction=friction, contype=contype, conaffinity=conaffinity)
+
+    # -- simulation control (SPEC §13; the logic is in mjfast.model.joints, .kinematics, .options) -
+
+    def pause(self) -> None:
+        """Freezes the physics thread at a step boundary (before start(): it starts paused)."""
+        check_outside_callbacks("pause()")
+        self._check_open()
+        self._core.pause_stepping()
+
+    def resume(self) -> None:
+        """Lets the physics thread step again, its pacing re-anchored (no catch-up burst)."""
+        check_outside_callbacks("resume()")
+        self._check_open()
+        self._core.resume_stepping()
+
+    @property
+    def paused(self) -> bool:
+        return bool(self._core.stepping_paused)
+
+    @property
+    def step_count(self) -> int:
+        """Steps since the last reset or reload."""
+        return int(self._core.step_count)
+
+    def get_state(self) -> SimState:
+        """The simulation state at a step boundary (SPEC §20): physics, step count and every
+        plugin's `get_state()`. Safe from any thread while the physics thread runs (it waits for
+        the step in progress); LogicError from inside a plugin callback."""
+        return capture(self._core)
+
+    def set_state(self, state: SimState) -> None:
+        """Restores `state` at a step boundary (SPEC §20): physics (`mj_setState`), step count,
+        each plugin's `set_state(value)`, then `mj_forward` without callbacks; no plugin `reset`
+        runs and staged control commands are dropped, as at a reset. ValueError for a state of
+        another model (naming both) or plugins this env does not have; TypeError for anything
+        but a SimState; PluginError when a plugin refuses its value. On any error nothing
+        changed. Stepping on with the same commands reproduces the original run bit for bit."""
+        recording = self._recording
+        if recording is None or self._core.host._in_callback():
+            restore(self._core, state, self._model)  # (refused inside a callback, as it says)
+            return
+        self._core.hold_steps()  # one boundary for the restore and its record (re-entrant)
+        try:
+            restore(self._core, state, self._model)
+            recording.call("set_state", {"state": state})
+        finally:
+            self._core.release_steps()
+
+    def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
+        """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
+        is `joint_<id>`)."""
+        with self._state_call("get_joint_state"):
+            return joints.joint_state(self._model, self._data, names)
+
+    def set_joint_state(self, positions: Mapping[str, Any] | None = None,
+                        velocities: Mapping[str, Any] | None = None) -> None:
+        """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
+        with self._state_call("set_joint_state"):
+            model, data = self._model, self._data
+            checked_positions = joints.checked_joint_values(model, positions, "positions")
+            checked_velocities = joints.checked_joint_values(model, velocities, "velocities")
+            joints.write_joint_values(data, checked_positions, checked_velocities)
+            kinematics.forward(model, data)
+            self._record_call("set_joint_state", positions=positions, velocities=velocities)
+
+    def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
+        """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
+        # Held only for the copy: the kinematics run after stepping goes on.
+        with self._state_call("get_body_state"):
+            snapshot = kinematics.StateSnapshot.take(self._model, self._data)
+        return kinematics.body_state(snapshot, body, frame)
+
+    def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
+                       frame: str | int | None = None) -> None:
+        """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
+        with self._state_call("set_body_state"):
+            kinematics.set_body_states(self._model, self._data, states, frame)
+            self._record_call("set_body_state", states=states, frame=frame)
+
+    def apply_options(self, patch: Mapping[str, Any]) -> None:
+        """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
+        with self._state_call("apply_options"):
+            options.apply_options(self._model, patch)
+            kinematics.forward(self._model, self._data)
+            self._record_call("apply_options", patch=patch)
+
+    def set_equality_active(self, name: str | int, active: bool) -> None:
+        """Turns one equality constraint on or off."""
+        with self._state_call("set_equality_active"):
+            kinematics.set_equality_active(self._model, self._data, name, active)
+            self._record_call("set_equality_active", name=name, active=active)
+
+    def set_realtime_factor(self, factor: float | None) -> None:
+        """The physics thread's pace (None: unbounded), changed at once if it runs."""
+        check_outside_callbacks("set_realtime_factor()")
+        self._check_open()
+        self._core.set_realtime_factor(factor)  # ValueError unless None or positive, finite
+
+    @property
+    def realtime_factor(self) -> float | None:
+        """The target pace of the physics thread (None: unbounded)."""
+        factor = self._core.realtime_factor
+        return None if factor is None else float(factor)
+
+    @property
+    def measured_realtime_factor(self) -> float:
+        """Simulated time over wall time of the physics thread's recent steps (SPEC §13)."""
+        return float(self._core.measured_realtime_factor())
+
+    def info(self) -> dict[str, Any]:
+        """What is loaded and how it runs (SPEC §13)."""
+        check_outside_callbacks("info()")
+        return env_info(self, self._source_label, self._randomizer.last)
+
+    def launch_viewer(self, **options: Any) -> Any:
+        """MuJoCo's viewer on this env (SPEC §15): a handle with `is_running()` and `close()`;
+        `mjfast.view.viewer.NoDisplayError` without a display. Options: see
+        `mjfast.view.viewer.Viewer`."""
+        from mjfast.view.viewer import launch_viewer  # GLFW is loaded only by those who view
+
+        self._check_open()
+        return launch_viewer(self, **options)
+
+    def launch_web_viewer(self, port: int = 8080, host: str = "127.0.0.1",
+                          **options: Any) -> Any:
+        """The browser viewer on this env (SPEC §22), served on http://host:port/ (loopback
+        unless a host is given): a handle with `url` and `close()`. Needs the extra mjfast[web]
+        (an ImportError naming it otherwise). Options: see `mjfast.view.web.WebViewer`."""
+        from mjfast.view.web import launch_web_viewer  # viser is loaded only by those who view
+
+        self._check_open()
+        return launch_web_viewer(self, port=port, host=host, **options)
+
+    # -- cameras ------------------------------------------------------------------------------
+
+    def open_offscreen_camera(self, name: str) -> OffscreenCamera:
+        """A handle on the model's camera `name`, rendered off the physics thread (SPEC §10)."""
+        self._check_open()
+        return self._cameras.open(name, self._model, self._params, self._namespace)
+
+    # -- plugins ------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def acquire_plugin(
+        self,
+        name: str,
+        model_generation: int | None = None,
+        plugin_generation: int | None = None,
+    ) -> Iterator[Any]:
+        """Scoped access to a plugin's backend object; no dispatch runs while it is held."""
+        self._check_open()
+        with scoped_plugin(self._core, name, model_generation, plugin_generation,
+                           [spec.name for spec in self._specs]) as plugin:
+            yield plugin
+
+    def statistics(self) -> dict[str, Any]:
+        """Per-plugin and env figures (SPEC §8)."""
+        return env_statistics(self, self._core.statistics(), self._cameras.statistics())
+
+    # -- recording (SPEC §20; mjfast.interop.record.recorder) --------------------------------------
+
+    def record(self, path: str | os.PathLike[str], *, topics: Sequence[str] | None = None,
+               state_every: int | None = None) -> Any:
+        """Records this env into a new rosbag2 bag (MCAP) at `path` until the returned
+        Recording's stop() or close(): the bridged topics (all, or `topics`) through the ROS 2
+        conversion table, /clock, the commands that reach the simulation on /mjfast/commands and
+        a SimState every `state_every` steps (default: every simulated second) on /mjfast/state.
+        Needs the extra mjfast[ros2] (rosbags)."""
+        self._check_open()
+        from mjfast.interop.record.recorder import (
+            Recording,  # rosbags is loaded only by those who record
+        )
+
+        return Recording._start(self, RecordingTap(self, self._core), path, topics, state_every)
+
+    def _record_call(self, call: str, /, **args: Any) -> None:
+        """A call that changed the simulation, recorded at this step boundary (held)."""
+        recording = self._recording
+        if recording is not None:
+            recording.call(call, args)
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogicError("the env is closed")
+
+    def close(self) -> None:
+        """Stops the physics thread, unloads every plugin and releases the hooks' pair."""
+        if getattr(self, "_closed", True):
+            return
+        with self._lifecycle("close"):
+            if self._closed:
+                return
+            if self._recording is not None:
+                try:
+                    self._recording.stop()  # its last state, then the bag closed
+                except OSError as error:  # the bag's own failure: the env closes all the same
+                    _log.error("%s", error)
+            self._core.close()  # refuses (LogicError) inside an acquire_plugin block
+            self._closed = True
+            self._cameras.close()  # the physics thread has stopped: retire, stop rendering
+        no_close_at_exit(self)
+        release_hooks(self)
+
+    def __enter__(self) -> MujocoEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("running" if self.running else "idle")
+        return (f"<MujocoEnv {self._namespace} nq={self._model.nq} "
+                f"plugins={len(self._specs)} {state}>")
+

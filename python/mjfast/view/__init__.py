@@ -1,0 +1,2 @@
+"""The view layer: the desktop viewer (`viewer`, MuJoCo's own) and the browser viewer (`web`).
+"""
