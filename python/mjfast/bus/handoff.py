@@ -35,6 +35,7 @@ _IDLE_S = 0.1
 # The share of its time a keep_newest writer that has fallen behind spends converting and
 # sending (it sleeps the rest, the GIL released): the publishing thread keeps the remainder.
 _BEHIND_DUTY = 0.05
+_BEHIND_SLEEP_S = 0.005
 
 _log = logging.getLogger("mjfast.bus")
 
@@ -112,8 +113,10 @@ class HandedOffTap:
                 # time). What waits will be replaced by newer messages anyway; converting it at
                 # full speed would only take the GIL from the publishing thread, whose plugins
                 # need it every step. So the writer keeps to _BEHIND_DUTY of the time, and the
-                # newest message of each topic goes out when it comes back.
-                sleep((clock() - start) * (1.0 - _BEHIND_DUTY) / _BEHIND_DUTY)
+                # newest message of each topic goes out when it comes back. (At most
+                # _BEHIND_SLEEP_S: a single large message, slow to send, is no stream to pace.)
+                sleep(min((clock() - start) * (1.0 - _BEHIND_DUTY) / _BEHIND_DUTY,
+                          _BEHIND_SLEEP_S))
 
     def publish(self, topic: str, message: Any) -> None:
         """Publishes on the bus for every subscriber and every tap but this one."""

@@ -556,7 +556,8 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._episode_steps[resetting] = 0
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=bool)
-        for index in np.flatnonzero(~resetting):
+        for index in (np.flatnonzero(~resetting) if self._reward is not None
+                      or self._terminated is not None else ()):
             world = self._worlds[index]
             if self._reward is not None:
                 rewards[index] = float(self._reward(world, ctrl[index]))

@@ -182,10 +182,10 @@ class Recording:
                 tap.attach(self._recorder)
                 # Every bus message from now on (and the latched ones, /tf_static, first),
                 # handed to the writer thread with the simulated time of its publish.
-                data = env.data
+                # (env.data read each time: a reload replaces it)
                 self._bus_tap = HandedOffTap(env.bus, None, policy="wait", writer=False,
                                              capacity=_MESSAGE_RING,
-                                             stamp=lambda: float(data.time))
+                                             stamp=lambda: float(env.data.time))
                 env.bus.inbound_tap = self._inbound
                 tap.set_recording(self)
         except BaseException:
