@@ -91,6 +91,7 @@ class HandedOffTap:
         ring, function = self._ring, self.function
         assert function is not None
         keep_newest = self.policy == "keep_newest"
+        behind = max(1, ring.capacity // 2)
         clock, sleep = time.perf_counter, time.sleep
         while True:
             # One message at a time: each take() releases the GIL, so the publishing thread
@@ -108,13 +109,14 @@ class HandedOffTap:
                 self.failures += 1
                 self._failed.report(("tap", topic), "tap %r raised on topic %s (its writer "
                                     "goes on)", function, topic, exc_info=True)
-            if keep_newest and ring.waiting and not ring.closed:
-                # Behind: the publisher outpaces this writer (a simulation faster than real
-                # time). What waits will be replaced by newer messages anyway; converting it at
-                # full speed would only take the GIL from the publishing thread, whose plugins
-                # need it every step. So the writer keeps to _BEHIND_DUTY of the time, and the
-                # newest message of each topic goes out when it comes back. (At most
-                # _BEHIND_SLEEP_S: a single large message, slow to send, is no stream to pace.)
+            if keep_newest and ring.waiting >= behind and not ring.closed:
+                # Behind (half the ring waits): the publisher outpaces this writer for good (a
+                # simulation faster than real time), not for a moment. What waits will be
+                # replaced by newer messages anyway; converting it at full speed would only take
+                # the GIL from the publishing thread, whose plugins need it every step. So the
+                # writer keeps to _BEHIND_DUTY of the time, and the newest message of each topic
+                # goes out when it comes back. (At most _BEHIND_SLEEP_S: a single large message,
+                # slow to send, is no stream to pace.)
                 sleep(min((clock() - start) * (1.0 - _BEHIND_DUTY) / _BEHIND_DUTY,
                           _BEHIND_SLEEP_S))
 

@@ -62,7 +62,7 @@ DEFAULT_STATE_PERIOD_S = 1.0
 # here, the states' and commands' in the core's StepRecorder): nothing is dropped; when the
 # writer falls behind, the publisher (the stepping thread, for a plugin's publish) waits for it,
 # and the waits are counted (statistics()["waits"]).
-_MESSAGE_RING = 4096
+_MESSAGE_RING = 1 << 16
 _WRITER_PERIOD_S = 0.02
 # After a batch smaller than _TAKE_LIMIT the writer lets messages gather this long: one send
 # to the bag's process per batch, not per message.
