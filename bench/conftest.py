@@ -116,6 +116,12 @@ TARGETS = {
     # test_bench_record.py: recording and replay (SPEC §20)
     "record_rate": Target(0.95),  # steps/s under start(None): recording JointState+states / not
     "replay_check": Target(1.2),  # replay --check of a 10 s recording / the same 10 s live
+    # test_bench_actions.py: SPEC §23's controllers and actions
+    # env.step(N) tracking a 7-joint quintic under JointTrajectoryController / the same ctrl
+    # written by hand before each mujoco.mj_step in a Python loop
+    "jtc_tracking": Target(1.05),
+    # a FollowJointTrajectory send_goal round trip / a std_srvs round trip, same SDK client
+    "action_send_goal": Target(1.5),
     # test_bench_gym.py: env steps/s, make_vec's 8 worlds / AsyncVectorEnv of 8 gymnasium envs
     "gym_vector": Target(3.0),
     # make_vec of 16 arm worlds / gymnasium's SyncVectorEnv of 16 (frame_skip 5): two cores'
@@ -281,6 +287,8 @@ GROUP_RECORD_RATE = "recording JointState at 100 Hz"
 GROUP_REPLAY = "replay --check of 10 s"
 GROUP_GYM_VECTOR = "8-world gymnasium vector env"
 GROUP_GYM_SYNC = "16-world gymnasium vector env, sync"
+GROUP_JTC_TRACKING = "7-joint quintic trajectory, JointTrajectoryController"
+GROUP_ACTION_ROUND_TRIP = "FollowJointTrajectory send_goal round trip"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -394,6 +402,13 @@ RATIOS = [
           "mjfast", "async", "gym_vector", throughput=True, models=ARM7),
     Ratio(GROUP_GYM_SYNC, "steps/s: make_vec 16 worlds / SyncVectorEnv of 16 (frame_skip 5)",
           "mjfast", "sync", "gym_sync", throughput=True, models=ARM7),
+    # test_bench_actions.py
+    Ratio(GROUP_JTC_TRACKING, "env.step + JointTrajectoryController / ctrl by hand + mj_step",
+          "controller", "by_hand", "jtc_tracking", per_call=True, models=ARM7),
+    Ratio(GROUP_JTC_TRACKING, "env.step + JointTrajectoryController / bare mj_step(nstep)",
+          "controller", "bare", None, per_call=True, models=ARM7),
+    Ratio(GROUP_ACTION_ROUND_TRIP, "send_goal round trip / std_srvs round trip (SDK client)",
+          "send_goal", "std_srvs", "action_send_goal", models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

@@ -22,6 +22,10 @@ import numpy as np
 import mjfast
 
 TESTS_DIR = Path(__file__).resolve().parent
+# What pytest puts on sys.path for the tests (each test module's folder, which mirrors the
+# package's): a child interpreter gets the same, so it imports `support` and a test module's names.
+TEST_PATHS = [TESTS_DIR, *sorted({module.parent for module in TESTS_DIR.rglob("test_*.py")
+                                 if module.parent != TESTS_DIR})]
 N_ARM_JOINTS = 7
 TIMESTEP = 0.002
 HOME_QPOS = [0.1 * (i + 1) for i in range(N_ARM_JOINTS)]
@@ -130,6 +134,28 @@ BOX_XML = f"""
 
 # Eight boxes falling onto a floor with an arena too small for their contacts: the first contacts
 # (step 101, t = 0.202) make mj_step call mju_error("mj_stackAlloc: out of memory ...").
+# A mocap body `target` holding the free `box` by a weld (set_mocap_pose moves both), and a
+# plain body `post`.
+MOCAP_XML = f"""
+<mujoco model="mocap">
+  <option timestep="{TIMESTEP}"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <body name="target" mocap="true" pos="0 0 1">
+      <geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/>
+    </body>
+    <body name="box" pos="0 0 1">
+      <freejoint/>
+      <geom name="box" type="box" size=".05 .05 .05" mass="1"/>
+    </body>
+    <body name="post" pos="1 0 0.5">
+      <geom type="cylinder" size=".05 .5"/>
+    </body>
+  </worldbody>
+  <equality><weld name="grab" body1="box" body2="target"/></equality>
+</mujoco>
+"""
+
 SMALL_ARENA_STEPS_OK = 100
 SMALL_ARENA_XML = """
 <mujoco>
@@ -269,7 +295,7 @@ def run_python(script: str, *, timeout: float = 60.0,
     """Runs `script` in a fresh interpreter (cwd: the repository, tests/ importable) and returns
     the finished process; a hang fails the calling test through TimeoutExpired."""
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
+        [*map(str, TEST_PATHS), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
     child_env.update(env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
                           text=True, timeout=timeout, cwd=TESTS_DIR.parent, env=child_env)
@@ -278,7 +304,7 @@ def run_python(script: str, *, timeout: float = 60.0,
 def start_python(script: str, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """Starts `script` as run_python does, with pipes, for tests that talk to it."""
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
+        [*map(str, TEST_PATHS), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
     child_env.update(env or {})
     return subprocess.Popen([sys.executable, "-u", "-c", textwrap.dedent(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -389,3 +415,52 @@ def zenoh_router(endpoint: str, connect: str | None = None) -> Iterator[None]:
         except subprocess.TimeoutExpired:
             router.kill()
             router.wait()
+
+
+# -- SPEC §23's controllers (tests/plugins/test_trajectory_controllers.py, tests/interop/ros2) ---
+
+CONTROLLER_DT = 0.001
+# The actuator of each command interface, on joint {j}.
+ACTUATORS = {
+    "position": '<position joint="{j}" kp="3000" kv="80"/>',
+    "velocity": '<velocity joint="{j}" kv="200"/>',
+    "effort": '<motor joint="{j}"/>',
+}
+
+
+def controller_arm_xml(*interfaces: str) -> str:
+    """Two hinges ("a", "b") without gravity, each with an actuator of each interface given."""
+    actuators = "".join(ACTUATORS[i].format(j=j) for j in ("a", "b") for i in interfaces)
+    return f"""
+<mujoco>
+  <option gravity="0 0 0" timestep="{CONTROLLER_DT}" integrator="implicitfast"/>
+  <worldbody>
+    <body><joint name="a" type="hinge" axis="0 0 1" damping="0.5"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02" mass="1" contype="0" conaffinity="0"/>
+      <body pos=".3 0 0"><joint name="b" type="hinge" axis="0 0 1" damping="0.5"/>
+        <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02" mass="1" contype="0"
+              conaffinity="0"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>{actuators}</actuator>
+</mujoco>"""
+
+
+# A slide "finger" driven by a position servo toward a block (the object) whose face is at
+# x = 0.08: the finger (0.01 thick) stops at 0.07 and squeezes it.
+FINGER_ON_OBJECT_XML = f"""
+<mujoco>
+  <option gravity="0 0 0" timestep="{CONTROLLER_DT}" integrator="implicitfast"/>
+  <worldbody>
+    <body name="object" pos="0.1 0 0">
+      <joint name="object" type="slide" axis="1 0 0" range="0 0.001"/>
+      <geom type="box" size="0.02 0.05 0.05" mass="0.2"/>
+    </body>
+    <body name="finger">
+      <joint name="finger" type="slide" axis="1 0 0" damping="5"/>
+      <geom type="box" size="0.01 0.02 0.02" mass="0.1"/>
+    </body>
+  </worldbody>
+  <actuator><position name="finger" joint="finger" kp="300" forcerange="-50 50"/></actuator>
+</mujoco>"""

@@ -30,8 +30,6 @@ UPWARD_ALLOWED = {
     ("mjfast.sim.env", "mjfast.view.viewer"),
     ("mjfast.sim.env", "mjfast.view.web"),
     ("mjfast.sim.env", "mjfast.interop.record.recorder"),
-    # Until a plugin sees a PluginContext instead of the env (issue 29, item 7): type-only.
-    ("mjfast.plugin.base", "mjfast.sim.env"),
     # Until unnamed cameras are named in one place below the env (issue 29, item 3).
     ("mjfast.plugins.camera_publisher", "mjfast.sim.camera"),
 }

@@ -24,6 +24,7 @@ from mjfast.errors import (
     StaleGenerationError,
 )
 from mjfast.model.state import SimState
+from mjfast.model.urdf_export import export_urdf
 from mjfast.plugin.base import (
     ControlPlugin,
     MujocoPlugin,
@@ -98,6 +99,7 @@ __all__ = [
     "VectorEnv",
     "available_plugins",
     "connect",
+    "export_urdf",
     "format_statistics",
     "get_cmake_dir",
     "get_include",

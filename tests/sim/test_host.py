@@ -945,7 +945,7 @@ def test_a_load_failure_keeps_its_traceback_and_logs_it(make_env, arm, register,
         assert failure.phase == phase
         assert failure.message == "ValueError: deep inside the plugin"
         assert "Traceback (most recent call last)" in failure.traceback
-        assert "in _raises_here" in failure.traceback and "test_plugin_host.py" in failure.traceback
+        assert "in _raises_here" in failure.traceback and "test_host.py" in failure.traceback
         logged = [r.getMessage() for r in caplog.records
                   if r.levelno == logging.DEBUG and name in r.getMessage()]
         assert any("in _raises_here" in message for message in logged), logged

@@ -17,7 +17,7 @@ from test_sim_control import DT, XML
 import mjfast
 from mjfast.sim import services
 from mjfast.sim.services import SERVICE_NAMES
-from support import wait_for
+from support import MOCAP_XML, wait_for
 
 NS = "/sim"
 
@@ -47,7 +47,7 @@ def test_every_service_is_advertised_under_the_namespace(sim: mjfast.MujocoEnv) 
     assert set(SERVICE_NAMES) == {
         "pause", "step", "reset", "reload", "get_joint_state", "set_joint_state",
         "get_body_state", "set_body_state", "apply_options", "set_equality_active",
-        "set_realtime_factor", "info", "statistics"}
+        "set_mocap_pose", "set_realtime_factor", "info", "statistics"}
 
 
 def test_pause_and_step(sim: mjfast.MujocoEnv) -> None:
@@ -214,3 +214,22 @@ def test_reset_takes_a_numpy_bool(sim: mjfast.MujocoEnv) -> None:
     sim.step(5)
     assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(True)}) == {"time": 5 * DT}
     assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(False)}) == {"time": 0.0}
+
+
+def test_set_mocap_pose_moves_a_mocap_body_and_refuses_what_it_refuses(
+        make_env: Callable[..., mjfast.MujocoEnv]) -> None:
+    env = make_env(MOCAP_XML, namespace=NS)
+    assert call(env, "set_mocap_pose", {"body": "target", "pos": [0, 0, 2],
+                                        "quat": [0, 2, 0, 0]}) == {}
+    assert env.data.mocap_pos[0].tolist() == [0, 0, 2]
+    assert env.data.mocap_quat[0].tolist() == [0, 1, 0, 0]
+    assert call(env, "set_mocap_pose", {"body": "target", "quat": [1, 0, 0, 0]}) == {}
+    assert env.data.mocap_pos[0].tolist() == [0, 0, 2]  # what the request leaves out stays
+    with pytest.raises(ValueError, match="body 'box' is not a mocap body"):
+        call(env, "set_mocap_pose", {"body": "box", "pos": [0, 0, 2]})
+    with pytest.raises(KeyError, match="did you mean 'target'"):
+        call(env, "set_mocap_pose", {"body": "targte", "pos": [0, 0, 2]})
+    with pytest.raises(ValueError, match="set_mocap_pose: the request needs 'body'"):
+        call(env, "set_mocap_pose", {"pos": [0, 0, 2]})
+    assert env.data.mocap_pos[0].tolist() == [0, 0, 2]
+

@@ -24,7 +24,7 @@ from mjfast.model.info import is_mjcf_string
 from mjfast.model.joints import JointState
 from mjfast.model.kinematics import BodyState
 from mjfast.model.options import option_fields
-from support import TESTS_DIR, attached_arms_model, wait_for
+from support import TEST_PATHS, attached_arms_model, wait_for
 
 DT = 0.002
 # qpos: ball (free, 7), held (free, 7), hinge (1), tip (ball joint, 4) = 19; qvel 6+6+1+3 = 16.
@@ -626,7 +626,7 @@ CONCURRENCY_SCRIPT = textwrap.dedent("""
     import sys, threading
     import numpy as np
     import mjfast
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = {tests!r}
     from test_sim_control import XML
 
     env = mjfast.MujocoEnv(XML)
@@ -687,7 +687,7 @@ CONCURRENCY_SCRIPT = textwrap.dedent("""
 
 
 def test_every_call_in_a_loop_while_the_physics_thread_runs_unpaced() -> None:
-    script = CONCURRENCY_SCRIPT.format(tests=str(TESTS_DIR))
+    script = CONCURRENCY_SCRIPT.format(tests=[str(path) for path in TEST_PATHS])
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stdout + result.stderr

@@ -20,7 +20,7 @@ import pytest
 import mjfast
 from _native_build import plugin_library_path
 from mjfast.plugin.native import NativePlugin
-from support import plugins_param, run_python
+from support import MOCAP_XML, plugins_param, run_python
 
 # A free box falling onto a floor beside a two-link arm with motors and sensors: contacts, a free
 # joint and actuators, so that any difference in stepping order or data shows in the state.
@@ -344,6 +344,19 @@ def test_world_offers_the_simulation_control_calls_on_its_own_world() -> None:
         assert not hasattr(world, "step") and not hasattr(world, "start")
         with pytest.raises(IndexError, match="world index 2 out of range for 2 worlds"):
             vector.world(2)
+
+
+def test_set_mocap_pose_on_a_world_moves_that_world_only() -> None:
+    with mjfast.VectorEnv(MOCAP_XML, 2, threads=1) as vector:
+        vector.world(1).set_mocap_pose("target", pos=[0, 0, 1.4])
+        assert vector.world(1).data.mocap_pos[0].tolist() == [0, 0, 1.4]
+        assert vector.world(0).data.mocap_pos[0].tolist() == [0, 0, 1]
+        vector.step(400)
+        assert vector.world(1).get_body_state("box").pos[2] == pytest.approx(1.4, abs=0.02)
+        assert vector.world(0).get_body_state("box").pos[2] == pytest.approx(1.0, abs=0.02)
+        with pytest.raises(KeyError, match="did you mean 'target'"):
+            vector.world(0).set_mocap_pose("targt", pos=[0, 0, 1])
+        assert vector.world(0).data.mocap_pos[0].tolist() == [0, 0, 1]
 
 
 # -- bad input and misuse ----------------------------------------------------------------------

@@ -1,12 +1,12 @@
-"""The `mjfast` command line (SPEC §11, §15): `demo`, `run MODEL`, `plugins`, `view MODEL`,
-`serve MODEL`, and `topic` / `service` against a running server.
+"""The `mjfast` command line (SPEC §11, §15, §24): `demo`, `run MODEL`, `plugins`, `view MODEL`,
+`serve MODEL`, `export-urdf MODEL`, and `topic` / `service` against a running server.
 
 This module only dispatches a parsed command to the module named after it: `parsing` (every
 command's arguments), `running` (`run`, `demo`), `progress`, `log_output`, `recording` (`--record`,
-`replay`), `viewing` (`view`), `serving` (`serve`), `remote` (`topic`, `service`),
-`plugin_commands` (`plugins`, `new-plugin`), `errors`. Everything it simulates goes through
-`mjfast.MujocoEnv`. Bad input becomes one `mjfast: error: ...` line and a non-zero
-exit status (2: usage, 1: runtime), never a traceback.
+`replay`), `viewing` (`view`), `serving` (`serve`), `exporting` (`export-urdf`), `remote`
+(`topic`, `service`), `plugin_commands` (`plugins`, `new-plugin`), `errors`. Everything it
+simulates goes through `mjfast.MujocoEnv`. Bad input becomes one `mjfast: error: ...` line and a
+non-zero exit status (2: usage, 1: runtime), never a traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mjfast.cli.errors import EXIT_INTERRUPTED, EXIT_RUNTIME, EXIT_USAGE, CliError
+from mjfast.cli.exporting import export_urdf
 from mjfast.cli.log_output import logging_to
 from mjfast.cli.parsing import parser
 from mjfast.cli.plugin_commands import new_plugin, plugins
@@ -46,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return view(args, out, err)
             if args.command == "serve":
                 return serve(args, out, err)
+            if args.command == "export-urdf":
+                return export_urdf(args, out)
             if args.command == "replay":
                 return replay(args, out, err)
             if args.command == "topic":

@@ -87,9 +87,24 @@ def _add_run_options(parser: argparse.ArgumentParser, *, steps: bool) -> None:
                         help="exit 1 if any plugin fails, to load or while stepping")
 
 
-def _add_model(parser: argparse.ArgumentParser, params_help: str) -> None:
+def _add_model(parser: argparse.ArgumentParser, params_help: str | None) -> None:
     parser.add_argument("model", metavar="MODEL", help="path to an MJCF or URDF file")
-    parser.add_argument("--params", metavar="FILE", help=params_help)
+    if params_help is not None:
+        parser.add_argument("--params", metavar="FILE", help=params_help)
+    parser.add_argument("--package-path", type=_package_path, action="append", default=[],
+                        metavar="PKG=DIR",
+                        help="where a URDF's package://PKG/... mesh URIs are (repeatable; after "
+                             "the parameter package_paths, before ROS_PACKAGE_PATH and "
+                             "AMENT_PREFIX_PATH)")
+
+
+def _package_path(text: str) -> tuple[str, str]:
+    """`--package-path PKG=DIR` (SPEC §24)."""
+    package, equals, directory = text.partition("=")
+    if not equals or not package.strip() or not directory.strip():
+        raise argparse.ArgumentTypeError(f"expected PKG=DIR (a package name and its directory), "
+                                         f"got {text!r}")
+    return package.strip(), directory
 
 
 def _add_live_run_options(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +148,18 @@ def parser() -> argparse.ArgumentParser:
     _add_run_options(run, steps=True)
     _add_record_option(run)
     _add_verbosity(run, argparse.SUPPRESS)
+
+    export = commands.add_parser(
+        "export-urdf", help="write a model as URDF",
+        description="Write MODEL (MJCF or URDF) as a URDF whose forward kinematics equals "
+                    "MuJoCo's body poses: a link per body under the root link world, a joint per "
+                    "hinge and slide, visuals, collisions, materials and inertials; mesh "
+                    "geometry as STL files in FILE's folder <stem>_meshes/ (without -o: the "
+                    "URDF on stdout, the meshes in ~/.cache/mjfast/meshes).")
+    _add_model(export, None)
+    export.add_argument("-o", "--output", metavar="FILE",
+                        help="write the URDF to FILE (default: stdout)")
+    _add_verbosity(export, argparse.SUPPRESS)
 
     plugins = commands.add_parser(
         "plugins", help="list the discovered plugin types",

@@ -39,13 +39,22 @@ class _StrictFailure(Exception):
 
 
 def model_files(args: argparse.Namespace) -> tuple[Path, Path | None]:
-    """MODEL and --params of `run`, `view` and `serve`."""
-    return Path(args.model), Path(args.params) if args.params else None
+    """MODEL (with its --package-path directories) and --params of `run`, `view` and `serve`."""
+    return model_file(args), Path(args.params) if args.params else None
+
+
+def model_file(args: argparse.Namespace) -> Path:
+    """MODEL, with the --package-path directories for a URDF's package:// URIs (SPEC §24)."""
+    if not args.package_path:
+        return Path(args.model)
+    from mjfast.sim.config import ModelFile
+
+    return ModelFile(args.model, dict(args.package_path))  # type: ignore[return-value]
 
 
 def make_env(model: Path, params: Path | None) -> Any:
     mjfast = import_mjfast()
-    if not model.is_file():
+    if not Path(model).is_file():
         raise CliError(f"model file not found: {model}")
     if params is not None and not params.is_file():
         raise CliError(f"parameter file not found: {params}")
@@ -292,9 +301,10 @@ def demo_files() -> tuple[Path, Path]:
 
 
 # What `mjfast demo --export` writes: the demo's model and parameters first, then what README's
-# later sections use (the arm on a table with a box for simulation control, and the ROS 2
-# configuration).
-_EXPORTED = ("demo_arm.xml", "demo.yaml", "demo_scene.xml", "ros2_params.yaml")
+# later sections use (the arm on a table with a box for simulation control, the ROS 2
+# configuration, and the arm with a gripper and its two controllers for MoveIt).
+_EXPORTED = ("demo_arm.xml", "demo.yaml", "demo_scene.xml", "ros2_params.yaml",
+             "demo_arm_gripper.xml", "moveit_params.yaml")
 
 
 def _shipped_demo_files() -> list[Path]:

@@ -24,7 +24,7 @@ try:
     from gymnasium.vector import AutoresetMode
     from gymnasium.vector.utils import batch_space
 except ImportError as error:  # pragma: no cover - depends on the environment
-    raise ImportError(f"mjfast.interop.gym needs gymnasium: pip install 'mjfast[gym]' ({error})"
+    raise ImportError(f"mjfast.gym needs gymnasium: pip install 'mjfast[gym]' ({error})"
                       ) from error
 
 from mjfast.bus.params import ParameterServer, resolve_name

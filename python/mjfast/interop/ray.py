@@ -22,7 +22,7 @@ try:
     import ray.exceptions
 except ImportError as _error:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "mjfast.interop.ray needs Ray, which is not installed: pip install 'mjfast[ray]'"
+        "mjfast.ray needs Ray, which is not installed: pip install 'mjfast[ray]'"
     ) from _error
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Body kinematics (SPEC §13): a body's pose and twist in world or another body's axes, computed
-on per-thread scratch data from a snapshot of the state; free bodies' states and equality
-constraints written, then `forward` (mj_forward with no plugin dispatched). The caller holds
-stepping for the writes and the snapshot; this module owns only the scratch data.
+on per-thread scratch data from a snapshot of the state; free bodies' states, mocap bodies' poses
+and equality constraints written, then `forward` (mj_forward with no plugin dispatched). The
+caller holds stepping for the writes and the snapshot; this module owns only the scratch data.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import numpy as np
 
 from mjfast._core_loader import _core
 from mjfast.model.checked_values import checked_mapping, finite_vector, unit_quaternion
-from mjfast.model.names import object_id
-from mjfast.names import unknown
+from mjfast.model.names import object_id, object_labels
+from mjfast.names import listing, unknown
 
 __all__ = ["BodyState", "StateSnapshot", "body_state", "forward", "set_body_states",
-           "set_equality_active"]
+           "set_equality_active", "set_mocap_pose"]
 
 
 class BodyState(NamedTuple):
@@ -197,4 +197,29 @@ def set_equality_active(model: mujoco.MjModel, data: mujoco.MjData, name: object
     if not isinstance(active, (bool, np.bool_)):
         raise ValueError(f"active must be a bool, got {active!r}")
     data.eq_active[equality] = bool(active)
+    forward(model, data)
+
+
+def set_mocap_pose(model: mujoco.MjModel, data: mujoco.MjData, body: object, pos: object = None,
+                   quat: object = None) -> None:
+    """Moves mocap body `body` (name or id) to `pos` and/or `quat` (world frame; the quaternion
+    scaled to unit length), all checked first, then mj_forward. KeyError for an unknown body,
+    ValueError for a body that is not a mocap body, a wrong shape or a non-finite value."""
+    body_id = object_id(model, mujoco.mjtObj.mjOBJ_BODY, "body", model.nbody, body,
+                        prefix="body")
+    mocap = int(model.body_mocapid[body_id])
+    if mocap < 0:
+        labels = object_labels(model, mujoco.mjtObj.mjOBJ_BODY, model.nbody, "body")
+        mocaps = [label for i, label in enumerate(labels)
+                  if label and model.body_mocapid[i] >= 0]
+        raise ValueError(f"body {body!r} is not a mocap body (mocap=\"true\"): only a mocap "
+                         f"body's pose can be set (set_body_state moves a free body); the "
+                         f"model's mocap bodies: {listing(mocaps)}")
+    checked_pos = None if pos is None else finite_vector(pos, 3, f"body {body!r} pos")
+    checked_quat = None if quat is None else unit_quaternion(
+        finite_vector(quat, 4, f"body {body!r} quat"), f"body {body!r} quat")
+    if checked_pos is not None:
+        data.mocap_pos[mocap] = checked_pos
+    if checked_quat is not None:
+        data.mocap_quat[mocap] = checked_quat
     forward(model, data)

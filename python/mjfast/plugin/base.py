@@ -5,7 +5,8 @@ are adapted onto the same compiled PluginHost. This module owns no dispatching:
 `overridden_callbacks` names the callbacks a class overrides, read against the core's one callback
 table (`_core.CALLBACKS`), and the env hands that list to the adapter in `mjfast._core`, which
 dispatches only those. `check_outside_callbacks` is the one refusal of an env call made from
-inside any plugin callback.
+inside any plugin callback. `PluginContext` is what a plugin sees of the env that runs it
+(`self.env`); this module knows no env.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import enum
 import os
 import re
 import warnings
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,13 +27,15 @@ from mjfast.errors import LogicError
 if TYPE_CHECKING:
     import mujoco
 
-    from mjfast.bus.node import Node
-    from mjfast.sim.env import MujocoEnv
+    from mjfast._core import OffscreenCamera
+    from mjfast.bus.node import Bus, Node
+    from mjfast.bus.params import ParameterServer
 
 __all__ = [
     "LOAD_PHASES",
     "ControlPlugin",
     "MujocoPlugin",
+    "PluginContext",
     "PluginInfo",
     "PluginLoadFailure",
     "PluginState",
@@ -146,6 +150,81 @@ class PluginInfo:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+class PluginContext:
+    """What a plugin sees of the env that runs it, as `self.env` (SPEC §4): the model and data,
+    the env's bus, namespace, parameters and control interface, its offscreen cameras, and the
+    calls the env layer lets it make, given as `calls`: the simulation calls of SPEC §13
+    (`mjfast.sim.calls`) and the env's lifecycle calls and read-outs, each refused (LogicError)
+    from inside a plugin callback where the env refuses it. Nothing else of the env (its core,
+    its recording, its viewers) is reachable through it.
+
+    It holds the env weakly (the env owns its plugins): once the env is gone, every use raises
+    ReferenceError, as the weak proxy that plugins were given before did."""
+
+    __slots__ = ("__weakref__", "_calls", "_env")
+
+    def __init__(self, env: object, calls: Iterable[str]) -> None:
+        self._env = weakref.ref(env)
+        self._calls = frozenset(calls)
+
+    def _target(self) -> Any:
+        env = self._env()
+        if env is None:
+            raise ReferenceError("the env of this plugin is gone (weakly-referenced object no "
+                                 "longer exists)")
+        return env
+
+    @property
+    def model(self) -> mujoco.MjModel:
+        model: mujoco.MjModel = self._target().model
+        return model
+
+    @property
+    def data(self) -> mujoco.MjData:
+        data: mujoco.MjData = self._target().data
+        return data
+
+    @property
+    def bus(self) -> Bus:
+        bus: Bus = self._target().bus
+        return bus
+
+    @property
+    def namespace(self) -> str:
+        return str(self._target().namespace)
+
+    @property
+    def params(self) -> ParameterServer:
+        params: ParameterServer = self._target().params
+        return params
+
+    @property
+    def control(self) -> Any:
+        """The env's control interface (SPEC §7): `read()`, `write(...)`."""
+        return self._target().control
+
+    def open_offscreen_camera(self, name: str) -> OffscreenCamera:
+        """A handle on the model's camera `name` (SPEC §10), as `env.open_offscreen_camera`."""
+        camera: OffscreenCamera = self._target().open_offscreen_camera(name)
+        return camera
+
+    def __getattr__(self, name: str) -> Any:
+        """The env's call or read-out `name`, if a plugin may use it."""
+        if name.startswith("_"):  # (never the env's private parts; and none before __init__)
+            raise AttributeError(f"a plugin's env context has no {name!r}")
+        if name in self._calls:
+            return getattr(self._target(), name)
+        from mjfast.names import unknown
+
+        raise AttributeError(unknown("a plugin's env context has no", name, sorted(
+            {"model", "data", "bus", "namespace", "params", "control", "open_offscreen_camera",
+             *self._calls}), exists="it offers"))
+
+    def __repr__(self) -> str:
+        env = self._env()
+        return f"<PluginContext of {env!r}>" if env is not None else "<PluginContext (gone)>"
+
+
 class _PluginBase:
     """What the host sets on every plugin before its load/init (SPEC §4)."""
 
@@ -153,7 +232,7 @@ class _PluginBase:
     type: str
     config: dict[str, Any]
     node: Node
-    env: MujocoEnv  # a weak proxy: the env owns its plugins
+    env: PluginContext  # the env as a plugin may use it, held weakly: the env owns its plugins
     # The plugin's world in a VectorEnv (SPEC §21), set with the others; 0 in a MujocoEnv.
     world_index: int = 0
     # The configuration keys this type reads, and their types (mjfast.plugin.schema): an unknown

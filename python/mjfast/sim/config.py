@@ -1,12 +1,13 @@
 """What an env is configured from, and what that configuration makes of a model: where the model
-comes from (read again at every reload), the parameter server, the world the parameters make of a
-model (plugin specs, `options`, the `randomize` terms and their generator, the `initial_joint_*`
-state), where a reset goes, and the warning about parameters that nothing reads (SPEC §2, §5,
-§21).
+comes from (an MJCF or URDF file or text, read again at every reload; a URDF's meshes looked for
+in the packages of the `package_paths` parameter), the parameter server, the world the
+parameters make of a model (plugin specs, `options`, the `randomize` terms and their generator,
+the `initial_joint_*` state), where a reset goes, and the warning about parameters that nothing
+reads (SPEC §2, §5, §21, §24).
 
-It does not own the plugin list's parsing (`mjfast.plugin.config`), the randomisation terms
-(`mjfast.sim.randomize`), the parameter server itself (`mjfast.bus.params`) nor the swap of a
-world into the running env (`mjfast.sim.env`).
+It does not own reading a URDF (`mjfast.model.urdf`), the plugin list's parsing
+(`mjfast.plugin.config`), the randomisation terms (`mjfast.sim.randomize`), the parameter server
+itself (`mjfast.bus.params`) nor the swap of a world into the running env (`mjfast.sim.env`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import copy
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -28,6 +29,7 @@ from mjfast.errors import ConfigError
 from mjfast.model import joints, options
 from mjfast.model.info import is_mjcf_string
 from mjfast.model.names import object_id
+from mjfast.model.urdf import is_urdf_path, is_urdf_string, load_urdf
 from mjfast.names import close_matches
 from mjfast.plugin.config import PluginSpec, load_plugin_specs
 from mjfast.plugin.discovery import resolve_plugin
@@ -51,16 +53,35 @@ _log = logging.getLogger("mjfast.env")
 # plugins' namespaces and whatever the plugins read while loading, nothing else there is read by
 # mjfast.
 ENV_PARAMETERS = ("MujocoPlugins", "initial_joint_positions", "initial_joint_velocities",
-                  "options", "cameras", "randomize", "seed")
+                  "options", "cameras", "randomize", "seed", "package_paths")
+
+
+class ModelFile(os.PathLike):  # type: ignore[type-arg]
+    """A model file with the package directories given for it outside the parameters (the CLI's
+    `--package-path PKG=DIR`), where a URDF's `package://` mesh URIs are looked for after the
+    parameter `package_paths` (SPEC §24); a path wherever one is taken."""
+
+    def __init__(self, path: str | os.PathLike[str], package_paths: Mapping[str, str]) -> None:
+        self.path = os.fspath(path)
+        self.package_paths = dict(package_paths)
+
+    def __fspath__(self) -> str:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"ModelFile({self.path!r}, {self.package_paths!r})"
 
 
 @dataclass(frozen=True)
 class ModelSource:
-    """Where a model comes from, so that reload() can read it again."""
+    """Where a model comes from, so that reload() can read it again: an MJCF or URDF file, MJCF
+    or URDF text, or a mujoco.MjModel (copied)."""
 
     path: Path | None = None
     xml: str | None = None
     model: mujoco.MjModel | None = None
+    # A URDF's package directories that came with its file (ModelFile), after the parameter's.
+    package_paths: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: ModelLike) -> ModelSource:
@@ -70,16 +91,22 @@ class ModelSource:
             return cls(xml=model)  # type: ignore[arg-type]
         if isinstance(model, (str, os.PathLike)):
             # Resolved now: reload() re-reads the same file whatever the working directory then.
-            return cls(path=Path(os.fspath(model)).resolve())
+            return cls(path=Path(os.fspath(model)).resolve(),
+                       package_paths=getattr(model, "package_paths", {}))
         raise TypeError(
-            f"model must be a path to an MJCF/URDF file, an MJCF string or a mujoco.MjModel, "
-            f"got {type(model).__name__}"
+            f"model must be a path to an MJCF/URDF file, an MJCF/URDF string or a "
+            f"mujoco.MjModel, got {type(model).__name__}"
         )
 
-    def compile(self) -> mujoco.MjModel:
+    def compile(self, package_paths: Mapping[str, str] | None = None) -> mujoco.MjModel:
+        """The model, read again from its file or text; a URDF's `package://` meshes looked for
+        in `package_paths` (the parameter's), then in the file's own (SPEC §24)."""
         if self.model is not None:
             return copy.copy(self.model)
+        packages = {**self.package_paths, **(package_paths or {})}
         if self.xml is not None:
+            if is_urdf_string(self.xml):
+                return load_urdf(text=self.xml, package_paths=packages)
             try:
                 return mujoco.MjModel.from_xml_string(self.xml)
             except ValueError as error:
@@ -87,10 +114,25 @@ class ModelSource:
         assert self.path is not None
         if not self.path.is_file():
             raise FileNotFoundError(f"model file not found: {self.path}")
+        if is_urdf_path(self.path):
+            return load_urdf(self.path, package_paths=packages)
         try:
             return mujoco.MjModel.from_xml_path(str(self.path))
         except ValueError as error:
             raise ValueError(f"model {self.path} does not compile: {error}") from error
+
+
+def compile_model(source: ModelSource, params: ParameterServer, namespace: str) -> mujoco.MjModel:
+    """`source`'s model, a URDF's `package://` meshes looked for first in the packages of the
+    parameter `<namespace>/package_paths` (`{PKG: DIR}`; ConfigError naming it when it is not
+    that)."""
+    name = resolve_name("package_paths", namespace)
+    packages = params.get(name, None)
+    if packages is not None and (not isinstance(packages, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) for key, value in packages.items())):
+        raise ConfigError(f"{name} must map package names to directories ({{PKG: DIR}}), got "
+                          f"{packages!r}")
+    return source.compile(packages)
 
 
 def parameter_server(params: ParamsLike) -> tuple[ParameterServer, Path | None]:

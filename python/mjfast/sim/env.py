@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import mujoco
@@ -28,13 +28,14 @@ from mjfast._core_loader import _core
 from mjfast.bus.node import Bus
 from mjfast.bus.params import ParameterServer, resolve_name
 from mjfast.errors import LogicError
-from mjfast.model import geometry, joints, kinematics, options
+from mjfast.model import geometry, kinematics
 from mjfast.model.info import source_label
 from mjfast.model.joints import JointState
 from mjfast.model.kinematics import BodyState
 from mjfast.model.state import SimState, capture, restore
 from mjfast.plugin.base import PluginInfo, check_outside_callbacks
 from mjfast.plugin.config import PluginSpec
+from mjfast.sim.calls import CallListener, CallListeners, sim_call
 from mjfast.sim.camera import CameraRig, OffscreenCamera
 from mjfast.sim.config import (
     ConfiguredWorld,
@@ -42,6 +43,7 @@ from mjfast.sim.config import (
     ModelSource,
     ParamsLike,
     ResetTarget,
+    compile_model,
     parameter_server,
     reread_parameters,
     reset_target,
@@ -85,14 +87,16 @@ class MujocoEnv:
         `env.plugins` and `statistics()` and the others run."""
         self._closed = True  # until construction succeeds: close() and __del__ do nothing
         self._recording: Any = None  # the Recording in progress (SPEC §20), if any
+        # Told of every applied state-changing call (mjfast.sim.calls; a recording is one).
+        self._call_listeners = CallListeners()
         if not isinstance(strict, bool):
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         self._strict = strict
         self._namespace = resolve_name(namespace)
         self._params, self._params_path = parameter_server(params)
         self._source = self._model_source(model)
-        world = self._configured(model if isinstance(model, mujoco.MjModel)
-                                 else self._source.compile(), self._params, given=model)
+        world = self._configured(model if isinstance(model, mujoco.MjModel) else compile_model(
+            self._source, self._params, self._namespace), self._params, given=model)
         new_model, new_data = world.model, world.data
         self._specs, self._randomizer, self._rng = world.specs, world.randomizer, world.rng
         self._source_label = source_label(model)
@@ -312,7 +316,7 @@ class MujocoEnv:
         check_outside_callbacks("reset()")
         with self.hold_stepping("reset", defer_interrupts=True):
             self._reset_world(keyframe, joint_positions, joint_velocities, keep_time, seed)
-            self._record_call("reset", keyframe=keyframe, joint_positions=joint_positions,
+            self._report_call("reset", keyframe=keyframe, joint_positions=joint_positions,
                               joint_velocities=joint_velocities, keep_time=keep_time, seed=seed)
 
     def _reset_world(self, keyframe: int | str | None, joint_positions: object,
@@ -345,8 +349,8 @@ class MujocoEnv:
         check_outside_callbacks("reload()")
         self._core.check_call("reload()", ["acquire_block"])
         source = self._source if model is None else ModelSource.of(model)
-        compiled = source.compile()
         params = reread_parameters(self._params, self._params_path)
+        compiled = compile_model(source, params, self._namespace)  # the reread package_paths
         # Seeded anew from the parameter, as at construction; the env's own until the swap.
         world = self._configured(compiled, params)
         new_model, new_data = world.model, world.data
@@ -372,7 +376,7 @@ class MujocoEnv:
             missing = self._cameras.finish_load(new_model, self._params, self._namespace,
                                                 camera_configs)
             # A model given as a mujoco.MjModel has no text to record: replay reloads the source.
-            self._record_call("reload", model=os.fspath(model) if isinstance(
+            self._report_call("reload", model=os.fspath(model) if isinstance(
                 model, (str, os.PathLike)) else None)
         if missing:
             raise CameraRig.missing_error(new_model, missing)
@@ -404,7 +408,7 @@ class MujocoEnv:
                 if value is not None:
                     self._randomizer.note_edit(self._model, attribute, geom_id)
             self._core.notify_geometry_changed(geom_id)
-            self._record_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
+            self._report_call("set_geom_properties", geom=geom, size=size, rgba=rgba,
                               friction=friction, contype=contype, conaffinity=conaffinity)
 
     # -- simulation control (SPEC §13; the logic is in mjfast.model.joints, .kinematics, .options) -
@@ -443,33 +447,26 @@ class MujocoEnv:
         another model (naming both) or plugins this env does not have; TypeError for anything
         but a SimState; PluginError when a plugin refuses its value. On any error nothing
         changed. Stepping on with the same commands reproduces the original run bit for bit."""
-        recording = self._recording
-        if recording is None or self._core.host._in_callback():
+        if not self._call_listeners or self._core.host._in_callback():
             restore(self._core, state, self._model)  # (refused inside a callback, as it says)
             return
-        self._core.hold_steps()  # one boundary for the restore and its record (re-entrant)
+        self._core.hold_steps()  # one boundary for the restore and its report (re-entrant)
         try:
             restore(self._core, state, self._model)
-            recording.call("set_state", {"state": state})
+            self._report_call("set_state", state=state)
         finally:
             self._core.release_steps()
 
     def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
         """{name: JointState(position, velocity)} for `names` (None: every joint; an unnamed one
         is `joint_<id>`)."""
-        with self._state_call("get_joint_state"):
-            return joints.joint_state(self._model, self._data, names)
+        result: dict[str, JointState] = self._call("get_joint_state", names=names)
+        return result
 
     def set_joint_state(self, positions: Mapping[str, Any] | None = None,
                         velocities: Mapping[str, Any] | None = None) -> None:
         """Writes joint positions/velocities (name -> value), all checked first; mj_forward."""
-        with self._state_call("set_joint_state"):
-            model, data = self._model, self._data
-            checked_positions = joints.checked_joint_values(model, positions, "positions")
-            checked_velocities = joints.checked_joint_values(model, velocities, "velocities")
-            joints.write_joint_values(data, checked_positions, checked_velocities)
-            kinematics.forward(model, data)
-            self._record_call("set_joint_state", positions=positions, velocities=velocities)
+        self._call("set_joint_state", positions=positions, velocities=velocities)
 
     def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
         """Pose and twist of `body` for the current qpos/qvel, in world or body `frame` axes."""
@@ -481,22 +478,23 @@ class MujocoEnv:
     def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
                        frame: str | int | None = None) -> None:
         """Sets free bodies' pos/quat/linvel/angvel (world or `frame` axes), a batch at once."""
-        with self._state_call("set_body_state"):
-            kinematics.set_body_states(self._model, self._data, states, frame)
-            self._record_call("set_body_state", states=states, frame=frame)
+        self._call("set_body_state", states=states, frame=frame)
 
     def apply_options(self, patch: Mapping[str, Any]) -> None:
         """One transaction on model.opt (ConfigError naming the key; nothing changed on error)."""
-        with self._state_call("apply_options"):
-            options.apply_options(self._model, patch)
-            kinematics.forward(self._model, self._data)
-            self._record_call("apply_options", patch=patch)
+        self._call("apply_options", patch=patch)
 
     def set_equality_active(self, name: str | int, active: bool) -> None:
         """Turns one equality constraint on or off."""
-        with self._state_call("set_equality_active"):
-            kinematics.set_equality_active(self._model, self._data, name, active)
-            self._record_call("set_equality_active", name=name, active=active)
+        self._call("set_equality_active", name=name, active=active)
+
+    def set_mocap_pose(self, body: str | int, pos: Sequence[float] | None = None,
+                       quat: Sequence[float] | None = None) -> None:
+        """Moves the mocap body `body` (name or id) to `pos` and/or `quat` (world frame; the
+        quaternion scaled to unit length), all checked first; mj_forward. KeyError for an
+        unknown body (with close matches), ValueError for a body that is not a mocap body, a
+        wrong size or a non-finite value; nothing changed on error."""
+        self._call("set_mocap_pose", body=body, pos=pos, quat=quat)
 
     def set_realtime_factor(self, factor: float | None) -> None:
         """The physics thread's pace (None: unbounded), changed at once if it runs."""
@@ -581,11 +579,33 @@ class MujocoEnv:
 
         return Recording._start(self, RecordingTap(self, self._core), path, topics, state_every)
 
-    def _record_call(self, call: str, /, **args: Any) -> None:
-        """A call that changed the simulation, recorded at this step boundary (held)."""
-        recording = self._recording
-        if recording is not None:
-            recording.call(call, args)
+    # -- simulation calls (mjfast.sim.calls) ----------------------------------------------------
+
+    def _call(self, name: str, /, **args: Any) -> Any:
+        """Runs the simulation call `name` by its row's logic on the model and data: refused
+        inside any plugin callback, run with stepping held, and, if it changes the state,
+        reported to the call listeners at that step boundary."""
+        call = sim_call(name)
+        if call.logic is None:  # a bug of the table: its method is written out
+            raise TypeError(f"{name} has no logic in the calls table: the env runs it itself")
+        with self._state_call(name):
+            result = call.logic(self._model, self._data, **args)
+            if call.changes_state:
+                self._call_listeners.report(name, args)
+        return result
+
+    def _report_call(self, name: str, /, **args: Any) -> None:
+        """A call that changed the simulation, reported at this step boundary (held)."""
+        self._call_listeners.report(name, args)
+
+    def add_call_listener(self, listener: Callable[[str, Mapping[str, Any]], None]
+                          ) -> CallListener:
+        """Calls `listener(name, args)` for every state-changing simulation call applied from now
+        on (mjfast.sim.calls: reset, set_joint_state, ..., set_state), at the step boundary where
+        it took effect, with stepping held (so it must not wait for stepping itself); `args` are
+        the call's arguments as given. A listener that raises is logged. Returns a handle whose
+        `remove()` ends it."""
+        return self._call_listeners.add(listener)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -20,11 +20,18 @@ import numpy as np
 from mjfast._core_loader import _core
 from mjfast.bus.node import Node
 from mjfast.errors import MjfastError
-from mjfast.plugin.base import ControlPlugin, MujocoPlugin, has_state, overridden_callbacks
+from mjfast.plugin.base import (
+    ControlPlugin,
+    MujocoPlugin,
+    PluginContext,
+    has_state,
+    overridden_callbacks,
+)
 from mjfast.plugin.config import PluginSpec
 from mjfast.plugin.discovery import resolve_plugin
 from mjfast.plugin.native import config_json
 from mjfast.plugin.schema import check_config
+from mjfast.sim.calls import SIM_CALLS
 
 if TYPE_CHECKING:
     from mjfast.sim.env import MujocoEnv
@@ -32,6 +39,17 @@ if TYPE_CHECKING:
 __all__ = ["answer_core_requests", "needs_control_scratch"]
 
 _log = logging.getLogger("mjfast.env")
+
+# What a plugin's context (`self.env`, SPEC §4) forwards to its env beyond the model, data, bus,
+# namespace, parameters, control interface and cameras: every simulation call of the calls table,
+# and the env's lifecycle calls and read-outs (each refused inside a callback where the env
+# refuses it: SPEC §12, §18).
+PLUGIN_CALLS = frozenset((
+    *(call.name for call in SIM_CALLS),
+    "start", "stop", "wait", "close", "hold_stepping", "acquire_plugin", "plugins",
+    "plugin_specs", "step_count", "paused", "running", "closed", "model_generation",
+    "plugin_generation", "realtime_factor", "measured_realtime_factor", "offscreen_cameras",
+))
 
 
 def answer_core_requests(env: MujocoEnv, core: Any) -> None:
@@ -131,7 +149,7 @@ def _make_adapter(env: MujocoEnv, spec: PluginSpec) -> Any:
     instance.type = spec.type
     instance.config = copy.deepcopy(spec.config)
     instance.node = node
-    instance.env = weakref.proxy(env)
+    instance.env = PluginContext(env, PLUGIN_CALLS)
     instance.world_index = env._world_index
     style = "control" if isinstance(instance, ControlPlugin) else "mujoco"
     return _core.python_adapter(

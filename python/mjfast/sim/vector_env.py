@@ -11,24 +11,24 @@ from __future__ import annotations
 import atexit
 import contextlib
 import copy
+import functools
 import operator
 import os
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import mujoco
 import numpy as np
 
 from mjfast._core_loader import _core
 from mjfast.bus.node import Bus
-from mjfast.bus.params import ParameterServer
+from mjfast.bus.params import ParameterServer, resolve_name
 from mjfast.errors import LogicError, MjfastError
-from mjfast.model.joints import JointState
-from mjfast.model.kinematics import BodyState
 from mjfast.model.state import SimState
 from mjfast.plugin.base import PluginInfo
-from mjfast.sim.config import ModelSource, parameter_server
+from mjfast.sim.calls import SimCall, world_calls
+from mjfast.sim.config import ModelSource, compile_model, parameter_server
 from mjfast.sim.env import ModelLike, MujocoEnv
 from mjfast.sim.host import EnvHost
 
@@ -162,7 +162,7 @@ class VectorEnv:
         self._params, _ = parameter_server(params)
         self._source = ModelSource.of(model)
         # The nominal model: the worlds' shared one, or what each world's copy starts from.
-        self._model = self._source.compile()
+        self._model = compile_model(self._source, self._params, resolve_name(namespace))
         _check_fits(self._num_envs, self._model, own_models)
         self._worlds: list[_WorldEnv] = []
         try:
@@ -481,14 +481,6 @@ class World:
     def step_count(self) -> int:
         return self._env.step_count
 
-    def statistics(self) -> dict[str, Any]:
-        with self._held("world statistics()") as env:
-            return env.statistics()
-
-    def info(self) -> dict[str, Any]:
-        with self._held("world info()") as env:
-            return env.info()
-
     @contextlib.contextmanager
     def acquire_plugin(self, name: str, model_generation: int | None = None,
                        plugin_generation: int | None = None) -> Iterator[Any]:
@@ -497,53 +489,30 @@ class World:
         with self._env.acquire_plugin(name, model_generation, plugin_generation) as plugin:
             yield plugin
 
-    # -- simulation control (SPEC §13) -------------------------------------------------------
-
-    def reset(self, keyframe: int | str | None = None, *,
-              joint_positions: Mapping[str, Any] | None = None,
-              joint_velocities: Mapping[str, Any] | None = None,
-              keep_time: bool = False, seed: int | None = None) -> None:
-        """As MujocoEnv.reset; `seed` reseeds this world's generator with it (the VectorEnv's
-        base seed stays as it is)."""
-        with self._held("world reset()") as env:
-            env.reset(keyframe, joint_positions=joint_positions,
-                      joint_velocities=joint_velocities, keep_time=keep_time, seed=seed)
-
-    def get_state(self) -> SimState:
-        with self._held("world get_state()") as env:
-            return env.get_state()
-
-    def set_state(self, state: SimState) -> None:
-        with self._held("world set_state()") as env:
-            env.set_state(state)
-
-    def get_joint_state(self, names: Sequence[str] | None = None) -> dict[str, JointState]:
-        with self._held("world get_joint_state()") as env:
-            return env.get_joint_state(names)
-
-    def set_joint_state(self, positions: Mapping[str, Any] | None = None,
-                        velocities: Mapping[str, Any] | None = None) -> None:
-        with self._held("world set_joint_state()") as env:
-            env.set_joint_state(positions, velocities)
-
-    def get_body_state(self, body: str | int, *, frame: str | int | None = None) -> BodyState:
-        with self._held("world get_body_state()") as env:
-            return env.get_body_state(body, frame=frame)
-
-    def set_body_state(self, states: Mapping[str | int, Mapping[str, Any]], *,
-                       frame: str | int | None = None) -> None:
-        with self._held("world set_body_state()") as env:
-            env.set_body_state(states, frame=frame)
-
-    def apply_options(self, patch: Mapping[str, Any]) -> None:
-        """Changes this world's model options: every world's unless the VectorEnv was built with
-        `own_models=True` (they share one model)."""
-        with self._held("world apply_options()") as env:
-            env.apply_options(patch)
-
-    def set_equality_active(self, name: str | int, active: bool) -> None:
-        with self._held("world set_equality_active()") as env:
-            env.set_equality_active(name, active)
+    # The simulation-control calls (SPEC §13) of the calls table's world rows, and statistics()
+    # and info(), are made below from the table (`_world_call`): each holds the vector and runs
+    # the world env's method. `reset(seed=...)` reseeds this world's generator (the VectorEnv's
+    # base seed stays as it is); `apply_options` changes every world's options unless the
+    # VectorEnv was built with `own_models=True` (they share one model).
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...
 
     def __repr__(self) -> str:
         return f"<World {self._index} of {self._vector!r}>"
+
+
+def _world_call(call: SimCall) -> Callable[..., Any]:
+    """World's method for the calls table's row `call`: the world env's own, with the vector held
+    (its signature and docs are the env method's)."""
+    name = call.name
+
+    @functools.wraps(getattr(MujocoEnv, name))
+    def method(self: World, *args: Any, **kwargs: Any) -> Any:
+        with self._held(f"world {name}()") as env:
+            return getattr(env, name)(*args, **kwargs)
+
+    return method
+
+
+for _call in world_calls():
+    setattr(World, _call.name, _world_call(_call))

@@ -15,6 +15,7 @@ void bind_hooks(py::module_& module);
 void bind_plugin_host(py::module_& module);
 void bind_env(py::module_& module);
 void bind_control(py::module_& module);
+void bind_controllers(py::module_& module);
 void bind_native(py::module_& module);
 void bind_render(py::module_& module);
 void bind_recorder(py::module_& module);

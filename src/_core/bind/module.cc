@@ -29,6 +29,7 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_plugin_host(module);
   mjfast::bind_env(module);
   mjfast::bind_control(module);
+  mjfast::bind_controllers(module);
   mjfast::bind_native(module);
   mjfast::bind_render(module);
   mjfast::bind_recorder(module);

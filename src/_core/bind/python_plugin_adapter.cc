@@ -136,6 +136,8 @@ PythonPluginAdapter::~PythonPluginAdapter() {
   }
   for (auto& method : methods_) method = py::object();
   for (auto& arguments : arguments_) arguments = py::object();
+  native_ = nullptr;
+  native_control_ = py::object();
   node_ = py::object();
   data_ = py::object();
   model_ = py::object();
@@ -162,7 +164,26 @@ bool PythonPluginAdapter::load(const mjModel*, mjData*) {
     const py::object method = instance_.attr(interned(method_for(Lifecycle::kLoad)));
     return style_ == Style::kMujoco ? method(model_, data_) : method(node_, model_, data_);
   });
-  return loaded_by(result, instance_);
+  if (!loaded_by(result, instance_)) return false;
+  // A compiled per-step controller the plugin hands over (bind_controllers.cc): from now on its
+  // control() is the plugin's control callback (direct() below).
+  py::object native = py::getattr(instance_, interned("__mjfast_native_control__"), py::none());
+  if (!native.is_none()) {
+    if (!py::isinstance<NativeControl>(native)) {
+      throw std::invalid_argument(
+          "__mjfast_native_control__ must be a mjfast._core.NativeControl (a compiled "
+          "controller), got " +
+          py::str(py::type::of(native).attr("__name__")).cast<std::string>());
+    }
+    native_ = native.cast<NativeControl*>();
+    native_control_ = std::move(native);
+  }
+  return true;
+}
+
+DirectCallback PythonPluginAdapter::direct(Callback callback) {
+  if (callback != Callback::kControl || native_ == nullptr) return {};
+  return {&NativeControl::entry, native_, nullptr};
 }
 
 std::map<std::string, double> PythonPluginAdapter::statistics() {
@@ -237,8 +258,8 @@ const char* PythonPluginAdapter::name_of(Callback callback) const {
 
 namespace {
 
-// mjfast.model.state's encode_value / decode_value (GIL held). Kept for the life of the process, like
-// the module: never released, so never released without the GIL at exit.
+// mjfast.model.state's encode_value / decode_value (GIL held). Kept for the life of the process,
+// like the module: never released, so never released without the GIL at exit.
 const py::object& state_codec(bool encode) {
   static const py::object* encoder = nullptr;
   static const py::object* decoder = nullptr;

@@ -14,6 +14,7 @@
 
 #include "bind/pybind11.hpp"
 #include "common/errors.h"
+#include "control/native_control.h"
 #include "plugin_host/plugin_adapter.h"
 
 namespace mjfast {
@@ -92,6 +93,10 @@ class PythonPluginAdapter final : public IPluginAdapter {
   void update_write(const mjModel*, mjData*) override { call(Callback::kUpdateWrite); }
   void unload() override;
   const char* name_of(Callback callback) const override;
+  // The compiled control() of the plugin's `__mjfast_native_control__` (a NativeControl: SPEC
+  // §23's controllers), if load() set one: the host calls it instead of the Python
+  // control_callback, so such a plugin costs no GIL and no Python per step.
+  DirectCallback direct(Callback callback) override;
 
   // The instance's get_state()/set_state(value), the value through mjfast.model.state's encoding.
   bool has_state() const override { return stateful_; }
@@ -114,6 +119,8 @@ class PythonPluginAdapter final : public IPluginAdapter {
   bool stateful_ = false;
   std::array<py::object, kCallbackCount> methods_;
   std::array<py::object, kCallbackCount> arguments_;
+  py::object native_control_;  // keeps native_ alive while the host may call it
+  NativeControl* native_ = nullptr;
 };
 
 }  // namespace mjfast

@@ -35,13 +35,18 @@
 //      publishing thread, which may hold the GIL for it because no holder waits for anything, or
 //      out by a writer thread; a full 'wait' ring's producer waits on its condition with the GIL
 //      released, and so does a recording's stepping thread on StepRecorder's, for the writer),
-//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), WorkerPool::mutex_ (a
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), ControllerEvents::mutex_
+//      (control/native_control.h: a SPEC §23 controller's hand-over and copies, taken by its
+//      control() once per step and by its plugin's thread), WorkerPool::mutex_ (a
 //      batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock
 //      and Node._lock (node.py: the subscribers and services are copied out, then called with no
 //      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
 //      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
 //      the collector may close a dropped env inside it, whose locks no other thread can hold),
-//      ThrottledLog._lock (_throttled_log.py: a count and a time per key).
+//      ThrottledLog._lock (_throttled_log.py: a count and a time per key), CallListeners._lock
+//      (calls.py: the env's call listeners swapped; they are told with no lock of theirs held),
+//      ActionServer._lock (plugin/actions.py: its goal table) and the controllers' _lock (their
+//      active goal).
 //      A Python lock is taken with the GIL held (8) but waits without it, like the core's.
 //   8. the GIL: no thread holding it waits for 0-7 (the bindings release it first, with
 //      without_gil(), which also takes it back outside destructors for exiting daemon threads).
@@ -58,7 +63,10 @@
 // while the bus taps, these consumers, get latched messages, so that each gets them in order;
 // the taps call no env); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
 // web server stops) and server.py's _START_LOCK (held while a web server starts);
-// cli/remote.py's echo lock. Those on the
+// cli/remote.py's echo lock; plugin/actions.py's ActionServer._status_lock (held across
+// publishing an action's status array on the bus, so arrays go out in the order of their
+// transitions; taken with 6 held when a reset aborts a goal) and ros2/actions.py's
+// ActionServices._lock (the get_result calls waiting for a goal's end). Those on the
 // publishing path (BusServer's, Bridge._lock) may be taken with 2 and 6 held, by a plugin's
 // publish. No Python lock is held across a call into an env: ForwardCommand._lock (the shipped
 // mjfast/ForwardCommand) is a leaf of 7, held to hand a command over, never across its

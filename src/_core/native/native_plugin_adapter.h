@@ -69,8 +69,8 @@ class NativePluginAdapter final : public IPluginAdapter {
   void unload() override;
 
   // The plugin table's get_state/set_state, when it has both (SPEC §20). The state value is the
-  // plugin's bytes as an encoded bytes value of mjfast's state value encoding (mjfast/model/state.py):
-  // tag 'b', the length as a little-endian u64, the bytes.
+  // plugin's bytes as an encoded bytes value of mjfast's state value encoding
+  // (mjfast/model/state.py): tag 'b', the length as a little-endian u64, the bytes.
   bool has_state() const override { return get_state_ != nullptr && set_state_ != nullptr; }
   std::string get_state() override;
   void set_state(const std::string& value) override;

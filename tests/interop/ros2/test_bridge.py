@@ -650,6 +650,21 @@ def test_pause_reset_and_reload_services(env: mjfast.MujocoEnv, bridge: Bridge,
             c.close()
 
 
+def test_the_std_srvs_services_are_the_calls_tables_ros2_rows(
+        env: mjfast.MujocoEnv, bridge: Bridge, router: tuple[str, int], domain: int,
+        ros: Any) -> None:
+    from mjfast.sim.calls import SIM_CALLS
+
+    services = dict(ros.get_service_names_and_types(domain_id=domain, router_port=router[1],
+                                                    timeout=5.0))
+    served = {name: types for name, types in services.items()
+              if name.startswith("/mujoco_server/")}
+    assert served == {f"/mujoco_server/{call.name}": [call.ros2.type] for call in SIM_CALLS
+                      if call.ros2 is not None}
+    assert set(served) == {"/mujoco_server/pause", "/mujoco_server/reset",
+                           "/mujoco_server/reload"}  # the others stay on mjfast's bus (SPEC §19)
+
+
 # -- serve --ros2 ------------------------------------------------------------------------------
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from mjfast.sim.calls import recorded_calls
+
 __all__ = [
     "BYTES_TYPE",
     "CALLS",
@@ -44,9 +46,9 @@ STATE_TOPIC = "/mjfast/state"
 CLOCK_TOPIC = "/clock"
 BYTES_TYPE = "std_msgs/msg/UInt8MultiArray"
 FORMAT = "1"  # the layout of this module's docstring; custom metadata "mjfast.format"
-# The env calls a recording holds (replay calls the env's method of that name).
-CALLS = ("reset", "set_joint_state", "set_body_state", "apply_options", "set_equality_active",
-         "reload", "set_geom_properties", "set_state")
+# The env calls a recording holds: the calls table's rows that change the state (replay applies
+# each through its row).
+CALLS: tuple[str, ...] = tuple(call.name for call in recorded_calls())
 # The compiled StepRecorder's ring (control writes and periodic states), recording and replaying.
 RING_CAPACITY = 1 << 14
 

@@ -1,10 +1,11 @@
 """Reading a recording (SPEC §20): `open_recording(path)` / `RecordingFile`, a bag that
 `env.record()` wrote, read with rosbags: its topics and messages, its states and commands in the
-order they took effect, and new envs on the recorded model (`make_env`, `env_at`).
+order they took effect, new envs on the recorded model (`make_env`, `env_at`), and `replay(path)`:
+the recording re-simulated from its first state, checked, viewed or paced.
 
 It does not own the bag's layout (`mjfast.interop.record.layout`), the writing
-(`mjfast.interop.record.recorder`) nor the re-simulation (`mjfast.interop.record.replay`, which
-`env_at` uses). Needs the extra mjfast[ros2].
+(`mjfast.interop.record.recorder`) nor the re-simulation itself (`mjfast.interop.record.replay`'s
+`Replayer`, which `env_at` and `replay` run). Needs the extra mjfast[ros2].
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from mjfast.interop.record.layout import (
 from mjfast.interop.record.reader import RecordingFile, open_recording, replay
 from mjfast.interop.record.replay import ReplayResult
 from mjfast.interop.record.writer import BagWriterProcess, pack_message, unpack_message
+from mjfast.sim.calls import sim_call
 
 if TYPE_CHECKING:
     from mjfast.sim.config import ModelSource
@@ -187,6 +188,8 @@ class Recording:
                                              capacity=_MESSAGE_RING,
                                              stamp=lambda: float(env.data.time))
                 env.bus.inbound_tap = self._inbound
+                # Every applied state-changing call from now on, at its step boundary.
+                self._call_listener = env.add_call_listener(self.call)
                 tap.set_recording(self)
         except BaseException:
             # Nothing of this recording stays: the child made the directory, it goes again.
@@ -288,7 +291,7 @@ class Recording:
         """An env call that changed the simulation (stepping held by the caller)."""
         if name != "stop":
             self.command("call", name=name, args={k: _plain(v) for k, v in args.items()})
-        if name in ("reload", "set_state", "stop"):
+        if name == "stop" or sim_call(name).state_after:
             # The model (its identity) may have changed: a full state now, a point to restart at.
             state = self._env.get_state()
             self._identities[self._env.model_generation] = (state.model_signature,
@@ -448,6 +451,7 @@ class Recording:
             finally:
                 tap.release_steps()
         self._closed = True
+        self._call_listener.remove()
         self._bus_tap.remove()
         if env.bus.inbound_tap == self._inbound:
             env.bus.inbound_tap = None

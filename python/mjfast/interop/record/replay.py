@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from mjfast._core_loader import _core
 from mjfast.errors import MjfastError
-from mjfast.interop.record.layout import RING_CAPACITY, command_key, state_module
+from mjfast.interop.record.layout import RING_CAPACITY, command_key
+from mjfast.sim.calls import sim_call
 from mjfast.sim.recording_tap import RecordingTap
 
 if TYPE_CHECKING:
@@ -83,10 +84,7 @@ class Replayer:
             elif kind == "publish":
                 env.bus.publish(command["topic"], command["message"])
             else:
-                name, args = command["name"], dict(command["args"])
-                if name == "set_state":
-                    args["state"] = state_module().SimState.from_bytes(args["state"])
-                getattr(env, name)(**args)
+                sim_call(command["name"]).apply_recorded(env, command["args"])
         except (TypeError, ValueError, KeyError, MjfastError) as error:
             raise ValueError(f"cannot read the bag {self.recording.path}: its {kind} command "
                              f"at step {command['step']} does not apply: {error}") from None

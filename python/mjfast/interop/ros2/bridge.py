@@ -5,7 +5,8 @@ liveliness tokens (the node, every publisher, subscriber and service server), an
 env's bus: a message published on a bus topic that the conversion table (`conversions`) knows
 goes out as CDR on that topic's data key with rmw_zenoh's attachment (a latched bus topic into a
 transient-local publisher's cache); a ROS 2 message on an inbound topic is converted and
-published on the bus; the std_srvs services answer queries. The wire's strings and bytes are
+published on the bus; the std_srvs services answer queries; the actions plugins declare are
+served as rmw_zenoh serves rcl actions (`actions`). The wire's strings and bytes are
 `wire`'s; the types, CDR and hashes `types`'.
 
 What reaches the env from outside is bounded and stops at close (SPEC §18): service calls wait
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import itertools
 import json
 import logging
@@ -37,8 +39,9 @@ import zenoh.ext
 from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
-from mjfast.interop.ros2 import conversions, types, wire
+from mjfast.interop.ros2 import actions, conversions, types, wire
 from mjfast.interop.ros2.conversions import Inbound, Outbound
+from mjfast.interop.ros2.robot_description import RobotDescription
 from mjfast.interop.zenoh_threads import (
     close_session,
     close_when_the_program_ends,
@@ -46,6 +49,7 @@ from mjfast.interop.zenoh_threads import (
     join_drains,
     no_close_at_the_end,
 )
+from mjfast.sim.calls import ros2_calls
 
 __all__ = ["DEFAULT_ROUTER", "Bridge", "RouterNotFound"]
 
@@ -225,11 +229,13 @@ class Bridge:
         self._drains: list[threading.Thread] = []  # the inbound subscribers'
         self._service_drains: list[threading.Thread] = []
         self._tap: Any = None
+        self._reloads: Any = None
         self._lock = threading.RLock()
         self._entity_ids = itertools.count(1)
         self._publishers: dict[str, _Publisher] = {}
         self._inbound: list[tuple[Any, Any]] = []  # (subscriber, token)
         self._services: list[tuple[Any, Any]] = []  # (queryable, token)
+        self._actions: list[actions.ActionServices] = []  # the plugins' actions (SPEC §23)
         self._skipped: set[str] = set()
         self._warned: set[str] = set()
         self._unmatched: dict[str, str] = {}  # topic as published -> resolved (no route)
@@ -255,6 +261,8 @@ class Bridge:
                 worker.start()
             self._declare_services()
             self._specs: Any = None
+            self._description = RobotDescription()
+            self._description_publisher: _Publisher | None = None
             self._rebuild(send_latched=False)
             # Every bus publish passes here, after its subscribers; the latched ones (the
             # /tf_static published at load) come first, into the transient-local caches. The
@@ -262,6 +270,9 @@ class Bridge:
             # put are the tap's writer thread's, which keeps the newest message per topic when
             # it falls behind (a keep-last QoS; counted in statistics()["dropped"]).
             self._tap = self._bus.add_tap(self._forward, handoff="keep_newest")
+            # A reload from anywhere (Python, the remote bus, this bridge) is a new model
+            # generation: its /robot_description goes out even if no plugin publishes after it.
+            self._reloads = env.add_call_listener(self._on_call)
         except BaseException:
             self._work.shut()
             self._stop_workers()
@@ -284,12 +295,14 @@ class Bridge:
                 subscriber.undeclare()
                 token.undeclare()
             self._inbound = []
+            self._redeclare_actions()
             self._inbound_topics: set[str] = set()
             self._unmatched = {}
             subscribed = set(self._bus._subscribers)
             for ctx, cls in conversions.plugin_contexts(self._env):
                 try:
-                    outbound = conversions.outbound_routes(ctx, cls)
+                    outbound = (conversions.outbound_routes(ctx, cls)
+                                + actions.outbound_routes(ctx, cls))
                     inbound = conversions.inbound_routes(ctx, cls, subscribed.__contains__)
                 except Exception as error:  # a plugin's bad ros_types: that plugin only
                     _log.warning("plugin %s is not bridged to ROS 2: %s", ctx.name, error)
@@ -305,6 +318,39 @@ class Bridge:
                 entry = self._publishers.get(topic)
                 if entry is not None and entry.route.transient_local:
                     self._send(entry, message)
+            self._publish_robot_description()
+
+    def _on_call(self, name: str, args: Any) -> None:
+        if name == "reload":
+            self._publish_robot_description()
+
+    def _publish_robot_description(self) -> None:
+        """/robot_description (SPEC §24): its transient-local publisher declared once, and the
+        env's URDF sent into its cache once per model generation (a reload changes the plugins,
+        so _rebuild runs after each one)."""
+        with self._lock:
+            if self._description_publisher is None:
+                self._description_publisher = self._declare_publisher(self._description.route)
+            try:
+                text = self._description.due(self._env)
+            except Exception as error:  # a model URDF cannot describe: the rest is bridged
+                _log.warning("no /robot_description for this model: %s", error)
+                return
+            if text is not None:
+                self._send(self._description_publisher, text)
+
+    def _redeclare_actions(self) -> None:
+        """The plugins' declared actions' services, anew (their topics are outbound routes)."""
+        for services in self._actions:
+            services.close(wait=False)
+        self._actions = []
+        for ctx, cls in conversions.plugin_contexts(self._env):
+            try:
+                declared = actions.declared_actions(ctx, cls)
+            except Exception as error:  # a plugin's bad ros_actions: that plugin only
+                _log.warning("plugin %s's actions are not bridged to ROS 2: %s", ctx.name, error)
+                continue
+            self._actions += [actions.ActionServices(self, action) for action in declared]
 
     def _declare_publisher(self, route: Outbound) -> _Publisher:
         ros_type = route.ros_type
@@ -421,20 +467,20 @@ class Bridge:
     # -- services -------------------------------------------------------------------------------
 
     def _declare_services(self) -> None:
+        """The calls table's std_srvs rows (mjfast.sim.calls: pause, reset, reload), each as
+        `<ns>/<name>`."""
         ns = resolve_name(self._env.namespace)
-        handlers: dict[str, tuple[str, Callable[[Any], tuple[bool, str]]]] = {
-            f"{ns}/pause": ("std_srvs/srv/SetBool", self._pause),
-            f"{ns}/reset": ("std_srvs/srv/Trigger", self._reset),
-            f"{ns}/reload": ("std_srvs/srv/Trigger", self._reload),
-        }
-        for name, (service_type, handler) in handlers.items():
+        for call in ros2_calls():
+            assert call.ros2 is not None
+            name, service_type = f"{ns}/{call.name}", call.ros2.type
+            handler = functools.partial(call.ros2.answer, self._env)
             dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
             key = wire.data_key(self.domain_id, name, dds, hash_)
             eid = next(self._entity_ids)
             token = self._session.liveliness().declare_token(wire.endpoint_token(
                 self.domain_id, self.zid, 0, eid, "SS", self.namespace, self.node_name, name, dds,
                 hash_, wire.QOS_DEFAULT))
-            if handler == self._pause:
+            if call.ros2.inline:
                 # Answered on the queryable's own thread: pause/resume wait for one step
                 # boundary at most, and a hand-over to a worker costs a thread wake-up, a good
                 # part of a round trip.
@@ -448,21 +494,6 @@ class Bridge:
                                                                         complete=True),
                 on_query, f"mjfast-ros2-service {name}", self._service_drains)
             self._services.append((queryable, token))
-
-    def _pause(self, request: Any) -> tuple[bool, str]:
-        if request.data:
-            self._env.pause()
-            return True, "paused"
-        self._env.resume()
-        return True, "resumed"
-
-    def _reset(self, request: Any) -> tuple[bool, str]:
-        self._env.reset()
-        return True, "reset"
-
-    def _reload(self, request: Any) -> tuple[bool, str]:
-        self._env.reload()
-        return True, "reloaded"
 
     def _enqueue(self, query: Any, service_type: str, handler: Callable[[Any], Any]) -> None:
         """A call for a worker, or refused at once: the bridge is closing, or the queue full."""
@@ -546,6 +577,8 @@ class Bridge:
         """ROS 2 topic -> type of everything this node publishes (companions included)."""
         out: dict[str, str] = {}
         stack = list(self._publishers.values())
+        if self._description_publisher is not None:
+            stack.append(self._description_publisher)
         while stack:
             entry = stack.pop()
             out[entry.route.topic] = entry.route.ros_type
@@ -571,11 +604,16 @@ class Bridge:
         try:
             if self._tap is not None:
                 self._tap.remove()  # no new message goes out
+            if self._reloads is not None:
+                self._reloads.remove()
             # The calls, inbound messages and puts in progress end; from now on every call is
             # answered `success: false` at once, not run.
             self._work.wait_idle()
             for queryable, _ in self._services:
                 self._undeclare(queryable)  # no call comes any more
+            with self._lock:
+                for services in self._actions:  # the actions' calls too
+                    services.close()
             # The calls that came before, answered while the session is open: those still in
             # the queryables' channels, then those waiting for a worker.
             join_drains(self._service_drains)
@@ -588,6 +626,8 @@ class Bridge:
                     self._undeclare(token, subscriber)
                 for entry in self._publishers.values():
                     self._undeclare_publisher(entry)
+                if self._description_publisher is not None:
+                    self._undeclare_publisher(self._description_publisher)
                 self._undeclare(self._node_token)
             if self._owns_session:
                 close_session(self._session)

@@ -7,6 +7,8 @@ recorder. Two additions, both made through rosbags and documented here:
   Trigger) are registered from their fields with rosbags' own msg parser, together with the
   service type description (`request_message`, `response_message`, `event_message`) that ROS 2
   hashes for a service's RIHS01.
+- SPEC §23's action types (control_msgs' FollowJointTrajectory and GripperCommand, and
+  action_msgs/srv/CancelGoal) are registered from their definitions by `action_types`.
 - rosbags keeps `char` in `service_msgs/msg/ServiceEventInfo.client_gid`; rosidl reads a `.msg`
   `char` as `uint8`, and so does the type hash of every service. That one field is hashed as
   `uint8[16]` (the same CDR bytes), which gives rmw_zenoh's hashes (std_srvs/srv/Trigger:
@@ -24,6 +26,8 @@ from typing import Any
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.base import Nodetype
+
+from mjfast.interop.ros2.action_types import register_interfaces
 
 __all__ = [
     "SERVICES",
@@ -84,6 +88,7 @@ def typestore() -> Any:
             f"{base}_Request request_message\n{base}_Response response_message\n"
             f"{base}_Event event_message", service))
     store.register(types)
+    register_interfaces(store)  # control_msgs' actions, action_msgs/srv/CancelGoal (SPEC §23)
     consts, fields = store.fielddefs["service_msgs/msg/ServiceEventInfo"]
     store.fielddefs["service_msgs/msg/ServiceEventInfo"] = (consts, [
         (name, (Nodetype.ARRAY, ((Nodetype.BASE, ("uint8", 0)), 16)))

@@ -1,0 +1,197 @@
+"""Benchmarks of SPEC §23's controllers and actions against their baselines, in one run.
+
+1. The 7-dof arm tracking a 7-joint quintic trajectory under mjfast/JointTrajectoryController
+   (position interface: the compiled core samples the spline and writes ctrl every step, its
+   monitor thread copies state and feedback out at the default rates) beside bare stepping with
+   the same ctrl written by hand (mujoco.mj_step in a Python loop, ctrl set from a table of the
+   same samples before each step): at most 1.05. Reported beside it: the same run against bare
+   mj_step(nstep=N) with no ctrl written at all (what the controller costs per step in total).
+2. A FollowJointTrajectory send_goal round trip from zenoh-ros2-sdk's service client (a goal
+   of two 7-joint points, accepted; each preempts the one before, and goals are kept 1 s after
+   their end) beside a std_srvs round trip (`/mujoco_server/pause`, SetBool false) from the
+   same client library: at most 1.5.
+A Zenoh router runs in a child process on a free loopback port. Run:
+    .venv/bin/python -m pytest bench/test_bench_actions.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import pytest
+
+import mjfast
+from models import arm7_xml
+
+# The ROS 2 side's helpers: tests/interop/ros2/test_actions.py's client (and what it imports).
+_TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path[:0] = [str(_TESTS), str(_TESTS / "interop" / "ros2")]
+
+GROUP_JTC_TRACKING = "7-joint quintic trajectory, JointTrajectoryController"
+GROUP_ACTION_ROUND_TRIP = "FollowJointTrajectory send_goal round trip"
+
+JOINTS = [f"j{i}" for i in range(1, 8)]
+CALLS = 50
+CALL_ROUNDS = 5
+DOMAIN = 78
+
+pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
+
+
+def position_arm_xml() -> str:
+    """bench's arm7 with a position servo per joint instead of a motor."""
+    return arm7_xml().replace('<motor joint="', '<position kp="300" kv="20" joint="')
+
+
+def quintic_goal(duration: float, points: int) -> tuple[dict[str, Any], Any]:
+    """A goal sampling q_j(t) = 0.3 sin(w_j t) (positions, velocities, accelerations: quintic
+    segments), and q as a function of time."""
+    w = np.linspace(0.5, 1.5, len(JOINTS))
+
+    def q(t: np.ndarray | float, derivative: int = 0) -> np.ndarray:
+        t = np.asarray(t, dtype=float)[..., None]
+        return 0.3 * w**derivative * np.sin(w * t + derivative * np.pi / 2)
+
+    times = np.linspace(0.0, duration, points)
+    goal = {"trajectory": {"joint_names": JOINTS, "points": [
+        {"positions": q(t), "velocities": q(t, 1), "accelerations": q(t, 2),
+         "time_from_start": float(t)} for t in times]}}
+    return goal, q
+
+
+def test_tracking_a_quintic_trajectory(benchmark: Any, record: Any, bench_model: Any) -> None:
+    model = mujoco.MjModel.from_xml_string(position_arm_xml())
+    steps = bench_model.steps
+    dt = model.opt.timestep
+    goal, _ = quintic_goal(steps * dt + 1.0, 40)
+    plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS}]
+    with mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins}) as env:
+        send = f"{env.namespace}/arm/follow_joint_trajectory/send_goal"
+
+        def setup() -> None:
+            mujoco.mj_resetData(env.model, env.data)
+            mujoco.mj_forward(env.model, env.data)
+            assert env.bus.call(send, {"goal_id": uuid.uuid4().bytes, "goal": goal})["accepted"]
+
+        # The commands the controller writes, recorded once: the table the baseline writes.
+        setup()
+        table = np.empty((steps, model.nu))
+        for k in range(steps):
+            env.step(1)
+            table[k] = env.data.ctrl
+        tracked = env.data.qpos.copy()
+        data = mujoco.MjData(model)
+
+        def by_hand() -> float:
+            mujoco.mj_resetData(model, data)
+            start = time.perf_counter()
+            for row in table:
+                data.ctrl[:] = row
+                mujoco.mj_step(model, data)
+            elapsed = time.perf_counter() - start
+            np.testing.assert_allclose(data.qpos, tracked, atol=1e-9)
+            return elapsed
+
+        def bare() -> float:
+            mujoco.mj_resetData(model, data)
+            start = time.perf_counter()
+            mujoco.mj_step(model, data, nstep=steps)
+            return time.perf_counter() - start
+
+        record(benchmark, bench_model, GROUP_JTC_TRACKING, "controller",
+               lambda: env.step(steps), setup, {"by_hand": by_hand, "bare": bare})
+        np.testing.assert_allclose(env.data.qpos, tracked, atol=1e-9)
+
+
+@pytest.fixture(scope="module")
+def router() -> Iterator[tuple[str, int]]:
+    from test_bridge import free_port
+
+    from support import zenoh_router
+
+    port = free_port()
+    with zenoh_router(f"tcp/127.0.0.1:{port}"):
+        yield f"tcp/127.0.0.1:{port}", port
+
+
+@pytest.fixture(scope="module")
+def sdk(router: tuple[str, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """zenoh-ros2-sdk, offline, with the action types tests/test_ros2_actions.py derives."""
+    pytest.importorskip("zenoh_ros2_sdk", reason="the ROS 2 side is zenoh-ros2-sdk")
+    from test_actions import sdk_session
+
+    with sdk_session(router, tmp_path_factory.mktemp("action-msgs")) as module:
+        yield module
+
+
+def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
+                              router: tuple[str, int], sdk: Any) -> None:
+    from test_actions import ActionClient, goal_message
+
+    from mjfast.ros2 import Bridge
+
+    model = mujoco.MjModel.from_xml_string(position_arm_xml())
+    # Every status array lists the goals kept (rcl_action's too): the hundreds of goals sent here
+    # in seconds are kept for 1 s, so that the array stays as long as at a planner's pace.
+    plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS,
+                "result_timeout": 1.0}]
+    env = mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins})
+    bridge = Bridge(env, domain_id=DOMAIN, router=router[0])
+    fjt = "control_msgs/action/FollowJointTrajectory"
+    # The services only, as the std_srvs client: no status or feedback subscriber in this process.
+    client = ActionClient(sdk, router, DOMAIN, "/mujoco_server/arm/follow_joint_trajectory", fjt,
+                          topics=False)
+    pause = sdk.ROS2ServiceClient("/mujoco_server/pause", "std_srvs/srv/SetBool",
+                                  node_name="bench", domain_id=DOMAIN, router_port=router[1],
+                                  timeout=10.0)
+    types = client.send_goal.session_mgr.store.types
+    point = types["trajectory_msgs/msg/JointTrajectoryPoint"]
+    duration = types["builtin_interfaces/msg/Duration"]
+    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](
+        sec=0, nanosec=0), frame_id="")
+    trajectory = types["trajectory_msgs/msg/JointTrajectory"](
+        header=header, joint_names=JOINTS,
+        points=[point(positions=np.full(7, 0.1 * k), velocities=np.zeros(0),
+                      accelerations=np.zeros(0), effort=np.zeros(0),
+                      time_from_start=duration(sec=k, nanosec=0)) for k in (1, 2)])
+    goal = goal_message(client, fjt, trajectory=trajectory,
+                        multi_dof_trajectory=types["trajectory_msgs/msg/MultiDOFJointTrajectory"](
+                            header=header, joint_names=[], points=[]),
+                        path_tolerance=[], component_path_tolerance=[], goal_tolerance=[],
+                        component_goal_tolerance=[],
+                        goal_time_tolerance=duration(sec=0, nanosec=0))
+
+    def send_goals() -> float:
+        ids = [client.uuid(uuid.uuid4().bytes) for _ in range(CALLS)]
+        start = time.perf_counter()
+        for goal_id in ids:
+            reply = client.send_goal.call(goal_id=goal_id, goal=goal)
+        elapsed = time.perf_counter() - start
+        assert reply is not None and reply.accepted
+        return elapsed / CALLS
+
+    def std_srvs() -> float:
+        start = time.perf_counter()
+        for _ in range(CALLS):
+            reply = pause.call(data=False)
+        elapsed = time.perf_counter() - start
+        assert reply is not None and reply.success
+        return elapsed / CALLS
+
+    try:
+        timings = record.measured(benchmark, bench_model.name, GROUP_ACTION_ROUND_TRIP,
+                                  CALL_ROUNDS, {"std_srvs": std_srvs, "send_goal": send_goals})
+    finally:
+        client.close()
+        pause.close()
+        bridge.close()
+        env.close()
+    benchmark.extra_info.update(send_goal_us=timings["send_goal"].min_s * 1e6,
+                                std_srvs_us=timings["std_srvs"].min_s * 1e6)

@@ -1,0 +1,381 @@
+"""mjfast/JointTrajectoryController and mjfast/GripperActionController without ROS (SPEC §23):
+the joints follow the sampled trajectory (against the analytic polynomials, per command
+interface), every control_msgs result code, rcl_action's goal semantics on the Python handle and
+the bus (statuses in order, cancel codes, get_result before and after the end, result_timeout),
+preemption, reset and reload, and the gripper reaching a position and stalling on an object."""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mjfast
+from mjfast.plugin.actions import CancelResponse, GoalStatus
+from mjfast.plugins.joint_trajectory_controller import (
+    GOAL_TOLERANCE_VIOLATED,
+    INVALID_GOAL,
+    INVALID_JOINTS,
+    OLD_HEADER_TIMESTAMP,
+    PATH_TOLERANCE_VIOLATED,
+    SUCCESSFUL,
+)
+from support import CONTROLLER_DT, FINGER_ON_OBJECT_XML, controller_arm_xml, wait_for
+
+NS = "/mujoco_server"
+ACTION = f"{NS}/arm/follow_joint_trajectory"
+TIMEOUT = 10.0
+DT = CONTROLLER_DT
+GRIPPER_XML = FINGER_ON_OBJECT_XML
+arm = controller_arm_xml
+
+def controller(**config: Any) -> dict[str, Any]:
+    entry = {"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": ["a", "b"],
+             "constraints": {"goal_time": 1.0, "a": {"goal": 0.01}, "b": {"goal": 0.01}}}
+    entry.update(config)
+    return {"mujoco_server": {"MujocoPlugins": [entry]}}
+
+
+@pytest.fixture
+def env() -> Iterator[mjfast.MujocoEnv]:
+    with mjfast.MujocoEnv(arm("position"), params=controller()) as e:
+        yield e
+
+
+def send(env: mjfast.MujocoEnv, goal: dict[str, Any], name: str = "arm") -> Any:
+    with env.acquire_plugin(name) as plugin:
+        return plugin.send_goal(goal)
+
+
+def goal(points: list[dict[str, Any]], names: tuple[str, ...] = ("a", "b"),
+         **extra: Any) -> dict[str, Any]:
+    return {"trajectory": {"joint_names": list(names), "points": points}, **extra}
+
+
+def run_until_done(env: mjfast.MujocoEnv, handle: Any, limit_s: float = 10.0) -> Any:
+    assert wait_for(lambda: env.step(50) or handle.done() or env.data.time > limit_s, TIMEOUT)
+    return handle.result(timeout=TIMEOUT)
+
+
+# -- motion -------------------------------------------------------------------------------------
+
+# One polynomial per joint and kind; the points are sampled from it, so between them the spline
+# of that kind is the polynomial itself (two points: a linear, cubic or quintic segment).
+POLYNOMIALS = {
+    "linear": [np.array([0.0, 0.4]), np.array([0.0, -0.3])],
+    "cubic": [np.array([0.0, 0.0, 0.6, -0.2]), np.array([0.0, 0.0, -0.3, 0.1])],
+    "quintic": [np.array([0.0, 0.0, 0.0, 0.5, -0.3, 0.05]),
+                np.array([0.0, 0.0, 0.0, -0.2, 0.1, -0.01])],
+}
+
+
+def poly(coefficients: np.ndarray, t: float, derivative: int = 0) -> float:
+    c = np.polynomial.polynomial.polyder(coefficients, derivative) if derivative else coefficients
+    return float(np.polynomial.polynomial.polyval(t, c))
+
+
+@pytest.mark.parametrize("kind", ["linear", "cubic", "quintic"])
+def test_position_commands_are_the_sampled_polynomials(env: mjfast.MujocoEnv, kind: str) -> None:
+    coefficients = POLYNOMIALS[kind]
+    knots = [0.0, 1.0, 2.0]
+
+    def point(t: float) -> dict[str, Any]:
+        p: dict[str, Any] = {"positions": [poly(c, t) for c in coefficients],
+                             "time_from_start": t}
+        if kind != "linear":
+            p["velocities"] = [poly(c, t, 1) for c in coefficients]
+        if kind == "quintic":
+            p["accelerations"] = [poly(c, t, 2) for c in coefficients]
+        return p
+
+    env.step(1)
+    # The first point is at the start, where the joints are: the state before it is that point.
+    handle = send(env, goal([point(t) for t in knots]))
+    start = env.data.time
+    worst = 0.0
+    while env.data.time < start + knots[-1] - DT / 2:
+        t = env.data.time - start
+        env.step(1)  # its control callback ran at `t`
+        expected = [poly(c, t) for c in coefficients]
+        worst = max(worst, float(np.max(np.abs(env.data.ctrl - expected))))
+    assert worst < 1e-9
+    result = run_until_done(env, handle)
+    assert result == {"error_code": SUCCESSFUL, "error_string": ""}
+    assert handle.status == GoalStatus.SUCCEEDED
+    np.testing.assert_allclose(env.data.qpos, [poly(c, knots[-1]) for c in coefficients],
+                               atol=0.01)
+
+
+@pytest.mark.parametrize("interfaces", [["velocity"], ["effort"], ["position", "velocity"]])
+def test_each_command_interface_reaches_the_goal(interfaces: list[str]) -> None:
+    gains = {j: {"p": 60.0, "i": 5.0, "d": 2.0, "i_clamp": 1.0, "ff_velocity_scale": 1.0}
+             for j in ("a", "b")}
+    if interfaces == ["velocity"]:
+        gains = {j: {"p": 20.0, "ff_velocity_scale": 1.0} for j in ("a", "b")}
+    params = controller(command_interfaces=interfaces, gains=gains)
+    with mjfast.MujocoEnv(arm(*interfaces), params=params) as env:
+        handle = send(env, goal([{"positions": [0.3, -0.2], "velocities": [0.0, 0.0],
+                                  "time_from_start": 1.0}]))
+        assert run_until_done(env, handle)["error_code"] == SUCCESSFUL
+        np.testing.assert_allclose(env.data.qpos, [0.3, -0.2], atol=0.01)
+        if interfaces == ["position", "velocity"]:
+            assert env.data.ctrl.size == 4  # both actuators of each joint were commanded
+            np.testing.assert_allclose(env.data.ctrl[[0, 2]], [0.3, -0.2], atol=1e-9)
+
+
+def test_a_joint_without_the_interfaces_actuator_is_a_load_failure() -> None:
+    with mjfast.MujocoEnv(arm("position"), params=controller(command_interfaces=["effort"])) as env:
+        failure = env.plugins[0].failure
+        assert failure is not None and failure.phase == "load"
+        assert "joint 'a' has no actuator for command interface 'effort'" in failure.message
+
+
+# -- result codes ---------------------------------------------------------------------------------
+
+
+INVALID = {
+    "no points": (goal([]), INVALID_GOAL),
+    "sizes": (goal([{"positions": [0.1], "time_from_start": 1.0}]), INVALID_GOAL),
+    "time not increasing": (goal([{"positions": [0.1, 0.1], "time_from_start": 1.0},
+                                  {"positions": [0.2, 0.2], "time_from_start": 1.0}]),
+                            INVALID_GOAL),
+    "non-finite": (goal([{"positions": [math.nan, 0.1], "time_from_start": 1.0}]),
+                   INVALID_GOAL),
+    "unknown joint": (goal([{"positions": [0.1, 0.1], "time_from_start": 1.0}], ("a", "z")),
+                      INVALID_JOINTS),
+    "missing joint": (goal([{"positions": [0.1], "time_from_start": 1.0}], ("a",)),
+                      INVALID_JOINTS),
+    "old header": ({"trajectory": {"header": {"stamp": {"sec": 0, "nanosec": 1000}},
+                                   "joint_names": ["a", "b"],
+                                   "points": [{"positions": [0.1, 0.1],
+                                               "time_from_start": 0.01}]}},
+                   OLD_HEADER_TIMESTAMP),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_invalid_goals_are_rejected_with_their_code_and_change_nothing(
+        env: mjfast.MujocoEnv, case: str) -> None:
+    env.step(100)  # 0.1 s: the old header's trajectory ended before now
+    before = env.data.ctrl.copy()
+    bad, code = INVALID[case]
+    handle = send(env, bad)
+    assert not handle.accepted
+    assert handle.result(timeout=0)["error_code"] == code
+    assert env.bus.latest(f"{ACTION}/_action/status")["status_list"] == []
+    env.step(100)
+    np.testing.assert_array_equal(env.data.ctrl, before)
+
+
+def test_a_partial_goal_holds_the_joints_it_leaves_out() -> None:
+    with mjfast.MujocoEnv(arm("position"),
+                          params=controller(allow_partial_joints_goal=True)) as env:
+        handle = send(env, goal([{"positions": [0.2], "time_from_start": 0.5}], ("b",)))
+        assert run_until_done(env, handle)["error_code"] == SUCCESSFUL
+        np.testing.assert_allclose(env.data.qpos, [0.0, 0.2], atol=0.01)
+
+
+def test_path_tolerance_violation_aborts_and_holds(env: mjfast.MujocoEnv) -> None:
+    # A jump no servo follows within 1 mrad.
+    handle = send(env, goal([{"positions": [1.0, 0.0], "time_from_start": 0.2}],
+                            path_tolerance=[{"name": "a", "position": 0.001}]))
+    result = run_until_done(env, handle)
+    assert handle.status == GoalStatus.ABORTED
+    assert result["error_code"] == PATH_TOLERANCE_VIOLATED
+    assert "joint 'a' position error" in result["error_string"]
+    held = env.data.ctrl.copy()
+    env.step(500)
+    np.testing.assert_array_equal(env.data.ctrl, held)  # holding where it was
+    assert env.data.qpos[0] < 0.5
+
+
+def test_goal_tolerance_not_met_within_goal_time_aborts() -> None:
+    with mjfast.MujocoEnv(arm("position"), params=controller()) as env:
+        env.data.qfrc_applied[0] = 30.0  # the servo settles 10 mrad off
+        handle = send(env, goal([{"positions": [0.2, 0.0], "time_from_start": 0.2}],
+                                goal_tolerance=[{"name": "a", "position": 0.001}],
+                                goal_time_tolerance={"sec": 0, "nanosec": 300_000_000}))
+        result = run_until_done(env, handle)
+        assert result["error_code"] == GOAL_TOLERANCE_VIOLATED
+        assert handle.status == GoalStatus.ABORTED
+        assert env.data.time > 0.5
+
+
+# -- rcl_action semantics -------------------------------------------------------------------------
+
+
+def statuses(env: mjfast.MujocoEnv) -> list[list[int]]:
+    seen: list[list[int]] = []
+    env.bus.subscribe(f"{ACTION}/_action/status",
+                      lambda m: seen.append([int(s["status"]) for s in m["status_list"]]))
+    return seen
+
+
+def test_statuses_in_order_and_feedback_at_the_monitor_rate(env: mjfast.MujocoEnv) -> None:
+    seen = statuses(env)
+    feedback: list[Any] = []
+    env.bus.subscribe(f"{ACTION}/_action/feedback", feedback.append)
+    handle = send(env, goal([{"positions": [0.2, 0.1], "time_from_start": 0.5}]))
+    assert seen == [[GoalStatus.ACCEPTED], [GoalStatus.EXECUTING]]
+    # 20 Hz of simulated time: one feedback per 50 steps (stepped in those chunks, each awaited).
+    for k in range(1, 6):
+        env.step(50)
+        assert wait_for(lambda k=k: len(feedback) >= k, TIMEOUT)
+    stamps = [f["feedback"]["header"]["stamp"] for f in feedback]
+    times = [s["sec"] + s["nanosec"] * 1e-9 for s in stamps]
+    np.testing.assert_allclose(np.diff(times), 0.05, atol=1.5 * DT)
+    last = feedback[-1]["feedback"]
+    assert last["joint_names"] == ["a", "b"]
+    np.testing.assert_allclose(last["error"]["positions"],
+                               last["desired"]["positions"] - last["actual"]["positions"])
+    assert bytes(feedback[-1]["goal_id"]["uuid"]) == handle.goal_id
+    run_until_done(env, handle)
+    assert seen[-1] == [GoalStatus.SUCCEEDED]
+    assert handle.feedback is not None
+
+
+def test_a_new_goal_preempts_the_active_one(env: mjfast.MujocoEnv) -> None:
+    first = send(env, goal([{"positions": [0.5, 0.5], "time_from_start": 2.0}]))
+    env.step(100)
+    second = send(env, goal([{"positions": [-0.1, 0.1], "time_from_start": 0.5}]))
+    assert first.status == GoalStatus.CANCELED
+    assert first.result(timeout=0)["error_code"] == SUCCESSFUL
+    assert run_until_done(env, second)["error_code"] == SUCCESSFUL
+    np.testing.assert_allclose(env.data.qpos, [-0.1, 0.1], atol=0.01)
+
+
+def test_cancel_holds_and_answers_with_action_msgs_codes(env: mjfast.MujocoEnv) -> None:
+    seen = statuses(env)
+    handle = send(env, goal([{"positions": [1.0, 1.0], "time_from_start": 2.0}]))
+    env.step(300)
+    assert handle.cancel() == CancelResponse.ERROR_NONE
+    assert handle.status == GoalStatus.CANCELED
+    assert seen[-2:] == [[GoalStatus.CANCELING], [GoalStatus.CANCELED]]
+    env.step(1)
+    held = env.data.ctrl.copy()
+    env.step(500)
+    np.testing.assert_array_equal(env.data.ctrl, held)
+    assert 0.0 < env.data.qpos[0] < 0.5
+    cancel = f"{ACTION}/cancel_goal"
+    zero = {"uuid": [0] * 16}
+    assert handle.cancel() == CancelResponse.ERROR_GOAL_TERMINATED
+    unknown = env.bus.call(cancel, {"goal_info": {"goal_id": {"uuid": list(range(16))}}})
+    assert unknown["return_code"] == CancelResponse.ERROR_UNKNOWN_GOAL_ID
+    nothing = env.bus.call(cancel, {"goal_info": {"goal_id": zero}})
+    assert nothing["return_code"] == CancelResponse.ERROR_REJECTED
+    # By stamp: goals accepted at or before it.
+    running = send(env, goal([{"positions": [0.1, 0.1], "time_from_start": 5.0}]))
+    early = {"goal_info": {"goal_id": zero, "stamp": {"sec": 0, "nanosec": 1000}}}
+    assert env.bus.call(cancel, early)["return_code"] == CancelResponse.ERROR_REJECTED
+    late = {"goal_info": {"goal_id": zero, "stamp": {"sec": 100, "nanosec": 0}}}
+    reply = env.bus.call(cancel, late)
+    assert reply["return_code"] == CancelResponse.ERROR_NONE
+    assert [bytes(g["goal_id"]["uuid"]) for g in reply["goals_canceling"]] == [running.goal_id]
+    assert running.status == GoalStatus.CANCELED
+
+
+def test_get_result_before_and_after_the_end_on_the_bus(env: mjfast.MujocoEnv) -> None:
+    reply = env.bus.call(f"{ACTION}/send_goal",
+                         {"goal_id": {"uuid": list(range(16))},
+                          "goal": goal([{"positions": [0.1, 0.1], "time_from_start": 0.3}])})
+    assert reply["accepted"]
+    waited: list[Any] = []
+    asker = threading.Thread(target=lambda: waited.append(env.bus.call(
+        f"{ACTION}/get_result", {"goal_id": bytes(range(16))})))
+    asker.start()  # before the end: answered when it ends
+    assert wait_for(lambda: env.step(50) or bool(waited), TIMEOUT)
+    asker.join()
+    after = env.bus.call(f"{ACTION}/get_result", {"goal_id": bytes(range(16))})
+    assert waited[0] == after
+    assert after["status"] == GoalStatus.SUCCEEDED and after["result"]["error_code"] == 0
+    unknown = env.bus.call(f"{ACTION}/get_result", {"goal_id": bytes(16)})
+    assert unknown == {"status": GoalStatus.UNKNOWN, "result": None}
+
+
+def test_results_are_kept_for_result_timeout() -> None:
+    with mjfast.MujocoEnv(arm("position"), params=controller(result_timeout=0.2)) as env:
+        handle = send(env, goal([{"positions": [0.1, 0.1], "time_from_start": 0.1}]))
+        run_until_done(env, handle)
+        request = {"goal_id": handle.goal_id}
+        assert env.bus.call(f"{ACTION}/get_result", request)["status"] == GoalStatus.SUCCEEDED
+        assert wait_for(lambda: env.bus.call(f"{ACTION}/get_result", request)["status"]
+                        == GoalStatus.UNKNOWN, TIMEOUT)
+
+
+def test_reset_aborts_the_active_goal(env: mjfast.MujocoEnv) -> None:
+    handle = send(env, goal([{"positions": [1.0, 1.0], "time_from_start": 2.0}]))
+    env.step(200)
+    env.reset()
+    assert handle.status == GoalStatus.ABORTED
+    assert "reset" in handle.result(timeout=0)["error_string"]
+    env.step(300)
+    np.testing.assert_allclose(env.data.qpos, [0.0, 0.0], atol=1e-3)  # held where reset put it
+
+
+def test_reload_aborts_the_active_goal_and_the_new_model_takes_goals(
+        env: mjfast.MujocoEnv) -> None:
+    handle = send(env, goal([{"positions": [1.0, 1.0], "time_from_start": 2.0}]))
+    env.step(200)
+    env.reload()
+    assert handle.status == GoalStatus.ABORTED
+    assert "unloaded" in handle.result(timeout=0)["error_string"]
+    again = send(env, goal([{"positions": [0.1, -0.1], "time_from_start": 0.3}]))
+    assert run_until_done(env, again)["error_code"] == SUCCESSFUL
+
+
+def test_a_trajectory_on_the_topic_replaces_the_current_one(env: mjfast.MujocoEnv) -> None:
+    handle = send(env, goal([{"positions": [1.0, 1.0], "time_from_start": 2.0}]))
+    env.step(10)
+    env.bus.publish(f"{NS}/arm/joint_trajectory",
+                    {"joint_names": ["b", "a"],
+                     "points": [{"positions": [0.2, -0.1],
+                                 "time_from_start": {"sec": 0, "nanosec": 300_000_000}}]})
+    assert handle.status == GoalStatus.CANCELED
+    env.step(1500)
+    np.testing.assert_allclose(env.data.qpos, [-0.1, 0.2], atol=0.01)
+
+
+def test_controller_state_at_the_state_publish_rate(env: mjfast.MujocoEnv) -> None:
+    states: list[Any] = []
+    env.bus.subscribe(f"{NS}/arm/controller_state", states.append)
+    env.step(20)  # 50 Hz: one per 20 steps
+    assert wait_for(lambda: len(states) >= 1, TIMEOUT)
+    state = states[-1]
+    assert state["joint_names"] == ["a", "b"]
+    assert set(state["reference"]) >= {"positions", "velocities"}
+
+
+# -- gripper ------------------------------------------------------------------------------------
+
+def gripper(**config: Any) -> dict[str, Any]:
+    entry = {"type": "mjfast/GripperActionController", "name": "gripper", "joint": "finger",
+             "stall_timeout": 0.2, **config}
+    return {"mujoco_server": {"MujocoPlugins": [entry]}}
+
+
+def test_gripper_reaches_a_free_position() -> None:
+    with mjfast.MujocoEnv(GRIPPER_XML, params=gripper()) as env:
+        handle = send(env, {"command": {"position": 0.03, "max_effort": 0.0}}, "gripper")
+        result = run_until_done(env, handle)
+        assert handle.status == GoalStatus.SUCCEEDED
+        assert result["reached_goal"] and not result["stalled"]
+        assert abs(result["position"] - 0.03) < 0.01
+
+
+@pytest.mark.parametrize("allow_stalling", [True, False])
+def test_gripper_stalls_on_the_object_with_the_effort_capped(allow_stalling: bool) -> None:
+    with mjfast.MujocoEnv(GRIPPER_XML, params=gripper(allow_stalling=allow_stalling)) as env:
+        handle = send(env, {"command": {"position": 0.2, "max_effort": 4.0}}, "gripper")
+        result = run_until_done(env, handle)
+        assert handle.status == (GoalStatus.SUCCEEDED if allow_stalling else GoalStatus.ABORTED)
+        assert result["stalled"] and not result["reached_goal"]
+        # The object's face is at 0.08 and the finger 0.01 thick: it stopped there.
+        assert abs(result["position"] - 0.07) < 0.005
+        assert abs(result["effort"]) <= 4.0 + 1e-9
+        assert abs(result["effort"]) > 3.5  # squeezing at max_effort
+        env.step(200)
+        assert abs(env.data.actuator_force[0]) <= 4.0 + 1e-9  # and it goes on squeezing
