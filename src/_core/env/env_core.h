@@ -35,14 +35,14 @@
 //      publishing thread, which may hold the GIL for it because no holder waits for anything, or
 //      out by a writer thread; a full 'wait' ring's producer waits on its condition with the GIL
 //      released, and so does a recording's stepping thread on StepRecorder's, for the writer),
-//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras), ControllerEvents::mutex_
-//      (control/native_control.h: a SPEC §23 controller's hand-over and copies, taken by its
-//      control() once per step and by its plugin's thread), WorkerPool::mutex_ (a
-//      batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock
-//      and Node._lock (node.py: the subscribers and services are copied out, then called with no
-//      lock held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry),
-//      and hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because
-//      the collector may close a dropped env inside it, whose locks no other thread can hold),
+//      NativeHostServices::cameras_mutex_ (a native plugin's open cameras),
+//      ControllerEvents::mutex_ (control/native_control.h: a SPEC §23 controller's hand-over and
+//      copies, taken by its control() once per step and by its plugin's thread), WorkerPool::mutex_
+//      (a batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock and
+//      Node._lock (node.py: the subscribers and services are copied out, then called with no lock
+//      held), ParameterServer._lock (params.py), discovery's _lock (the in-process registry), and
+//      hooks.py's _holders_lock (around setting MuJoCo's two callback slots; an RLock because the
+//      collector may close a dropped env inside it, whose locks no other thread can hold),
 //      ThrottledLog._lock (_throttled_log.py: a count and a time per key), CallListeners._lock
 //      (calls.py: the env's call listeners swapped; they are told with no lock of theirs held),
 //      ActionServer._lock (plugin/actions.py: its goal table) and the controllers' _lock (their
