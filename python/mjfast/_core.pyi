@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -74,7 +74,7 @@ class EnvCore:
         ...
     def bind(self, model: typing.Any, data: typing.Any, control_scratch: typing.Any) -> None:
         """
-        Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData; the core holds them until they are replaced and no thread can reach them.
+        Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData (or None, until set_control_scratch); the core holds them until they are replaced and no thread can reach them.
         """
     def check_call(self, what: str, refusals: collections.abc.Sequence[str]) -> None:
         ...
@@ -120,6 +120,10 @@ class EnvCore:
         """
     def resume_stepping(self) -> None:
         ...
+    def set_control_scratch(self, control_scratch: typing.Any) -> None:
+        """
+        Give the control bridge its scratch MjData (for the bound model), which bind() was given None for.
+        """
     def set_factory(self, factory: typing.Any) -> None:
         ...
     def set_realtime_factor(self, realtime_factor: typing.Any) -> None:
@@ -146,6 +150,9 @@ class EnvCore:
         """
         Wait until the physics thread has stopped (stop(), its steps run, a fault) or `timeout` seconds have passed; True once it has stopped. Ctrl-C raises KeyboardInterrupt.
         """
+    @property
+    def has_control_scratch(self) -> bool:
+        ...
     @property
     def host(self) -> PluginHost:
         ...
@@ -391,10 +398,14 @@ class StepRecorder:
     @staticmethod
     def detach(env_core: EnvCore) -> None:
         ...
-    def __init__(self, capacity: typing.SupportsInt | typing.SupportsIndex, state_every: typing.SupportsInt | typing.SupportsIndex, state_period: typing.SupportsFloat | typing.SupportsIndex, replaying: bool = False) -> None:
+    def __init__(self, capacity: typing.SupportsInt | typing.SupportsIndex, state_every: typing.SupportsInt | typing.SupportsIndex, state_period: typing.SupportsFloat | typing.SupportsIndex, replaying: bool = False, wait_when_full: bool = False) -> None:
         ...
     def attach(self, env_core: EnvCore) -> None:
         ...
+    def close(self) -> None:
+        """
+        A stepping thread waiting for room goes on (its entry dropped): the writer drains no more.
+        """
     def drain(self) -> list:
         """
         [(kind 'state'|'commands', step, step_count, model_generation, time, fields, values)] waiting since the last drain, oldest first: a state's values as float64 bytes, commands' as {field: float64 bytes}
@@ -404,6 +415,44 @@ class StepRecorder:
         ...
     @property
     def steps(self) -> int:
+        ...
+    @property
+    def waits(self) -> int:
+        ...
+class HandoffRing:
+    def __init__(self, capacity: typing.SupportsInt | typing.SupportsIndex, policy: str) -> None:
+        """
+        `capacity` preallocated slots; a full ring keeps the newest message per topic ('keep_newest', counted in dropped) or makes push() wait ('wait', counted in waits).
+        """
+    def close(self) -> None:
+        """
+        Refuses pushes from now on and wakes every waiter; what waits can still be taken.
+        """
+    def push(self, topic: typing.Any, message: typing.Any, stamp: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> bool:
+        """
+        Hands (topic, message, stamp) to the writer; False once closed (nothing kept).
+        """
+    def take(self, max: typing.SupportsInt | typing.SupportsIndex = 64, timeout: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> list:
+        """
+        Up to `max` waiting [(topic, message, stamp)], oldest first, waiting up to `timeout` seconds (the GIL released) for the first.
+        """
+    @property
+    def capacity(self) -> int:
+        ...
+    @property
+    def closed(self) -> bool:
+        ...
+    @property
+    def dropped(self) -> int:
+        ...
+    @property
+    def pushed(self) -> int:
+        ...
+    @property
+    def waiting(self) -> int:
+        ...
+    @property
+    def waits(self) -> int:
         ...
 class VectorHold:
     def __enter__(self) -> None:
@@ -424,6 +473,10 @@ class VectorCore:
     def gather(self, field: str) -> numpy.typing.NDArray[numpy.float64]:
         """
         A new (num_worlds, width) float64 array of `field` of every world.
+        """
+    def gather_rows(self, fields: collections.abc.Sequence[str], out: typing.Any = None) -> numpy.typing.NDArray[numpy.float64]:
+        """
+        Every world's `fields` side by side, one row per world: into `out` (a (num_worlds, total width) float64 array, filled in place), or a new array.
         """
     def hold(self, what: str) -> VectorHold:
         """

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "control/control_bridge.h"
@@ -76,6 +77,41 @@ TEST(StepRecorder, AFullRingDropsAndCountsNewEntriesKeepingTheOldest) {
   hinge.step(recorder, 6);  // room again
   ASSERT_EQ(recorder.drain(out), 1u);
   EXPECT_EQ(out[0].step, 6u);
+}
+
+TEST(StepRecorder, AFullRingThatWaitsHoldsTheSteppingThreadUntilTheWriterDrains) {
+  Hinge hinge;
+  StepRecorder recorder(2, 1, 0.0, false, /*wait_when_full=*/true);
+  recorder.begin(hinge.model, hinge.data);
+  // The stepping thread takes 10 states into a ring of 2: it waits whenever the ring is full,
+  // and the writer's drains let it go on; nothing is dropped.
+  std::thread stepping([&] {
+    for (std::uint64_t i = 1; i <= 10; ++i) hinge.step(recorder, i);
+  });
+  // Its third state found the ring full: it waits (counted) from there until the first drain.
+  while (recorder.steps() < 3) std::this_thread::yield();
+  std::vector<StepRecorder::Entry> out;
+  std::vector<std::uint64_t> steps;
+  while (steps.size() < 10) {
+    const std::size_t count = recorder.drain(out);
+    for (std::size_t i = 0; i < count; ++i) steps.push_back(out[i].step);
+    std::this_thread::yield();
+  }
+  stepping.join();
+  EXPECT_EQ(steps, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}));
+  EXPECT_EQ(recorder.dropped(), 0u);
+  EXPECT_GE(recorder.waits(), 1u);
+}
+
+TEST(StepRecorder, CloseLetsAWaitingSteppingThreadGoOn) {
+  Hinge hinge;
+  StepRecorder recorder(1, 1, 0.0, false, /*wait_when_full=*/true);
+  recorder.begin(hinge.model, hinge.data);
+  hinge.step(recorder, 1);
+  std::thread stepping([&] { hinge.step(recorder, 2); });  // waits: the ring is full
+  recorder.close();
+  stepping.join();
+  EXPECT_EQ(recorder.dropped(), 1u);
 }
 
 TEST(StepRecorder, ASimulatedPeriodCountsTimeThatFallsARoundingErrorShort) {

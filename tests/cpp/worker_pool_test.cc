@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -96,6 +97,59 @@ TEST(WorkerPool, TheCallerPollsWhileItWaits) {
       },
       [&] { polls.fetch_add(1); }, milliseconds(1));
   EXPECT_GE(polls.load(), 2);
+}
+
+TEST(WorkerPool, AHelpingCallerIsOneOfItsThreads) {
+  std::atomic<int> started{0};
+  WorkerPool pool(2, {[&] { started.fetch_add(1); }, {}}, /*caller_helps=*/true);
+  EXPECT_EQ(pool.size(), 2);
+  // A one-task batch runs on the caller alone, as one of the pool's threads.
+  std::thread::id ran_on;
+  pool.run(1, [&](std::size_t) {
+    EXPECT_TRUE(pool.is_worker());
+    ran_on = std::this_thread::get_id();
+  });
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  EXPECT_FALSE(pool.is_worker());
+  // Two tasks that each wait for the other to start: the caller and the worker run one each.
+  std::atomic<int> arrived{0};
+  std::atomic<int> met{0};
+  for (int batch = 0; batch < 50; ++batch) {
+    arrived = 0;
+    pool.run(2, [&](std::size_t) {
+      arrived.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (arrived.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::yield();
+      }
+      if (arrived.load() == 2) met.fetch_add(1);
+    });
+  }
+  EXPECT_EQ(met.load(), 100);
+  EXPECT_EQ(started.load(), 1);  // one worker (it has run a task by now); the caller is the other
+  // Errors: the lowest index's, after the whole batch, as without a helping caller.
+  std::atomic<int> ran{0};
+  try {
+    pool.run(10, [&](std::size_t i) {
+      ran.fetch_add(1);
+      if (i == 7 || i == 3) throw std::runtime_error(std::to_string(i));
+    });
+    ADD_FAILURE() << "run() did not rethrow";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "3");
+  }
+  EXPECT_EQ(ran.load(), 10);
+}
+
+TEST(WorkerPool, AOneThreadHelpedPoolHasNoWorker) {
+  std::atomic<int> started{0};
+  WorkerPool pool(1, {[&] { started.fetch_add(1); }, {}}, /*caller_helps=*/true);
+  std::vector<std::thread::id> ran_on(5);
+  pool.run(5, [&](std::size_t i) { ran_on[i] = std::this_thread::get_id(); });
+  for (const auto& id : ran_on) EXPECT_EQ(id, std::this_thread::get_id());
+  EXPECT_EQ(started.load(), 0);
+  pool.shutdown();
+  EXPECT_THROW(pool.run(1, [](std::size_t) {}), std::logic_error);
 }
 
 TEST(WorkerPool, MisuseIsRefused) {

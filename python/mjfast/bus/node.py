@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mjfast._throttled_log import ThrottledLog
+from mjfast.bus.handoff import HandedOffTap
 from mjfast.bus.params import ParameterServer, resolve_name
 
 __all__ = ["Bus", "Node", "ServiceRegistration", "Subscription", "Tap"]
@@ -186,16 +187,24 @@ class Bus:
 
     # -- taps and latched topics ------------------------------------------------------------
 
-    def add_tap(self, function: Callable[[str, Any], Any], *, latched: bool = True) -> Tap:
+    def add_tap(self, function: Callable[[str, Any], Any], *, latched: bool = True,
+                handoff: str | None = None) -> Tap | HandedOffTap:
         """Call `function(topic, message)` (the topic as an absolute name) for every later
         message on every topic, after its subscribers, taps in the order added; returns the
         `Tap` whose `remove()` ends it. With `latched`, `function` first gets the kept message
         of each latched topic (`publish(..., latched=True)`), before `add_tap` returns.
 
         A tap that raises is logged (once a second per topic, with the count) and counted in
-        its `failures`; delivery to the subscribers and the other taps goes on."""
+        its `failures`; delivery to the subscribers and the other taps goes on.
+
+        `handoff` (`keep_newest` or `wait`): `function` runs on a writer thread of the tap's own
+        instead of the publishing thread, which only hands the message over through a bounded
+        ring (mjfast.bus.handoff); a full ring keeps the newest message per topic, or makes the
+        publisher wait. Returns a `HandedOffTap`."""
         if not callable(function):
             raise TypeError(f"a bus tap must be callable, got {function!r}")
+        if handoff is not None:
+            return HandedOffTap(self, function, policy=handoff, latched=latched)
         tap = Tap(self, function)
         with self._latch_lock:
             with self._lock:

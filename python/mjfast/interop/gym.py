@@ -84,6 +84,9 @@ class ObservationLayout:
             start = int(model.sensor_adr[sensor])
             self.parts.append(("sensordata", slice(start, start + int(model.sensor_dim[sensor]))))
         self.sources = tuple(dict.fromkeys(source for source, _ in self.parts))  # what to read
+        # Whole fields only (no sensor's columns): the rows the core gathers side by side.
+        self.whole_fields = tuple(source for source, columns in self.parts) if all(
+            columns is None for _, columns in self.parts) else None
         sizes = {"qpos": model.nq, "qvel": model.nv, "sensordata": model.nsensordata, "time": 1}
         self.size = sum(sizes[source] if columns is None else columns.stop - columns.start
                         for source, columns in self.parts)
@@ -498,6 +501,8 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
     def _observations(self) -> np.ndarray:
         env = self.vector_env  # each batched array is gathered anew: only those observed
+        if self._layout.whole_fields is not None:
+            return env.gather(self._layout.whole_fields)  # one call, one new array
         return self._layout.gather({source: getattr(env, source)
                                     for source in self._layout.sources})
 
@@ -551,7 +556,8 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self._episode_steps[resetting] = 0
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=bool)
-        for index in np.flatnonzero(~resetting):
+        for index in (np.flatnonzero(~resetting) if self._reward is not None
+                      or self._terminated is not None else ()):
             world = self._worlds[index]
             if self._reward is not None:
                 rewards[index] = float(self._reward(world, ctrl[index]))

@@ -58,7 +58,7 @@ from mjfast.sim.host import EnvHost, collect_topics, plugin_info, scoped_plugin
 from mjfast.sim.interrupts import close_at_exit, interrupts_deferred, no_close_at_exit
 from mjfast.sim.recording_tap import RecordingTap
 from mjfast.sim.reports import env_info, env_statistics, strict_error
-from mjfast.sim.requests import answer_core_requests
+from mjfast.sim.requests import answer_core_requests, needs_control_scratch
 from mjfast.sim.services import advertise_simulation_services
 
 __all__ = ["ModelLike", "MujocoEnv"]
@@ -112,8 +112,9 @@ class MujocoEnv:
         self._lifecycle_lock = threading.Lock()
         self._model = new_model
         self._data = new_data
-        # The control bridge's scratch data (update_read/update_write plugins run on it).
-        self._control_data = mujoco.MjData(new_model)
+        # The control bridge's scratch data (update_read/update_write plugins run on it): an
+        # MjData as large as the env's own, made by the first load that has such a plugin.
+        self._control_data: mujoco.MjData | None = None
         self._core = _core.EnvCore(render_sync)
         self.control = ControlInterface(self._core)
         # Shadows MujocoEnv.step with the compiled step itself, for speed: a Python loop of
@@ -159,6 +160,11 @@ class MujocoEnv:
     def _load_plugins(self) -> None:
         """Loads the next plugin generation (stepping held by the caller), then warns about the
         parameters in the env's namespace that nothing read."""
+        if self._control_data is None and needs_control_scratch(self._specs):
+            # Before the load (whose factory runs under the host's locks, which come after the
+            # control bridge's in the lock order).
+            self._control_data = mujoco.MjData(self._model)
+            self._core.set_control_scratch(self._control_data)
         with self._params.reads_recorded() as read:
             self._core.load_next_plugin_generation()
             # What the loaded plugins publish (SPEC §19): the ROS 2 routes are built from it.
@@ -396,14 +402,13 @@ class MujocoEnv:
         plugin generation loaded, each plugin named in `carried` ((name, type, state) as
         EnvCore.get_state gives them) given back its state, cameras rebound. Returns the
         cameras that went missing."""
-        new_control_data = mujoco.MjData(new_model)
         self._core.host.quiesce_and_destroy()
         self._cameras.retire()
         self._model, self._data = new_model, new_data
-        self._control_data = new_control_data
+        self._control_data = None  # made again by _load_plugins, if a plugin needs it
         commit()
         # The core holds the old model and data until no thread can reach them any more.
-        self._core.bind(new_model, new_data, new_control_data)
+        self._core.bind(new_model, new_data, None)
         mujoco.mj_forward(new_model, new_data)  # no active generation: callback-free
         self._cameras.begin_load(new_model, self.model_generation)
         self._load_plugins()

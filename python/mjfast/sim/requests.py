@@ -36,7 +36,7 @@ from mjfast.sim.calls import SIM_CALLS
 if TYPE_CHECKING:
     from mjfast.sim.env import MujocoEnv
 
-__all__ = ["answer_core_requests"]
+__all__ = ["answer_core_requests", "needs_control_scratch"]
 
 _log = logging.getLogger("mjfast.env")
 
@@ -106,6 +106,26 @@ class _CoreRequests:
     @staticmethod
     def report_reset_request_failure(keyframe: str | None, message: str) -> None:
         _log.error("the reset a plugin requested (keyframe %r) failed: %s", keyframe, message)
+
+
+_CONTROL_SIDE = frozenset({"update_read", "update_write"})
+
+
+def needs_control_scratch(specs: tuple[PluginSpec, ...]) -> bool:
+    """Whether a plugin of `specs` may run on the control bridge's scratch data: a Python plugin
+    that overrides update_read or update_write, or any native plugin (whose callbacks are known
+    only once it is made). A type that does not resolve fails in the factory, needing none."""
+    for spec in specs:
+        try:
+            target = resolve_plugin(spec.type)
+        except Exception:
+            continue
+        if getattr(target, "__mjfast_native__", False):
+            return True
+        if isinstance(target, type) and issubclass(target, (MujocoPlugin, ControlPlugin)) and \
+                overridden_callbacks(target) & _CONTROL_SIDE:
+            return True
+    return False
 
 
 def _make_adapter(env: MujocoEnv, spec: PluginSpec) -> Any:

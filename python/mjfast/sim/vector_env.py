@@ -227,6 +227,20 @@ class VectorEnv:
         self._check_open()
         return self._core.gather(field)
 
+    def gather(self, fields: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
+        """Every world's `fields` (of qpos, qvel, ctrl, sensordata, time) side by side, one row
+        per world, in one call: into `out` (a writable float64 array of shape (num_envs, their
+        total width), filled in place and returned) or a new array. An observation of qpos and
+        qvel is `gather(("qpos", "qvel"))`."""
+        self._check_open()
+        if isinstance(fields, str):
+            fields = (fields,)
+        unknown = [f for f in fields if f not in BATCHED_FIELDS]
+        if unknown or not fields:
+            raise ValueError(f"gather() takes fields of {', '.join(BATCHED_FIELDS)}, got "
+                             f"{list(fields)!r}")
+        return self._core.gather_rows(list(fields), out)
+
     @property
     def qpos(self) -> np.ndarray:
         """(num_envs, nq), a new array of every world's current qpos."""

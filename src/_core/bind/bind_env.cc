@@ -208,7 +208,9 @@ void bind_env(py::module_& module) {
             };
             const auto model_address = address(model);
             const auto data_address = address(data);
-            const auto scratch_address = address(control_scratch);
+            // None: no scratch until a plugin with update_read/update_write loads.
+            const auto scratch_address =
+                control_scratch.is_none() ? std::uintptr_t{0} : address(control_scratch);
             // The core keeps the three Python objects (their memory) alive for as long as it may
             // point into them; the last reference may go on a thread without the GIL.
             const GilSafeObject owner(py::make_tuple(model, data, control_scratch));
@@ -217,8 +219,22 @@ void bind_env(py::module_& module) {
                      owner.share());
           },
           py::arg("model"), py::arg("data"), py::arg("control_scratch"),
-          "Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData; the core "
-          "holds them until they are replaced and no thread can reach them.")
+          "Bind a mujoco.MjModel, its MjData and the control bridge's scratch MjData (or None, "
+          "until set_control_scratch); the core holds them until they are replaced and no thread "
+          "can reach them.")
+      .def(
+          "set_control_scratch",
+          [](EnvCore& env, py::object control_scratch) {
+            const auto scratch_address =
+                control_scratch.attr(interned("_address")).cast<std::uintptr_t>();
+            const GilSafeObject owner(std::move(control_scratch));
+            py::gil_scoped_release release;  // takes the control mutex
+            env.set_control_scratch(data_at(scratch_address), owner.share());
+          },
+          py::arg("control_scratch"),
+          "Give the control bridge its scratch MjData (for the bound model), which bind() was "
+          "given None for.")
+      .def_property_readonly("has_control_scratch", &EnvCore::has_control_scratch)
       .def(
           "set_factory",
           [](EnvCore& env, py::object factory) {

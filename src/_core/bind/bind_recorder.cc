@@ -24,13 +24,14 @@ struct DrainingRecorder {
 void bind_recorder(py::module_& module) {
   py::class_<DrainingRecorder>(module, "StepRecorder")
       .def(py::init([](std::size_t capacity, std::uint64_t state_every, double state_period,
-                       bool replaying) {
+                       bool replaying, bool wait_when_full) {
              return DrainingRecorder{
-                 std::make_shared<StepRecorder>(capacity, state_every, state_period, replaying),
+                 std::make_shared<StepRecorder>(capacity, state_every, state_period, replaying,
+                                                wait_when_full),
                  {}};
            }),
            py::arg("capacity"), py::arg("state_every"), py::arg("state_period"),
-           py::arg("replaying") = false)
+           py::arg("replaying") = false, py::arg("wait_when_full") = false)
       .def(
           "attach",
           [](DrainingRecorder& self, EnvCore& env) {
@@ -50,6 +51,12 @@ void bind_recorder(py::module_& module) {
                              [](const DrainingRecorder& self) { return self.recorder->steps(); })
       .def_property_readonly("dropped",
                              [](const DrainingRecorder& self) { return self.recorder->dropped(); })
+      .def_property_readonly("waits",
+                             [](const DrainingRecorder& self) { return self.recorder->waits(); })
+      .def(
+          "close", [](DrainingRecorder& self) { self.recorder->close(); },
+          "A stepping thread waiting for room goes on (its entry dropped): the writer drains no "
+          "more.")
       .def(
           "drain",
           [](DrainingRecorder& self) {

@@ -146,6 +146,44 @@ void bind_vector_env(py::module_& module) {
           },
           py::arg("field"), "A new (num_worlds, width) float64 array of `field` of every world.")
       .def(
+          "gather_rows",
+          [](VectorCore& core, const std::vector<std::string>& names, const py::object& out) {
+            if (names.empty() || names.size() > 8) {
+              throw py::value_error("gather_rows takes 1 to 8 fields, got " +
+                                    std::to_string(names.size()));
+            }
+            VectorCore::Field fields[8];
+            py::ssize_t width = 0;
+            for (std::size_t i = 0; i < names.size(); ++i) {
+              fields[i] = field_of(names[i]);
+              width += static_cast<py::ssize_t>(core.width(fields[i]));
+            }
+            const auto rows = static_cast<py::ssize_t>(core.num_worlds());
+            py::array_t<double, py::array::c_style> target;
+            if (out.is_none()) {
+              target = py::array_t<double, py::array::c_style>({rows, width});
+            } else {
+              // Only a writable C-contiguous float64 array of the right shape is filled in place.
+              if (!py::isinstance<py::array_t<double, py::array::c_style>>(out)) {
+                throw py::type_error("out must be a C-contiguous float64 numpy array");
+              }
+              target = out.cast<py::array_t<double, py::array::c_style>>();
+              if (target.ndim() != 2 || target.shape(0) != rows || target.shape(1) != width ||
+                  !target.writeable()) {
+                throw py::value_error("out must be a writable float64 array of shape (" +
+                                      std::to_string(rows) + ", " + std::to_string(width) + ")");
+              }
+            }
+            double* data = target.mutable_data();
+            // Waits for a step in progress, whose workers may need the GIL; `target` is kept
+            // alive by this frame.
+            without_gil([&] { core.gather_rows(fields, names.size(), data); });
+            return target;
+          },
+          py::arg("fields"), py::arg("out") = py::none(),
+          "Every world's `fields` side by side, one row per world: into `out` (a (num_worlds, "
+          "total width) float64 array, filled in place), or a new array.")
+      .def(
           "hold",
           [](const std::shared_ptr<VectorCore>& core, std::string what) {
             return VectorHold(core, std::move(what));

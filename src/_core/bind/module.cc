@@ -33,5 +33,6 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_native(module);
   mjfast::bind_render(module);
   mjfast::bind_recorder(module);
+  mjfast::bind_handoff(module);
   mjfast::bind_vector_env(module);
 }

@@ -112,6 +112,9 @@ class ControlBridge {
  public:
   // Sizes the buffers for a (new) model; `scratch` is the mjData update_read/update_write run on.
   void rebind(const mjModel* model, mjData* scratch, const mjData* live);
+  // The scratch data alone (null at rebind() until a plugin needs it), under the same lock.
+  void set_scratch(mjData* scratch) { scratch_ = scratch; }
+  bool has_scratch() const { return scratch_ != nullptr; }
   // Drops staged commands and republishes the live state (after a reset).
   void clear(const mjData* live);
 

@@ -38,12 +38,21 @@ void EnvCore::bind(const mjModel* model, mjData* data, mjData* control_scratch,
     control_.rebind(model, control_scratch, data);
   }
   std::swap(bound_owner_, owner);  // `owner` now holds the old binding: released on return
+  std::shared_ptr<void> old_scratch = std::move(scratch_owner_);  // likewise
   identity_ = identity_of(model);
   state_size_.store(mj_stateSize(model, kStateSpec), std::memory_order_release);
   state_scratch_.assign(static_cast<std::size_t>(state_size_.load()), 0.0);
   advance(model_generation_);
   hooks::register_pair(model, data, weak_from_this());
   clear_simulation_fault();  // new data: nothing of the old one's state carries over
+}
+
+void EnvCore::set_control_scratch(mjData* control_scratch, std::shared_ptr<void> owner) {
+  {
+    std::lock_guard<std::mutex> control_lock(control_mutex_);
+    control_.set_scratch(control_scratch);
+  }
+  std::swap(scratch_owner_, owner);  // the one it replaces (if any) is released on return
 }
 
 void EnvCore::load_next_plugin_generation() {

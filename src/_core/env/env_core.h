@@ -31,6 +31,10 @@
 //      FrameStore::mutex_), PhysicsThread::mutex_ (physics_thread.h), stats_mutex_, pending_mutex_,
 //      request_mutex_, the hooks' registry_writer_mutex, StepRecorder::ring_mutex_ (a
 //      recording's ring: one state or command copy at the end of a step, or the writer's drain),
+//      HandoffRing::mutex_ (handoff_ring.h: a bus message's reference moved in by the
+//      publishing thread, which may hold the GIL for it because no holder waits for anything, or
+//      out by a writer thread; a full 'wait' ring's producer waits on its condition with the GIL
+//      released, and so does a recording's stepping thread on StepRecorder's, for the writer),
 //      NativeHostServices::cameras_mutex_ (a native plugin's open cameras),
 //      ControllerEvents::mutex_ (control/native_control.h: a SPEC §23 controller's hand-over and
 //      copies, taken by its control() once per step and by its plugin's thread), WorkerPool::mutex_
@@ -162,6 +166,12 @@ class EnvCore : public hooks::HookTarget,
   // control mutex of a read() in progress), and until the core itself goes.
   void bind(const mjModel* model, mjData* data, mjData* control_scratch,
             std::shared_ptr<void> owner);
+  // `control_scratch` may be null at bind() while no plugin has update_read/update_write (a
+  // VectorEnv world, most envs: it is an mjData as large as the world's own); the first such
+  // plugin's load gives it here (for the bound model), with stepping held. `owner` keeps it alive
+  // until the next bind().
+  void set_control_scratch(mjData* control_scratch, std::shared_ptr<void> owner);
+  bool has_control_scratch() const { return control_.has_scratch(); }
 
   // The bound pair (null before the first bind); replaced only by bind(), inside a pause.
   const mjModel* model() const { return model_; }
@@ -436,8 +446,9 @@ class EnvCore : public hooks::HookTarget,
 
   PluginHost host_;
   ControlBridge control_;
-  std::mutex control_mutex_;           // the bridge's control side
-  std::shared_ptr<void> bound_owner_;  // keeps model_, data_ and the bridge's scratch alive
+  std::mutex control_mutex_;             // the bridge's control side
+  std::shared_ptr<void> bound_owner_;    // keeps model_, data_ and the bridge's scratch alive
+  std::shared_ptr<void> scratch_owner_;  // a scratch given after bind() (set_control_scratch)
   std::mutex pending_mutex_;
   std::exception_ptr fault_;  // under pending_mutex_
   std::atomic<bool> fault_pending_{false};

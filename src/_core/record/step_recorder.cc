@@ -11,13 +11,18 @@ constexpr int kStateSpec = mjSTATE_INTEGRATION;
 }
 
 StepRecorder::StepRecorder(std::size_t capacity, std::uint64_t state_every, double state_period,
-                           bool replaying)
+                           bool replaying, bool wait_when_full)
     : ring_(std::max<std::size_t>(capacity, 1)),
       state_every_(state_every),
       state_period_(state_period),
-      replaying_(replaying) {}
+      replaying_(replaying),
+      wait_when_full_(wait_when_full) {}
 
-StepRecorder::Entry* StepRecorder::claim() {
+StepRecorder::Entry* StepRecorder::claim(std::unique_lock<std::mutex>& lock) {
+  if (size_ == ring_.size() && wait_when_full_ && !closed_) {
+    waits_.fetch_add(1, std::memory_order_relaxed);
+    room_.wait(lock, [&] { return closed_ || size_ < ring_.size(); });
+  }
   if (size_ == ring_.size()) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
@@ -33,8 +38,8 @@ void StepRecorder::commands_applied(const mjModel* m, const mjData* d, unsigned 
   for (std::size_t i = 0; i < kCommandFieldCount; ++i) {
     if (fields & (1u << i)) total += static_cast<std::size_t>(kCommandFields[i].size(m));
   }
-  std::lock_guard<std::mutex> lock(ring_mutex_);
-  Entry* entry = claim();
+  std::unique_lock<std::mutex> lock(ring_mutex_);
+  Entry* entry = claim(lock);
   if (entry == nullptr) return;
   entry->kind = Kind::kCommands;
   entry->step = steps_.load(std::memory_order_relaxed);
@@ -72,8 +77,8 @@ void StepRecorder::after_step(const mjModel* m, const mjData* d, std::uint64_t s
   }
   last_time_ = d->time;
   if (!due) return;
-  std::lock_guard<std::mutex> lock(ring_mutex_);
-  capture_state_locked(m, d, step_count, model_generation);
+  std::unique_lock<std::mutex> lock(ring_mutex_);
+  capture_state_locked(lock, m, d, step_count, model_generation);
 }
 
 void StepRecorder::begin(const mjModel* m, const mjData* d) {
@@ -85,9 +90,10 @@ double StepRecorder::next_multiple(double time) const {
   return (std::floor(time / state_period_) + 1) * state_period_;
 }
 
-void StepRecorder::capture_state_locked(const mjModel* m, const mjData* d, std::uint64_t step_count,
+void StepRecorder::capture_state_locked(std::unique_lock<std::mutex>& lock, const mjModel* m,
+                                        const mjData* d, std::uint64_t step_count,
                                         std::uint64_t model_generation) {
-  Entry* entry = claim();
+  Entry* entry = claim(lock);
   if (entry == nullptr) return;
   entry->kind = Kind::kState;
   entry->step = steps_.load(std::memory_order_relaxed);
@@ -99,8 +105,16 @@ void StepRecorder::capture_state_locked(const mjModel* m, const mjData* d, std::
   mj_getState(m, d, entry->values.data(), kStateSpec);
 }
 
+void StepRecorder::close() {
+  {
+    std::lock_guard<std::mutex> lock(ring_mutex_);
+    closed_ = true;
+  }
+  room_.notify_all();
+}
+
 std::size_t StepRecorder::drain(std::vector<Entry>& out) {
-  std::lock_guard<std::mutex> lock(ring_mutex_);
+  std::unique_lock<std::mutex> lock(ring_mutex_);
   if (out.size() < size_) out.resize(size_);  // the entries past `size_` keep their buffers too
   const std::size_t taken_count = size_;
   for (std::size_t i = 0; i < size_; ++i) {
@@ -117,6 +131,8 @@ std::size_t StepRecorder::drain(std::vector<Entry>& out) {
   }
   head_ = (head_ + size_) % ring_.size();
   size_ = 0;
+  lock.unlock();
+  if (taken_count > 0) room_.notify_all();
   return taken_count;
 }
 

@@ -24,7 +24,11 @@ int capped_threads(int threads, std::size_t worlds) {
 VectorCore::VectorCore(std::vector<std::shared_ptr<EnvCore>> worlds, int threads,
                        WorkerPool::ThreadHooks hooks)
     : worlds_(std::move(worlds)),
-      pool_(capped_threads(threads, worlds_.size()), std::move(hooks)),
+      // The caller of step() steps worlds too: one world on one thread never leaves it.
+      pool_(capped_threads(threads, worlds_.size()), std::move(hooks), /*caller_helps=*/true),
+      step_errors_(worlds_.size()),
+      step_task_([this](std::size_t index) { step_world(index); }),
+      world_poll_([this] { return poll_world(); }),
       closed_during_step_(
           std::make_exception_ptr(std::logic_error("the VectorEnv was closed during step()"))) {
   if (worlds_.empty()) throw std::invalid_argument("a VectorEnv needs at least one world");
@@ -80,6 +84,43 @@ std::exception_ptr VectorCore::interrupt() const {
   return interrupted_.load(std::memory_order_acquire) ? interrupt_ : nullptr;
 }
 
+std::exception_ptr VectorCore::poll_world() {
+  if (step_interrupted_ != nullptr && std::this_thread::get_id() == step_caller_ && !interrupt()) {
+    if (std::exception_ptr error = (*step_interrupted_)()) {
+      interrupt_ = std::move(error);
+      interrupted_.store(true, std::memory_order_release);
+    }
+  }
+  return interrupt();
+}
+
+void VectorCore::step_world(std::size_t index) {
+  EnvCore& world = *worlds_[index];
+  try {
+    if (closing_.load(std::memory_order_acquire)) return;  // not begun: nothing to stop
+    // Nothing else steps a world of a VectorEnv (its façade exposes no step or start), so its
+    // ctrl is ours until its step() below takes its step mutex.
+    const std::size_t nu = static_cast<std::size_t>(world.model()->nu);
+    if (step_ctrl_ != nullptr && nu > 0) {
+      std::copy(step_ctrl_ + index * nu, step_ctrl_ + (index + 1) * nu, world.data()->ctrl);
+    }
+    world.step(step_n_, &world_poll_);
+  }
+  MJFAST_RETHROW_FORCED_UNWIND
+  catch (const Interrupted&) {
+    step_errors_[index] = std::current_exception();
+    // On the calling thread (Python's main thread), a Python plugin's callback may take the
+    // Ctrl-C as a KeyboardInterrupt before the poll sees it: every world stops, as for the poll.
+    if (std::this_thread::get_id() == step_caller_ && !interrupt()) {
+      interrupt_ = step_errors_[index];
+      interrupted_.store(true, std::memory_order_release);
+    }
+  }
+  catch (...) {
+    step_errors_[index] = std::current_exception();  // each task writes its own slot
+  }
+}
+
 void VectorCore::step(std::int64_t n, const double* ctrl,
                       const EnvCore::InterruptPoll* interrupted) {
   if (n < 0) throw std::invalid_argument("step(n) needs n >= 0, got " + std::to_string(n));
@@ -93,57 +134,39 @@ void VectorCore::step(std::int64_t n, const double* ctrl,
   }
   interrupt_ = nullptr;
   interrupted_.store(false, std::memory_order_release);
-  const std::size_t nu = width(Field::kCtrl);
-  // Each world's step polls this between its steps (every 20 ms at most; see EnvCore::step): a
-  // close() from another thread, or the caller's interrupt.
-  const EnvCore::InterruptPoll world_poll = [this] { return interrupt(); };
-  std::vector<std::exception_ptr> errors(worlds_.size());
-  const WorkerPool::Task task = [&](std::size_t index) {
-    EnvCore& world = *worlds_[index];
-    try {
-      if (closing_.load(std::memory_order_acquire)) return;  // not begun: nothing to stop
-      // Nothing else steps a world of a VectorEnv (its façade exposes no step or start), so
-      // its ctrl is ours until its step() below takes its step mutex.
-      if (ctrl != nullptr && nu > 0) {
-        std::copy(ctrl + index * nu, ctrl + (index + 1) * nu, world.data()->ctrl);
-      }
-      world.step(n, &world_poll);
-    }
-    MJFAST_RETHROW_FORCED_UNWIND
-    catch (...) {
-      errors[index] = std::current_exception();  // each task writes its own slot
-    }
-  };
+  step_n_ = n;
+  step_ctrl_ = ctrl;
+  step_interrupted_ = interrupted;
+  step_caller_ = std::this_thread::get_id();
+  // The caller's poll while it waits for the workers (once it has no world left to step).
   std::function<void()> on_wait;
   if (interrupted) {
-    on_wait = [&] {
-      if (interrupt()) return;
-      if (std::exception_ptr error = (*interrupted)()) {
-        interrupt_ = std::move(error);
-        interrupted_.store(true, std::memory_order_release);
-      }
-    };
+    on_wait = [this] { poll_world(); };
   }
-  pool_.run(worlds_.size(), task, on_wait);
-  held.unlock();
+  pool_.run(worlds_.size(), step_task_, on_wait);
+  step_ctrl_ = nullptr;
+  step_interrupted_ = nullptr;
 
   std::exception_ptr first_error;
   std::exception_ptr first_interrupt;
   std::vector<std::size_t> failed;
-  for (std::size_t index = 0; index < errors.size(); ++index) {
-    if (!errors[index]) continue;
+  for (std::size_t index = 0; index < step_errors_.size(); ++index) {
+    if (!step_errors_[index]) continue;
+    std::exception_ptr error = std::move(step_errors_[index]);
+    step_errors_[index] = nullptr;
     try {
-      std::rethrow_exception(errors[index]);
+      std::rethrow_exception(error);
     } catch (const Interrupted&) {
       // The vector's own interrupt (or a plugin's KeyboardInterrupt): not a world's failure.
-      if (!first_interrupt) first_interrupt = errors[index];
+      if (!first_interrupt) first_interrupt = error;
       continue;
     } catch (...) {
     }
     failed.push_back(index);
-    if (!first_error) first_error = errors[index];
+    if (!first_error) first_error = error;
   }
-  {
+  held.unlock();
+  if (!failed.empty()) {
     std::lock_guard<std::mutex> lock(failed_mutex_);
     failed_ = failed;
   }
@@ -158,20 +181,31 @@ std::vector<std::size_t> VectorCore::failed_worlds() const {
   return failed_;
 }
 
-void VectorCore::gather(Field field, double* out) {
+namespace {
+
+const mjtNum* field_data(const mjData* data, VectorCore::Field field) {
+  switch (field) {
+    case VectorCore::Field::kQpos: return data->qpos;
+    case VectorCore::Field::kQvel: return data->qvel;
+    case VectorCore::Field::kCtrl: return data->ctrl;
+    case VectorCore::Field::kSensordata: return data->sensordata;
+    case VectorCore::Field::kTime: return &data->time;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void VectorCore::gather(Field field, double* out) { gather_rows(&field, 1, out); }
+
+void VectorCore::gather_rows(const Field* fields, std::size_t count, double* out) {
   std::unique_lock<std::mutex> held = lock("reading a VectorEnv's arrays");
-  const std::size_t row = width(field);
   for (const auto& world : worlds_) {
     const mjData* data = world->data();
-    const mjtNum* source = nullptr;
-    switch (field) {
-      case Field::kQpos: source = data->qpos; break;
-      case Field::kQvel: source = data->qvel; break;
-      case Field::kCtrl: source = data->ctrl; break;
-      case Field::kSensordata: source = data->sensordata; break;
-      case Field::kTime: source = &data->time; break;
+    for (std::size_t i = 0; i < count; ++i) {
+      const mjtNum* source = field_data(data, fields[i]);
+      out = std::copy(source, source + width(fields[i]), out);
     }
-    out = std::copy(source, source + row, out);
   }
 }
 

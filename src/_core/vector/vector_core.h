@@ -17,6 +17,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "env/env_core.h"
@@ -60,6 +61,9 @@ class VectorCore {
 
   // Copies `field` of every world into `out` (num_worlds x width(field) doubles), under mutex_.
   void gather(Field field, double* out);
+  // Copies `fields` of every world, one row per world with the fields side by side (an
+  // observation of qpos and qvel: nq + nv doubles per row), into `out`, under mutex_.
+  void gather_rows(const Field* fields, std::size_t count, double* out);
 
   // Holds the vector for a façade operation on its worlds (reset, set_state): no step runs
   // meanwhile. Refused as step() is (closed, a worker, busy from inside a plugin callback).
@@ -80,8 +84,23 @@ class VectorCore {
   // the caller's interrupt (null: none).
   std::exception_ptr interrupt() const;
 
+  // One world's part of step(): its ctrl row, then its EnvCore::step(n).
+  void step_world(std::size_t index);
+  // Between a world's steps (every 20 ms at most): a close() or the caller's interrupt; on the
+  // calling thread (which steps worlds too), the caller's interrupt poll is asked here.
+  std::exception_ptr poll_world();
+
   std::vector<std::shared_ptr<EnvCore>> worlds_;
   WorkerPool pool_;
+  // The current step()'s arguments and each world's error, for step_task_ (made once: a step()
+  // allocates nothing). Written by step() under mutex_ before the pool runs.
+  std::int64_t step_n_ = 0;
+  const double* step_ctrl_ = nullptr;
+  const EnvCore::InterruptPoll* step_interrupted_ = nullptr;
+  std::thread::id step_caller_;
+  std::vector<std::exception_ptr> step_errors_;
+  WorkerPool::Task step_task_;
+  EnvCore::InterruptPoll world_poll_;
   std::mutex mutex_;
   std::vector<std::size_t> failed_;  // of the last step; under failed_mutex_ (a leaf)
   mutable std::mutex failed_mutex_;

@@ -636,7 +636,8 @@ def test_pause_reset_and_reload_services(env: mjfast.MujocoEnv, bridge: Bridge,
         assert reload.call().success
         out = bridge.statistics()["messages_out"]
         env.step(10)  # the reloaded plugins' topics go out again (the bridge redeclared them)
-        assert bridge.statistics()["messages_out"] > out
+        # (sent by the bridge's writer thread, once the step has handed them over)
+        assert wait_for(lambda: bridge.statistics()["messages_out"] > out, TIMEOUT)
         assert any("%joint_states" in k for k in liveliness_keys(router, domain))
         # A failure: the plugin configuration a reload reads is broken.
         env.params.set("/mujoco_server/MujocoPlugins", 42)

@@ -30,6 +30,7 @@ import mujoco
 import numpy as np
 
 from mjfast._core_loader import _core
+from mjfast.bus.handoff import HandedOffTap
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
 from mjfast.interop.record.layout import (
@@ -57,10 +58,16 @@ __all__ = ["CLOCK_TOPIC", "COMMANDS_TOPIC", "STATE_TOPIC", "Recording", "Recordi
 
 # Default state schedule: one every simulated second (and the first).
 DEFAULT_STATE_PERIOD_S = 1.0
-# The bounded queues between the threads that record and the writer thread: beyond these, an
-# entry is dropped and counted (statistics()["dropped"]) rather than the stepping thread waiting.
-_MESSAGE_QUEUE_LIMIT = 1 << 16
+# The bounded rings between the threads that record and the writer thread (the bus messages'
+# here, the states' and commands' in the core's StepRecorder): nothing is dropped; when the
+# writer falls behind, the publisher (the stepping thread, for a plugin's publish) waits for it,
+# and the waits are counted (statistics()["waits"]).
+_MESSAGE_RING = 1 << 16
 _WRITER_PERIOD_S = 0.02
+# After a batch smaller than _TAKE_LIMIT the writer lets messages gather this long: one send
+# to the bag's process per batch, not per message.
+_BATCH_PAUSE_S = 0.005
+_TAKE_LIMIT = 1024
 
 _log = logging.getLogger("mjfast.recording")
 
@@ -166,17 +173,23 @@ class Recording:
                 self._batch: list[tuple[str, str, int, Any, Any]] = []
                 self._shippable: dict[Any, bool] = {}
                 self._recorder = _core.StepRecorder(RING_CAPACITY, self._state_every,
-                                                    self._state_period)
+                                                    self._state_period, wait_when_full=True)
                 self._write_state(first, first.time)
                 tap.attach(self._recorder)
-                # Every bus message from now on (and the latched ones, /tf_static, first).
-                self._bus_tap = env.bus.add_tap(self._record_message)
+                # Every bus message from now on (and the latched ones, /tf_static, first),
+                # handed to the writer thread with the simulated time of its publish.
+                # (env.data read each time: a reload replaces it)
+                self._bus_tap = HandedOffTap(env.bus, None, policy="wait", writer=False,
+                                             capacity=_MESSAGE_RING,
+                                             stamp=lambda: float(env.data.time))
                 env.bus.inbound_tap = self._inbound
                 # Every applied state-changing call from now on, at its step boundary.
                 self._call_listener = env.add_call_listener(self.call)
                 tap.set_recording(self)
         except BaseException:
             # Nothing of this recording stays: the child made the directory, it goes again.
+            if getattr(self, "_bus_tap", None) is not None:
+                self._bus_tap.remove()  # (no writer would take what it holds)
             self._bag.close()
             shutil.rmtree(target, ignore_errors=True)
             raise
@@ -223,18 +236,16 @@ class Recording:
                           if route.transient_local
                           and self._latched_written.get(route.topic) is not message)
             if found:
-                self._queue_message(found, message)
+                self._write_routes(found, message, float(self._env.data.time))
 
     def _all_topics(self) -> set[str]:
         return {route.topic for found in self._routes.values() for route in found}
 
     # -- what the recording threads call --------------------------------------------------------
 
-    def _record_message(self, topic: str, message: Any) -> None:
-        """The bus tap while recording (after delivery): a reference into the queue (the
-        publisher's message is not written to after publishing, as for the bus's latest())."""
-        if self._closed:
-            return
+    def _record_message(self, topic: str, message: Any, time: float) -> None:
+        """A bus message the tap handed over (on the writer thread; the publisher's message is
+        not written to after publishing, as for the bus's latest()), published at `time`."""
         if self._env.plugin_topics is not self._table.declared:  # a load replaced the plugins
             self._rebuild_routes()
         routes = self._routes.get(topic)
@@ -245,16 +256,14 @@ class Recording:
                 resolved = topic
             routes = self._routes[topic] = self._routes.get(resolved, ())
         if routes:
-            self._queue_message(routes, message)
+            self._write_routes(routes, message, time)
 
-    def _queue_message(self, routes: tuple[Any, ...], message: Any) -> None:
-        if len(self._queue) >= _MESSAGE_QUEUE_LIMIT:
-            self._counts["dropped"] += 1
-            return
+    def _write_routes(self, routes: tuple[Any, ...], message: Any, time: float) -> None:
+        """`message` on each of its routes (on the writer thread), published at `time`."""
         for route in routes:
             if route.transient_local:
                 self._latched_written[route.topic] = message
-        self._queue.append(("message", routes, self._env.data.time, message))
+            self._write_message(route, time, message)
 
     def _inbound(self, topic: str, message: Any, publish: Any) -> None:
         """A publish from outside the env (bus.inbound_tap): delivered at a step boundary, with
@@ -299,11 +308,21 @@ class Recording:
         # batches to the bag writer process, so that the stepping thread only copies. The ROS 2
         # bridge converts and serialises on the publishing thread today; it could hand its
         # messages to a queue like this one and share this thread and that process.
-        while not self._stopped.wait(_WRITER_PERIOD_S):
-            self._flush()
-        self._flush()
+        tap = self._bus_tap
+        while not self._stopped.is_set():
+            # Woken by the first bus message (or every _WRITER_PERIOD_S, for the states and
+            # commands); the stepping thread waits only once the rings are full.
+            messages = tap.take(_WRITER_PERIOD_S, _TAKE_LIMIT)
+            self._flush(messages)
+            if len(messages) < _TAKE_LIMIT:
+                self._stopped.wait(_BATCH_PAUSE_S)
+        while True:  # stopped: the tap is removed, what it still holds goes in
+            messages = tap.take(0.0, _TAKE_LIMIT)
+            self._flush(messages)
+            if not messages:
+                break
 
-    def _flush(self) -> None:
+    def _flush(self, messages: list[tuple[str, Any, float]]) -> None:
         if self._bag.failed is not None:  # the bag was closed early (a full disk): dropped
             self._recorder.drain()
             self._queue.clear()
@@ -321,12 +340,11 @@ class Recording:
                     state = state_module().SimState._make(physics, int(step_count), signature,
                                                            description, ())
                     self._write_state(state, time, step=int(step))
+            for topic, message, time in messages:
+                self._record_message(topic, message, time)
             while self._queue:
                 item = self._queue.popleft()
-                if item[0] == "message":
-                    for route in item[1]:
-                        self._write_message(route, item[2], item[3])
-                elif item[0] == "command":
+                if item[0] == "command":
                     self._write_command(item[1], item[2])
                 else:
                     self._write_state(item[1], item[1].time, step=item[2], seq=item[3])
@@ -405,9 +423,11 @@ class Recording:
     # -- the handle -----------------------------------------------------------------------------
 
     def statistics(self) -> dict[str, int]:
-        """Messages written per topic, and `dropped` / `unconvertible` entries."""
+        """Messages written per topic, `dropped` and `unconvertible` entries, and `waits`
+        (how often a publisher or the stepping thread waited for the writer)."""
         counts = dict(self._counts)
         counts["dropped"] = counts.get("dropped", 0) + int(self._recorder.dropped)
+        counts["waits"] = int(self._recorder.waits) + self._bus_tap.statistics()["waits"]
         return counts
 
     @property

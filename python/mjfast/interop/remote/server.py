@@ -202,8 +202,11 @@ class BusServer:
             raise
         self._declared = [subscriber, services, server]
         # Every publish on the env's bus, by plugins or user code, is forwarded, after its
-        # delivery in the env (a tap on the bus, removed on close).
-        self._tap = self._bus.add_tap(self._forward_message, latched=False)
+        # delivery in the env (a tap on the bus, removed on close), by the tap's writer thread:
+        # the publishing thread only hands it over (the newest per topic kept when the writer
+        # falls behind, counted in statistics()["dropped"]).
+        self._tap = self._bus.add_tap(self._forward_message, latched=False,
+                                      handoff="keep_newest")
         close_when_the_program_ends(self)
 
     # -- topics ---------------------------------------------------------------------------------
@@ -371,8 +374,11 @@ class BusServer:
 
     def statistics(self) -> dict[str, int]:
         """Messages sent out and received (and remote publishes refused as malformed), service
-        calls answered and failed."""
-        return self._counters.snapshot()
+        calls answered and failed; `dropped`: messages a newer one on the same topic replaced
+        before they went out."""
+        counts = self._counters.snapshot()
+        counts["dropped"] = self._tap.statistics()["dropped"]
+        return counts
 
     def close(self) -> None:
         """Stops forwarding, ends the calls in progress (a `step` call is cancelled at its next

@@ -278,8 +278,11 @@ class Bridge:
             self._description_publisher: _Publisher | None = None
             self._rebuild(send_latched=False)
             # Every bus publish passes here, after its subscribers; the latched ones (the
-            # /tf_static published at load) come first, into the transient-local caches.
-            self._tap = self._bus.add_tap(self._forward)
+            # /tf_static published at load) come first, into the transient-local caches. The
+            # publishing (physics) thread only hands the message over: conversion, CDR and the
+            # put are the tap's writer thread's, which keeps the newest message per topic when
+            # it falls behind (a keep-last QoS; counted in statistics()["dropped"]).
+            self._tap = self._bus.add_tap(self._forward, handoff="keep_newest")
             # A reload from anywhere (Python, the remote bus, this bridge) is a new model
             # generation: its /robot_description goes out even if no plugin publishes after it.
             self._reloads = env.add_call_listener(self._on_call)
@@ -623,7 +626,12 @@ class Bridge:
                     for entry in sorted(entries, key=lambda entry: entry.route.topic)}
 
     def statistics(self) -> dict[str, int]:
-        return self._counters.snapshot()
+        """Messages out and in, rejected inbound ones, service calls; `dropped`: messages that
+        a newer one on the same topic replaced before the writer thread sent them."""
+        counts = self._counters.snapshot()
+        tap = self._tap
+        counts["dropped"] = tap.statistics()["dropped"] if tap is not None else 0
+        return counts
 
     def close(self) -> None:
         """Leaves the graph (every token undeclared, so the node disappears) and closes the

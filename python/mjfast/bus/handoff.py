@@ -1,0 +1,149 @@
+"""A bus tap whose consumer runs on a writer thread: the publishing thread (the physics thread,
+for a plugin's publish) only hands the message's reference to a bounded, preallocated ring in the
+core (`_core.HandoffRing`) and goes on; the writer thread takes it and converts, serialises and
+sends (the ROS 2 bridge, a recording, the remote bus's topic forwarding).
+
+Owns the ring, the writer thread and their figures. What a full ring does is the consumer's
+choice: `keep_newest` (the bridge, the remote bus: never makes the publisher wait, keeps the
+newest message per topic as a keep-last QoS does, counts the rest in `dropped`) or `wait` (a
+recording: nothing is lost, the publisher waits for the writer and the waits are counted). It
+does not know what the consumer does with a message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from mjfast._core_loader import _core
+from mjfast._throttled_log import ThrottledLog
+
+if TYPE_CHECKING:
+    from mjfast.bus.node import Bus
+
+__all__ = ["HANDOFF_POLICIES", "HandedOffTap"]
+
+HANDOFF_POLICIES = ("keep_newest", "wait")
+# Slots of a ring: at 1 kHz a writer that falls 256 ms behind starts to drop (keep_newest) or to
+# hold the publisher (wait). A slot is a reference, so the ring costs a few KiB.
+DEFAULT_CAPACITY = 256
+# How long the writer waits for a message before it looks whether the tap was removed.
+_IDLE_S = 0.1
+# The share of its time a keep_newest writer that has fallen behind spends converting and
+# sending (it sleeps the rest, the GIL released): the publishing thread keeps the remainder.
+_BEHIND_DUTY = 0.05
+_BEHIND_SLEEP_S = 0.005
+
+_log = logging.getLogger("mjfast.bus")
+
+
+class HandedOffTap:
+    """A tap (`Bus.add_tap(function, handoff=...)`) whose `function(topic, message)` runs on a
+    writer thread of its own, or, with `writer=False`, on whoever calls `take()` (a consumer with
+    a loop of its own). `stamp()` (optional) is called on the publishing thread for each message
+    and handed over with it (a recording's simulated time of the publish).
+
+    `remove()` (also `close()`) ends it: no message is handed over afterwards, and the writer
+    delivers what was waiting, then ends; both idempotent. `statistics()` counts what was handed
+    over, dropped and waited for."""
+
+    def __init__(self, bus: Bus, function: Callable[..., Any] | None, *, policy: str,
+                 latched: bool = True, capacity: int = DEFAULT_CAPACITY,
+                 stamp: Callable[[], float] | None = None, writer: bool = True,
+                 name: str = "mjfast-tap-writer") -> None:
+        if policy not in HANDOFF_POLICIES:
+            raise ValueError(f"handoff must be one of {', '.join(HANDOFF_POLICIES)}, got "
+                             f"{policy!r}")
+        if writer and not callable(function):
+            raise TypeError(f"a bus tap must be callable, got {function!r}")
+        self.function = function
+        self.policy = policy
+        self.failures = 0
+        self._ring = _core.HandoffRing(capacity, policy)
+        self._stamp = stamp
+        self._failed = ThrottledLog(_log)
+        self._thread: threading.Thread | None = None
+        if writer:
+            self._thread = threading.Thread(target=self._write_loop, daemon=True, name=name)
+            self._thread.start()
+        # Last: from here on every publish (and, with `latched`, each kept message now) is handed.
+        self._tap = bus.add_tap(self._hand_over, latched=latched)
+
+    @property
+    def active(self) -> bool:
+        return self._tap.active
+
+    def _hand_over(self, topic: str, message: Any) -> None:
+        # The publishing thread's whole share: a reference into the ring (waiting for room only
+        # with policy "wait", the GIL released meanwhile).
+        stamp = self._stamp
+        self._ring.push(topic, message, stamp() if stamp is not None else 0.0)
+
+    def take(self, timeout: float = 0.0, limit: int = 64) -> list[tuple[str, Any, float]]:
+        """Up to `limit` waiting (topic, message, stamp), oldest first, waiting up to `timeout`
+        seconds for the first (the GIL released). For a consumer without the writer thread."""
+        return self._ring.take(limit, timeout)
+
+    def _write_loop(self) -> None:
+        ring, function = self._ring, self.function
+        assert function is not None
+        keep_newest = self.policy == "keep_newest"
+        behind = max(1, ring.capacity // 2)
+        clock, sleep = time.perf_counter, time.sleep
+        while True:
+            # One message at a time: each take() releases the GIL, so the publishing thread
+            # (whose plugins need it every step) never waits behind a batch of conversions.
+            items = ring.take(1, _IDLE_S)
+            if not items:
+                if ring.closed:
+                    return
+                continue
+            topic, message, _ = items[0]
+            start = clock()
+            try:
+                function(topic, message)
+            except Exception:
+                self.failures += 1
+                self._failed.report(("tap", topic), "tap %r raised on topic %s (its writer "
+                                    "goes on)", function, topic, exc_info=True)
+            if keep_newest and ring.waiting >= behind and not ring.closed:
+                # Behind (half the ring waits): the publisher outpaces this writer for good (a
+                # simulation faster than real time), not for a moment. What waits will be
+                # replaced by newer messages anyway; converting it at full speed would only take
+                # the GIL from the publishing thread, whose plugins need it every step. So the
+                # writer keeps to _BEHIND_DUTY of the time, and the newest message of each topic
+                # goes out when it comes back. (At most _BEHIND_SLEEP_S: a single large message,
+                # slow to send, is no stream to pace.)
+                sleep(min((clock() - start) * (1.0 - _BEHIND_DUTY) / _BEHIND_DUTY,
+                          _BEHIND_SLEEP_S))
+
+    def publish(self, topic: str, message: Any) -> None:
+        """Publishes on the bus for every subscriber and every tap but this one."""
+        self._tap.publish(topic, message)
+
+    def statistics(self) -> dict[str, int]:
+        """`handed` (messages handed to the writer), `dropped` (replaced by a newer one of the
+        same topic, or the oldest displaced, by a full keep_newest ring), `waits` (publishes
+        that waited for room in a full wait ring), `waiting` (not taken yet), `failures`."""
+        ring = self._ring
+        return {"handed": int(ring.pushed), "dropped": int(ring.dropped),
+                "waits": int(ring.waits), "waiting": int(ring.waiting),
+                "failures": self.failures}
+
+    def remove(self, timeout: float | None = None) -> None:
+        """Ends the tap; the writer delivers what waits, then ends (joined here, unless this is
+        the writer thread itself)."""
+        self._tap.remove()
+        self._ring.close()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    close = remove
+
+    def __repr__(self) -> str:
+        return f"<HandedOffTap {self.function!r} {self.policy} " \
+               f"{'active' if self.active else 'removed'}>"
