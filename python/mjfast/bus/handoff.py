@@ -120,6 +120,11 @@ class HandedOffTap:
                 sleep(min((clock() - start) * (1.0 - _BEHIND_DUTY) / _BEHIND_DUTY,
                           _BEHIND_SLEEP_S))
 
+    def hand_over(self, topic: str, message: Any) -> None:
+        """Hands `message` to the consumer as if it had been published on `topic` now (what a
+        consumer must not miss again: the latched messages after a reload)."""
+        self._hand_over(topic, message)
+
     def publish(self, topic: str, message: Any) -> None:
         """Publishes on the bus for every subscriber and every tap but this one."""
         self._tap.publish(topic, message)

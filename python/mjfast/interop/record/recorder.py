@@ -139,7 +139,7 @@ class Recording:
         # last written on each transient-local ROS 2 topic.
         self._table: Any = None
         self._routes: dict[str, tuple[Any, ...]] = {}
-        self._latched_written: dict[str, Any] = {}
+        self._latched_written: dict[str, list[Any]] = {}
         if tap.recording is not None:
             raise LogicError(f"the env is recording to {tap.recording.path} already: stop() "
                              f"that recording first")
@@ -233,8 +233,7 @@ class Recording:
             return
         for topic, message in self._env.bus.latched().items():
             found = tuple(route for route in self._routes.get(topic, ())
-                          if route.transient_local
-                          and self._latched_written.get(route.topic) is not message)
+                          if route.transient_local and not self._written(route.topic, message))
             if found:
                 self._write_routes(found, message, float(self._env.data.time))
 
@@ -262,8 +261,15 @@ class Recording:
         """`message` on each of its routes (on the writer thread), published at `time`."""
         for route in routes:
             if route.transient_local:
-                self._latched_written[route.topic] = message
+                if self._written(route.topic, message):
+                    continue  # handed over again after a reload (call()), or written already
+                self._latched_written.setdefault(route.topic, []).append(message)
             self._write_message(route, time, message)
+
+    def _written(self, topic: str, message: Any) -> bool:
+        """Whether this very message was written on the transient-local `topic` (one a topic
+        holds per model generation)."""
+        return any(written is message for written in self._latched_written.get(topic, ()))
 
     def _inbound(self, topic: str, message: Any, publish: Any) -> None:
         """A publish from outside the env (bus.inbound_tap): delivered at a step boundary, with
@@ -300,6 +306,12 @@ class Recording:
             self._identities[self._env.model_generation] = (state.model_signature,
                                                             state.model_description)
             self._queue.append(("state", state, int(self._recorder.steps), next(self._sequence)))
+            # The latched messages the new plugins published while they loaded, before they had
+            # declared their topics (a /tf_static): handed over again, now that they have, so
+            # the writer thread routes them by this generation's declarations.
+            if name != "stop":
+                for topic, message in self._env.bus.latched().items():
+                    self._bus_tap.hand_over(topic, message)
 
     # -- the writer thread ----------------------------------------------------------------------
 
