@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import random
 import signal
 import socket
@@ -37,7 +36,7 @@ import mjfast  # noqa: E402
 from mjfast.plugin.discovery import register_plugin, unregister_plugin  # noqa: E402
 from mjfast.ros2 import Bridge, RouterNotFound, wire  # noqa: E402
 from mjfast.ros2 import types as ros_types  # noqa: E402
-from support import wait_for, zenoh_router  # noqa: E402
+from support import ros_sdk, wait_for, write_ros_definitions, zenoh_router  # noqa: E402
 
 TIMEOUT = 15.0
 
@@ -111,63 +110,19 @@ def router() -> Iterator[tuple[str, int]]:
         yield f"tcp/127.0.0.1:{port}", port
 
 
-def _msg_type(desc: Any) -> str:
-    kind, rest = desc
-    if kind.name == "NAME":
-        package, _, name = rest.split("/")
-        return f"{package}/{name}"
-    if kind.name == "BASE":
-        return f"string<={rest[1]}" if rest[0] == "string" and rest[1] else rest[0]
-    inner, count = rest
-    if kind.name == "ARRAY":
-        return f"{_msg_type(inner)}[{count}]"
-    return f"{_msg_type(inner)}[<={count}]" if count else f"{_msg_type(inner)}[]"
-
-
 def write_definitions(folder: Path) -> None:
-    """The .msg/.srv files zenoh-ros2-sdk looks up (`<pkg>/msg/<Name>.msg`), written from the
-    field definitions of rosbags' Jazzy typestore."""
-    store = ros_types.typestore()
-    for ros_type, (consts, fields) in store.fielddefs.items():
-        package, kind, base = ros_type.split("/")
-        if kind != "msg":
-            continue
-        lines = [f"{typ} {name}={value}" for name, typ, value in consts]
-        lines += [f"{_msg_type(desc)} {name}" for name, desc in fields
-                  if name != "structure_needs_at_least_one_member"]
-        path = folder / package / kind / f"{base}.msg"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("\n".join(lines) + "\n")
-    for service, text in SRV_TEXT.items():
-        package, kind, base = service.split("/")
-        (folder / package / kind).mkdir(parents=True, exist_ok=True)
-        (folder / package / kind / f"{base}.srv").write_text(text)
+    """The .msg/.srv files zenoh-ros2-sdk looks up: every message of rosbags' Jazzy typestore and
+    the std_srvs services the bridge serves."""
+    write_ros_definitions(folder, SRV_TEXT)
 
 
 @pytest.fixture(scope="module")
 def ros(router: tuple[str, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """zenoh-ros2-sdk connected (as a Zenoh client) to the test router, offline."""
-    from zenoh_ros2_sdk import message_registry
-    from zenoh_ros2_sdk.session import ZenohSession
-
     folder = tmp_path_factory.mktemp("msgs")
     write_definitions(folder)
-    saved = os.environ.get("ZENOH_CONFIG_OVERRIDE")
-    os.environ["ZENOH_CONFIG_OVERRIDE"] = 'mode="client";listen/endpoints=[]'
-    os.environ["ZENOH_ROS2_SDK_CACHE"] = str(folder / "no-downloads")
-    message_registry._registry = message_registry.MessageRegistry(str(folder))
-    ZenohSession._instance = None
-    ZenohSession.get_instance("127.0.0.1", router[1])
-    try:
+    with ros_sdk(folder, router[1]) as sdk:
         yield sdk
-    finally:
-        if ZenohSession._instance is not None:
-            ZenohSession._instance.close()
-        message_registry._registry = None
-        if saved is None:
-            os.environ.pop("ZENOH_CONFIG_OVERRIDE", None)
-        else:
-            os.environ["ZENOH_CONFIG_OVERRIDE"] = saved
 
 
 @pytest.fixture
