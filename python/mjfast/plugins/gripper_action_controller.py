@@ -27,14 +27,13 @@ import mujoco
 from mjfast._core_loader import _core
 from mjfast.plugin.actions import ActionServer, GoalHandle
 from mjfast.plugin.base import MujocoPlugin
+from mjfast.plugins._controller_events import watch_events
 from mjfast.plugins._sensing import id_of, names_of
 from mjfast.plugins.joint_trajectory_controller import command_actuator
 
 __all__ = ["GripperActionController"]
 
 _log = logging.getLogger("mjfast.plugins.gripper_action_controller")
-# The monitor thread looks at the copies this often (wall time); a goal's end wakes it at once.
-_POLL_S = 0.01
 
 
 def _result(state: Mapping[str, Any]) -> dict[str, Any]:
@@ -152,18 +151,7 @@ class GripperActionController(MujocoPlugin):
             (active[1].canceled if how == "cancel" else active[1].abort)(self._now())
 
     def _watch(self) -> None:
-        seen = (0, 0, 0)
-        while not self._stopping:
-            counts = self.core.wait(seen, _POLL_S)
-            if self._stopping:
-                return
-            if counts == seen:
-                continue
-            try:
-                self._handle(seen, counts)
-            except Exception:
-                _log.exception("%s: handling the controller's events failed", self.name)
-            seen = counts
+        watch_events(self.core, self._handle, lambda: self._stopping, self.name, _log)
 
     def _handle(self, seen: tuple[int, int, int], counts: tuple[int, int, int]) -> None:
         with self._lock:

@@ -28,6 +28,7 @@ import numpy as np
 from mjfast._core_loader import _core
 from mjfast.plugin.actions import ActionServer, GoalHandle, seconds_of, time_message
 from mjfast.plugin.base import MujocoPlugin
+from mjfast.plugins._controller_events import watch_events
 from mjfast.plugins._sensing import id_of, names_of
 
 __all__ = [
@@ -53,8 +54,6 @@ GOAL_TOLERANCE_VIOLATED = -5
 
 _INTERFACES = {("position",): "position", ("velocity",): "velocity", ("effort",): "effort",
                ("position", "velocity"): "position_velocity"}
-# The monitor thread looks at the copies this often (wall time); a goal's end wakes it at once.
-_POLL_S = 0.01
 
 
 def command_actuator(model: mujoco.MjModel, joint: int, interface: str) -> int | None:
@@ -409,18 +408,7 @@ class JointTrajectoryController(MujocoPlugin):
     # -- what the core copies out ----------------------------------------------------------------
 
     def _watch(self) -> None:
-        seen = (0, 0, 0)
-        while not self._stopping:
-            counts = self.core.wait(seen, _POLL_S)
-            if self._stopping:
-                return
-            if counts == seen:
-                continue
-            try:
-                self._handle(seen, counts)
-            except Exception:  # a bus subscriber's failure must not end the monitor
-                _log.exception("%s: handling the controller's events failed", self.name)
-            seen = counts
+        watch_events(self.core, self._handle, lambda: self._stopping, self.name, _log)
 
     def _handle(self, seen: tuple[int, int, int], counts: tuple[int, int, int]) -> None:
         with self._lock:
