@@ -24,8 +24,7 @@ from mjfast.interop.ros2 import Bridge
 from support import TWO_LINK_ARM_XML
 from urdf_robot import PACKAGE, write_robot
 
-# The bridge tests' fixtures: a Zenoh router in a child, zenoh-ros2-sdk on it, a domain each.
-router = test_bridge.router
+# The bridge tests' fixtures: zenoh-ros2-sdk on the root conftest's router, a domain each.
 ros = test_bridge.ros
 domain = test_bridge.domain
 
