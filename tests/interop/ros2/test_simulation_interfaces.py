@@ -504,8 +504,8 @@ def resource(client: Client, *, uri: str = "", text: str = "") -> Any:
 
 def test_features_list_exactly_what_works(services: dict[str, Client]) -> None:
     features = services["get_simulator_features"]().features
-    assert sorted(features.features.tolist()) == [0, 1, 8, 9, 10, 11, 12, 20, 22, 23, 24, 25,
-                                                  26, 31, 32, 33, 50]
+    assert sorted(features.features.tolist()) == [0, 1, 6, 7, 8, 9, 10, 11, 12, 20, 22, 23, 24,
+                                                  25, 26, 31, 32, 33, 50]
     assert list(features.spawn_formats) == ["mjcf", "urdf"]
 
 
@@ -555,6 +555,9 @@ def test_spawn_two_robots_and_an_object_move_step_reset_and_delete(
     time = env.data.time
     assert reset(scope=SCOPE_STATE).result.result == OK  # the state, not the time
     assert env.data.time == time and env.get_entity_state("crate").pos.tolist() == [1, 1, 0.2]
+    alone = reset(scope=SCOPE_TIME)  # not a feature: refused, nothing changes
+    assert alone.result.result == FEATURE_UNSUPPORTED and env.data.time == time
+    assert "SCOPE_TIME alone" in alone.result.error_message
     assert reset(scope=SCOPE_TIME | SCOPE_STATE).result.result == OK
     assert env.data.time == 0.0 and set(env.entities()) == {"box", "crate", "left", "right"}
     assert services["delete_entity"](entity="left").result.result == OK
@@ -630,6 +633,46 @@ def test_spawn_entities_reports_each_result(services: dict[str, Client]) -> None
     assert reply.result.result == ENTITIES_SPAWN_FAILED
     assert [(r.result.result, r.entity_name) for r in reply.results] == [(OK, "one"),
                                                                         (NAME_NOT_UNIQUE, "")]
+
+
+def test_bounds_filters_keep_the_entities_whose_root_is_inside(
+        env: mjfast.MujocoEnv, services: dict[str, Client]) -> None:
+    spawn = services["spawn_entity"]
+    for name, xyz in (("near", (1.0, 0.0, 0.2)), ("far", (3.0, 3.0, 0.2))):
+        reply = spawn(name=name, entity_resource=resource(spawn, text=CRATE_XML),
+                      initial_pose=pose(spawn, xyz))
+        assert reply.result.result == OK, reply.result.error_message
+    listed, states = services["get_entities"], services["get_entities_states"]
+
+    def bounds(kind: int, *points: tuple[float, float, float]) -> Any:
+        vectors = [listed.message("geometry_msgs/msg/Vector3", x=x, y=y, z=z)
+                   for x, y, z in points]
+        return listed.message("simulation_interfaces/msg/EntityFilters",
+                              bounds=listed.message("simulation_interfaces/msg/Bounds",
+                                                    type=kind, points=vectors))
+
+    def names(filters: Any) -> list[str]:
+        reply = listed(filters=filters)
+        assert reply.result.result == OK, reply.result.error_message
+        return list(reply.entities)
+
+    box, hull, sphere = 1, 2, 3  # Bounds.TYPE_*; the box entity's root is at (0, 0, 0.1)
+    assert names(bounds(sphere, (0, 0, 0.2), (1.0, 0, 0))) == ["box", "near"]  # on its surface
+    assert names(bounds(sphere, (0, 0, 0.2), (0.5, 0, 0))) == ["box"]
+    assert names(bounds(box, (4, 4, 1), (0.5, -1, 0))) == ["far", "near"]  # any two corners
+    tetrahedron = ((0.5, -1, 0), (3, -1, 0), (0.5, 2, 0), (0.5, -1, 2))
+    assert names(bounds(hull, *tetrahedron)) == ["near"]
+    assert names(bounds(hull, (-1, -1, 0.1), (2, -1, 0.1), (-1, 2, 0.1))) == ["box"]  # flat
+    reply = states(filters=bounds(sphere, (3, 3, 0.2), (0.1, 0, 0)))
+    assert list(reply.entities) == ["far"] and reply.states[0].pose.position.x == 3.0
+    for malformed, words in ((bounds(sphere, (0, 0, 0)), "TYPE_SPHERE"),
+                             (bounds(box, (0, 0, 0), (1, 1, 1), (2, 2, 2)), "TYPE_BOX"),
+                             (bounds(hull, (0, 0, 0), (1, 1, 1), (2, 2, 2)), "one line")):
+        reply = listed(filters=malformed)
+        assert reply.result.result == OPERATION_FAILED and words in reply.result.error_message
+        assert list(reply.entities) == []
+    reply = listed(filters=bounds(7, (0, 0, 0), (1, 1, 1)))
+    assert reply.result.result == FEATURE_UNSUPPORTED
 
 
 def test_unknown_entities_and_unsupported_filters(services: dict[str, Client]) -> None:

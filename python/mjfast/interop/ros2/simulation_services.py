@@ -13,6 +13,7 @@ definitions, which mjfast carries in `interfaces/simulation_interfaces`,
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -52,13 +53,17 @@ SCOPE_DEFAULT, SCOPE_TIME, SCOPE_STATE, SCOPE_SPAWNED, SCOPE_ALL = 0, 1, 2, 4, 2
 # EntityCategory.msg
 CATEGORY_OBJECT, CATEGORY_ROBOT, CATEGORY_DYNAMIC_OBJECT, CATEGORY_STATIC_OBJECT = 0, 1, 4, 5
 # Bounds.msg
-BOUNDS_EMPTY = 0
+BOUNDS_EMPTY, BOUNDS_BOX, BOUNDS_CONVEX_HULL, BOUNDS_SPHERE = 0, 1, 2, 3
+# A convex hull filter's points at most (its test runs over their simplices, Carathéodory's).
+MAX_HULL_POINTS = 16
 
 # SimulatorFeatures.msg: exactly what the services below do.
 FEATURES = (
     0,   # SPAWNING
     1,   # DELETING
-    8,   # ENTITY_CATEGORIES (filters of get_entities / get_entities_states)
+    6,   # ENTITY_BOUNDS_BOX (filters of get_entities / get_entities_states; TYPE_SPHERE too)
+    7,   # ENTITY_BOUNDS_CONVEX
+    8,   # ENTITY_CATEGORIES
     9,   # SPAWNING_RESOURCE_STRING
     10,  # ENTITY_STATE_GETTING
     11,  # ENTITY_STATE_SETTING
@@ -321,7 +326,8 @@ class SimulationInterfaces:
         features = _msg("SimulatorFeatures")(
             features=np.array(FEATURES, dtype=np.uint16), spawn_formats=list(FORMATS),
             custom_info="mjfast: MuJoCo; entity names are the world's children and spawned "
-                        "models; SCOPE_TIME resets only together with SCOPE_STATE; "
+                        "models; a bounds filter keeps the entities whose root frame's position "
+                        "is inside the bounds; SCOPE_TIME resets only together with SCOPE_STATE; "
                         "simulate_steps gives feedback after each chunk of about 10 ms of "
                         "stepping")
         return _srv("GetSimulatorFeatures", "Response")(features=features)
@@ -421,9 +427,14 @@ class SimulationInterfaces:
         """(failure result or None, the entity names that pass `filters`)."""
         if list(filters.tags.tags):
             return _result(FEATURE_UNSUPPORTED, "entity tags are not supported (ENTITY_TAGS)"), []
-        if filters.bounds.type != BOUNDS_EMPTY:
-            return _result(FEATURE_UNSUPPORTED, "bounds filters are not supported "
-                                                "(ENTITY_BOUNDS)"), []
+        try:
+            inside = _bounds_test(filters.bounds)
+        except ValueError as error:
+            return _result(OPERATION_FAILED, str(error)), []
+        if inside is None and filters.bounds.type != BOUNDS_EMPTY:
+            return _result(FEATURE_UNSUPPORTED, f"bounds type {filters.bounds.type} is not one of "
+                                                f"TYPE_EMPTY, TYPE_BOX, TYPE_CONVEX_HULL, "
+                                                f"TYPE_SPHERE"), []
         try:
             pattern = re.compile(filters.filter) if filters.filter else None
         except re.error as error:
@@ -437,6 +448,13 @@ class SimulationInterfaces:
                 continue
             if categories and _category(self._env, info) not in categories:
                 continue
+            if inside is not None:
+                try:
+                    position = self._env.get_entity_state(name).pos
+                except (KeyError, ValueError):  # removed meanwhile
+                    continue
+                if not inside(np.asarray(position, dtype=float)):
+                    continue
             names.append(name)
         return None, names
 
@@ -528,8 +546,13 @@ class SimulationInterfaces:
         if scope & ~(SCOPE_TIME | SCOPE_STATE | SCOPE_SPAWNED):
             return response(result=_result(FEATURE_UNSUPPORTED, f"unknown scope bits in {scope}"))
         if scope & SCOPE_TIME and not scope & SCOPE_STATE:
-            return response(result=_result(FEATURE_UNSUPPORTED, "SCOPE_TIME resets only "
-                                                                "together with SCOPE_STATE"))
+            # The time is part of the state a step reads (plugins' goals, pacing, recordings
+            # are stamped with it): turning it back alone would break them. Hence no
+            # SIMULATION_RESET_TIME among the features.
+            return response(result=_result(
+                FEATURE_UNSUPPORTED, "SCOPE_TIME alone is not supported (no "
+                                     "SIMULATION_RESET_TIME): the time resets together with "
+                                     "the state, SCOPE_TIME | SCOPE_STATE"))
         try:
             if scope & SCOPE_SPAWNED:
                 for name, info in self._env.entities().items():
@@ -604,6 +627,73 @@ def _text(error: BaseException) -> str:
 def _model_name(text: str) -> str:
     match = re.search(r"<(?:mujoco|robot)\b[^>]*\b(?:model|name)\s*=\s*[\"']([^\"']*)[\"']", text)
     return match.group(1) if match else ""
+
+
+# -- bounds filters --------------------------------------------------------------------------
+
+# Points on a bound's surface count as inside it, to this much (metres) of rounding.
+_BOUNDS_TOLERANCE = 1e-9
+
+
+def _bounds_test(bounds: Any) -> Callable[[np.ndarray], bool] | None:
+    """Whether an entity is in `bounds` (Bounds.msg, in the world frame), by its root frame's
+    position (the pose get_entity_state gives); None for TYPE_EMPTY or a type not known. A
+    malformed bound is a ValueError saying what Bounds.msg expects."""
+    kind = int(bounds.type)
+    points = np.array([[p.x, p.y, p.z] for p in bounds.points], dtype=float).reshape(-1, 3)
+    if kind not in (BOUNDS_BOX, BOUNDS_SPHERE, BOUNDS_CONVEX_HULL):
+        return None
+    if not np.isfinite(points).all():
+        raise ValueError("bounds points must be finite")
+    if kind == BOUNDS_SPHERE:
+        if len(points) != 2 or points[1, 0] < 0:
+            raise ValueError(f"TYPE_SPHERE bounds are 2 points, the center and (x) a radius >= 0; "
+                             f"got {len(points)} point(s)"
+                             + (f", radius {points[1, 0]}" if len(points) == 2 else ""))
+        center, radius = points[0], points[1, 0]
+        return lambda p: bool(np.linalg.norm(p - center) <= radius + _BOUNDS_TOLERANCE)
+    if kind == BOUNDS_BOX:
+        if len(points) != 2:
+            raise ValueError(f"TYPE_BOX bounds are 2 points, opposite corners of an axis-aligned "
+                             f"box; got {len(points)}")
+        low, high = points.min(axis=0), points.max(axis=0)
+        return lambda p: bool(np.all(p >= low - _BOUNDS_TOLERANCE)
+                              and np.all(p <= high + _BOUNDS_TOLERANCE))
+    if not 3 <= len(points) <= MAX_HULL_POINTS:
+        raise ValueError(f"TYPE_CONVEX_HULL bounds are 3 to {MAX_HULL_POINTS} points; got "
+                         f"{len(points)}")
+    return _hull_test(points)
+
+
+def _hull_test(points: np.ndarray) -> Callable[[np.ndarray], bool]:
+    """Whether a point is in the convex hull of `points`: in their affine span, and
+    (Carathéodory) in one of the simplices of the span's dimension that they make."""
+    origin = points[0]
+    _, singular, axes = np.linalg.svd(points - origin)
+    dimension = int(np.sum(singular > _BOUNDS_TOLERANCE * max(1.0, singular[0])))
+    if dimension < 2:
+        raise ValueError("TYPE_CONVEX_HULL bounds need 3 points that are not on one line")
+    basis = axes[:dimension]
+    flat = (points - origin) @ basis.T  # the points in the span's coordinates
+    simplices = []  # (first corner, inverse of its edge matrix)
+    for simplex in itertools.combinations(range(len(points)), dimension + 1):
+        corners = flat[list(simplex)]
+        edges = (corners[1:] - corners[0]).T
+        if abs(np.linalg.det(edges)) > _BOUNDS_TOLERANCE:
+            simplices.append((corners[0], np.linalg.inv(edges)))
+
+    def inside(p: np.ndarray) -> bool:
+        offset = p - origin
+        if np.linalg.norm(offset - basis.T @ (basis @ offset)) > _BOUNDS_TOLERANCE:
+            return False  # off a flat hull's plane
+        target = basis @ offset
+        for corner, inverse in simplices:
+            weights = inverse @ (target - corner)
+            if weights.min() >= -_BOUNDS_TOLERANCE and weights.sum() <= 1 + _BOUNDS_TOLERANCE:
+                return True
+        return False
+
+    return inside
 
 
 def _category(env: Any, info: Any) -> int:
