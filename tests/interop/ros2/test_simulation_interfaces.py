@@ -784,3 +784,16 @@ def test_simulate_steps_fails_unless_paused_and_idle(
     env.pause()
     assert finished and finished[0][:2] == (ABORTED, OPERATION_FAILED)
     assert "the simulation was resumed" in finished[0][2]
+
+
+def test_the_bridges_of_an_env_share_its_action_and_the_last_one_ends_it(
+        env: mjfast.MujocoEnv, router: tuple[str, int]) -> None:
+    send_goal = f"{NS}/simulate_steps/send_goal"  # the action's goals, on the env's bus
+    with Bridge(env, domain_id=random.randint(1, 200), router=router[0]):
+        with Bridge(env, domain_id=random.randint(1, 200), router=router[0]):
+            assert send_goal in env.bus.services()
+        assert send_goal in env.bus.services()  # the other bridge still serves it
+        reply = env.bus.call(send_goal, {"goal_id": uuid.uuid4().bytes, "goal": {"steps": 3}})
+        assert reply["accepted"]
+    assert send_goal not in env.bus.services()
+    assert not [topic for topic in env.bus.latched() if "simulate_steps" in topic]

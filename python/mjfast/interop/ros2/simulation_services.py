@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import re
 import threading
 import weakref
@@ -227,7 +228,11 @@ class StepAction:
 
     def _on_accepted(self, handle: GoalHandle) -> None:
         env = self._env
-        steps = int(handle.goal.get("steps", 0)) if isinstance(handle.goal, Mapping) else 0
+        raw = handle.goal.get("steps") if isinstance(handle.goal, Mapping) else handle.goal
+        try:  # the bridge's goals are SimulateSteps_Goal's; a bus caller's may be anything
+            steps = operator.index(raw)
+        except TypeError:
+            steps = 0  # aborted below
         with self._lock:
             busy = self._worker is not None and self._worker.is_alive()
             if busy:
@@ -236,7 +241,7 @@ class StepAction:
                 reason = ("the simulation is not paused: simulate_steps steps a paused "
                           "simulation (set_simulation_state PAUSED first)")
             elif not 1 <= steps <= MAX_STEPS:
-                reason = f"steps must be 1 to 2**63-1, got {steps}"
+                reason = f"steps must be an integer from 1 to 2**63-1, got {raw!r}"
             else:
                 reason = None
                 self._worker = threading.Thread(target=self._run, args=(handle, steps),
