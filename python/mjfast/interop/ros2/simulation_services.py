@@ -188,7 +188,7 @@ class StepAction:
         weakref.WeakKeyDictionary())
     # Taken before the bus's lock (making or shutting down an env's action advertises and
     # publishes); nothing the bus calls takes it.
-    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
+    _shared_lock = threading.Lock()
 
     def __init__(self, env: Any) -> None:
         self._env = env
