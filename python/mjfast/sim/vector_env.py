@@ -516,7 +516,9 @@ class World:
     # and info(), are made below from the table (`_world_call`): each holds the vector and runs
     # the world env's method. `reset(seed=...)` reseeds this world's generator (the VectorEnv's
     # base seed stays as it is); `apply_options` changes every world's options unless the
-    # VectorEnv was built with `own_models=True` (they share one model).
+    # VectorEnv was built with `own_models=True` (they share one model); `spawn` and `remove`
+    # (SPEC §25) give this world a model of its own, and the batched fields whose widths then
+    # differ are refused (`_check_widths`).
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
 
