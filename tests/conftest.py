@@ -17,7 +17,7 @@ import mujoco
 import pytest
 
 import mjfast
-from support import BOX_XML, JOURNAL, TWO_LINK_ARM_XML, Journal, arm_xml
+from support import BOX_XML, JOURNAL, TWO_LINK_ARM_XML, Journal, arm_xml, free_port, zenoh_router
 
 
 @pytest.fixture(autouse=True)
@@ -33,6 +33,15 @@ def _restore_hooks() -> Iterator[None]:
     # A test that replaces mjcb_control/mjcb_passive must not break every test after it.
     yield
     mjfast.install_hooks()
+
+
+@pytest.fixture(scope="module")
+def router() -> Iterator[tuple[str, int]]:
+    """A Zenoh router that is not mjfast (support.zenoh_router) on a free loopback port, for one
+    test module: its endpoint and port."""
+    port = free_port()
+    with zenoh_router(f"tcp/127.0.0.1:{port}"):
+        yield f"tcp/127.0.0.1:{port}", port
 
 
 @pytest.fixture

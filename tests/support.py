@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -395,6 +396,13 @@ print("up", flush=True)
 sys.stdin.read()
 session.close()
 """
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that was free a moment ago (for a Zenoh endpoint)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @contextlib.contextmanager

@@ -34,6 +34,7 @@ from support import (
     arm_xml,
     assert_same_array,
     finish_python,
+    free_port,
     ndarray_ext,
     run_python,
     sample_arrays,
@@ -135,12 +136,6 @@ from mjfast import cli
 sys.exit(cli.main(["serve", {model!r}, "--params", {params!r}, "--listen", {endpoint!r},
                    "--realtime", "1"]))
 '''
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Served:

@@ -13,7 +13,6 @@ import logging
 import math
 import random
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -36,7 +35,7 @@ import mjfast  # noqa: E402
 from mjfast.plugin.discovery import register_plugin, unregister_plugin  # noqa: E402
 from mjfast.ros2 import Bridge, RouterNotFound, wire  # noqa: E402
 from mjfast.ros2 import types as ros_types  # noqa: E402
-from support import ros_sdk, wait_for, write_ros_definitions, zenoh_router  # noqa: E402
+from support import free_port, ros_sdk, wait_for, write_ros_definitions  # noqa: E402
 
 TIMEOUT = 15.0
 
@@ -95,19 +94,6 @@ SRV_TEXT = {"std_srvs/srv/SetBool": "bool data\n---\nbool success\nstring messag
             # What rosidl makes of an empty request (zenoh-ros2-sdk refuses an empty one).
             "std_srvs/srv/Trigger": "uint8 structure_needs_at_least_one_member\n---\n"
                                     "bool success\nstring message\n"}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def router() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    with zenoh_router(f"tcp/127.0.0.1:{port}"):
-        yield f"tcp/127.0.0.1:{port}", port
 
 
 def write_definitions(folder: Path) -> None:
