@@ -14,7 +14,6 @@ runs in a child process.
 from __future__ import annotations
 
 import random
-import socket
 import threading
 import uuid
 from collections.abc import Iterator
@@ -38,7 +37,6 @@ from support import (
     ros_sdk,
     wait_for,
     write_ros_definitions,
-    zenoh_router,
 )
 
 TIMEOUT = 15.0
@@ -358,19 +356,6 @@ ENTITIES_SPAWN_FAILED, ALREADY_IN_TARGET_STATE = 150, 101
 STOPPED, PLAYING, PAUSED = 0, 1, 2
 SCOPE_TIME, SCOPE_STATE, SCOPE_SPAWNED = 1, 2, 4
 CATEGORY_ROBOT, CATEGORY_STATIC_OBJECT = 1, 5
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def router() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    with zenoh_router(f"tcp/127.0.0.1:{port}"):
-        yield f"tcp/127.0.0.1:{port}", port
 
 
 @pytest.fixture(scope="module")
