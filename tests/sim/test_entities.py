@@ -170,6 +170,43 @@ def test_a_running_world_steps_on_exactly_as_it_would_have_without_the_spawned_p
     assert TRACE["reference"] == trace
 
 
+def test_a_spawn_into_one_world_of_a_vector_env_leaves_the_others_bit_for_bit() -> None:
+    ctrl = np.full((3, 1), 0.2)
+    with mjfast.VectorEnv(WORLD_XML, 3) as vector, mjfast.VectorEnv(WORLD_XML, 3) as reference:
+        vector.step(25, ctrl)
+        reference.step(25, ctrl)
+        one = vector.world(1)
+        info = one.spawn(PROBE_XML, "probe", pose={"pos": [0, -3, 2]})
+        assert info.spawned and sorted(one.entities()) == ["box", "pendulum", "probe", "target"]
+        assert sorted(vector.world(0).entities()) == ["box", "pendulum", "target"]
+        assert one.model.nq == WORLD_NQ + 7 and vector.world(2).model.nq == WORLD_NQ
+        # The batched arrays of differing widths are refused, not read past a row.
+        with pytest.raises(ValueError, match=r"qpos, qvel differ in width .*\.world\(i\)\.data"):
+            vector.gather(("qpos", "qvel"))
+        vector.step(50, ctrl)  # ctrl keeps its width: the probe has no actuator
+        reference.step(50, ctrl)
+        for index in (0, 2):  # untouched, as if nothing had happened in world 1
+            assert physics_of(vector, index).tobytes() == physics_of(reference, index).tobytes()
+        # World 1 stepped on: the original entities exactly as the reference's (contact-free
+        # probe, sparse Jacobian), and the probe fell.
+        data, expected = one.data, reference.world(1).data
+        assert one.step_count == reference.world(1).step_count == 75
+        assert data.qpos[:WORLD_NQ].tobytes() == expected.qpos.tobytes()
+        assert data.qvel[:WORLD_NV].tobytes() == expected.qvel.tobytes()
+        assert one.get_entity_state("probe").pos[2] < 2.0
+        one.set_entity_state("probe", pose={"pos": [0, -3, 5]})
+        assert one.get_entity_state("probe").pos.tolist() == [0, -3, 5]
+        one.remove("probe")
+        vector.step(10, ctrl)
+        reference.step(10, ctrl)
+        assert vector.gather(("qpos", "qvel")).tobytes() == reference.gather(
+            ("qpos", "qvel")).tobytes()
+
+
+def physics_of(vector: mjfast.VectorEnv, index: int) -> np.ndarray:
+    return vector.get_state(index).physics
+
+
 def test_remove_keeps_the_others_state_by_name(make_env: Callable[..., mjfast.MujocoEnv]) -> None:
     env = world(make_env)
     env.spawn(TWO_LINK_ARM_XML, "left", pose={"pos": [3, 0, 0]})

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["REQUIRED", "SIM_CALLS", "CallListener", "CallListeners", "Field", "Ros2Service",
            "SimCall", "bus_calls", "cancellable", "jsonable", "recorded_calls", "ros2_calls",
-           "sim_call", "world_calls"]
+           "sim_call", "step_in_chunks", "world_calls"]
 
 _log = logging.getLogger("mjfast.env")
 
@@ -200,8 +200,12 @@ def cancellable(reason: Callable[[], str | None]) -> Iterator[None]:
         _cancellation.reset(token)
 
 
-def _step_cancellable(env: MujocoEnv, steps: int, cancelled: Callable[[], str | None]) -> None:
-    """env.step(steps) in chunks of about _STEP_CHUNK_S, asking `cancelled` before each."""
+def step_in_chunks(env: Any, steps: int, cancelled: Callable[[], str | None],
+                   progress: Callable[[int], None] | None = None) -> None:
+    """env.step(steps) in chunks of about _STEP_CHUNK_S (the first of one step), asking
+    `cancelled` before each (InterruptedError("step: stopped after K of N steps: <reason>") once
+    it gives a reason) and telling `progress` the steps done after each: the remote server's
+    cancellable `step` and simulation_interfaces' `simulate_steps` action (its feedback)."""
     done, chunk = 0, 1
     while done < steps:
         reason = cancelled()
@@ -211,6 +215,8 @@ def _step_cancellable(env: MujocoEnv, steps: int, cancelled: Callable[[], str | 
         started = time.perf_counter()
         env.step(n)
         done += n
+        if progress is not None:
+            progress(done)
         elapsed = time.perf_counter() - started
         if elapsed < _STEP_CHUNK_S / 2:
             chunk = min(chunk * 2, 1 << 40)
@@ -239,7 +245,7 @@ def _serve_step(env: MujocoEnv, request: Mapping[str, Any]) -> dict[str, Any]:
     if cancelled is None:
         env.step(steps)
     else:
-        _step_cancellable(env, steps, cancelled)
+        step_in_chunks(env, steps, cancelled)
     return {"step_count": env.step_count, "time": float(env.data.time)}
 
 
@@ -393,22 +399,23 @@ SIM_CALLS: tuple[SimCall, ...] = (
             state_after=True, bus=False, world=True, from_record=_state_from_record),
     # SPEC §25: the world's entities (their ROS 2 services are simulation_interfaces', in
     # mjfast.interop.ros2.simulation_services).
-    SimCall("entities", serve=_serve_entities),
+    SimCall("entities", serve=_serve_entities, world=True),
     SimCall("spawn", (Field("model", "MJCF/URDF path or text", REQUIRED),
                       Field("name", "entity name", REQUIRED), Field("pose", "{pos, quat}"),
                       Field("frame", "body or entity name, or world", "world"),
                       Field("namespace", "ROS-style namespace"),
                       Field("params", "{MujocoPlugins: ...}")),
-            changes_state=True, state_after=True, serve=_serve_spawn,
+            changes_state=True, state_after=True, serve=_serve_spawn, world=True,
             from_record=spawn_call),
     SimCall("remove", (Field("name", "entity name", REQUIRED),), changes_state=True,
-            state_after=True, serve=_serve_remove),
+            state_after=True, serve=_serve_remove, world=True),
     SimCall("get_entity_state", (Field("name", "entity name", REQUIRED),
-                                 Field("frame", "body or entity name, or world", "world"))),
+                                 Field("frame", "body or entity name, or world", "world")),
+            world=True),
     SimCall("set_entity_state", (Field("name", "entity name", REQUIRED),
                                  Field("pose", "{pos, quat}"), Field("twist", "{linvel, angvel}"),
                                  Field("frame", "body or entity name, or world", "world")),
-            changes_state=True),
+            changes_state=True, world=True),
 )
 
 _BY_NAME = {call.name: call for call in SIM_CALLS}

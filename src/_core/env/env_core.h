@@ -65,7 +65,10 @@
 // while the bus taps, these consumers, get latched messages, so that each gets them in order;
 // the taps call no env); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
 // web server stops) and server.py's _START_LOCK (held while a web server starts);
-// cli/remote.py's echo lock; plugin/actions.py's ActionServer._status_lock (held across
+// cli/remote.py's echo lock; ros2/simulation_services.py's StepAction._lock (the running
+// simulate_steps goal; a leaf) and StepAction._shared_lock (an env's action made or shut down:
+// taken before Bus._lock, and held while joining the action's stepping thread, which never takes
+// it); plugin/actions.py's ActionServer._status_lock (held across
 // publishing an action's status array on the bus, so arrays go out in the order of their
 // transitions; taken with 6 held when a reset aborts a goal) and ros2/actions.py's
 // ActionServices._lock (the get_result calls waiting for a goal's end). Those on the

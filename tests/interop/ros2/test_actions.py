@@ -180,11 +180,14 @@ class ActionClient:
     subscribers under `<name>/_action/`, each keyed by rosidl's hash."""
 
     def __init__(self, ros: Any, router: tuple[str, int], domain: int, name: str,
-                 action_type: str, topics: bool = True) -> None:
+                 action_type: str, topics: bool = True,
+                 hashes: dict[str, str] | None = None) -> None:
         from zenoh_ros2_sdk.qos import QosDurability, QosProfile
 
+        known = ROSIDL_HASHES if hashes is None else {**ROSIDL_HASHES, **hashes}
+
         def rihs(type_name: str) -> str:
-            return f"RIHS01_{ROSIDL_HASHES[type_name]}"
+            return f"RIHS01_{known[type_name]}"
 
         common = {"node_name": "action_client", "domain_id": domain, "router_port": router[1]}
         self.send_goal = ros.ROS2ServiceClient(f"{name}/_action/send_goal",

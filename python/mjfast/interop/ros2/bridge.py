@@ -254,6 +254,7 @@ class Bridge:
         self._skipped: set[str] = set()
         self._warned: set[str] = set()
         self._owns_session = session is None
+        self._simulation: SimulationInterfaces | None = None  # simulation_interfaces' (SPEC §25)
         try:
             # `session`: a Zenoh session of mjfast's own to share (serve's remote bus, when it
             # listens on the router endpoint as the router); closed by its owner, not here.
@@ -289,6 +290,8 @@ class Bridge:
         except BaseException:
             self._work.shut()
             self._stop_workers()
+            if self._simulation is not None:
+                self._simulation.close()
             if self._owns_session:
                 self._session.close()
             raise
@@ -344,6 +347,10 @@ class Bridge:
             except Exception:
                 continue
             out.append((spec.name, spec.node_namespace(self._env.namespace), cls))
+        # simulation_interfaces' simulate_steps, declared as a plugin declares an action.
+        if self._simulation is not None:
+            out.append((simulation_services.PACKAGE, resolve_name(self._env.namespace),
+                        self._simulation))
         return out
 
     def _action_routes(self) -> list[Outbound]:
@@ -512,8 +519,10 @@ class Bridge:
             assert call.ros2 is not None
             served.append((f"{ns}/{call.name}", call.ros2.type,
                            functools.partial(call.ros2.answer, self._env), call.ros2.inline))
-        # simulation_interfaces 2.1.0 (SPEC §25), under the node's namespace too.
-        for short, (service_type, handler) in SimulationInterfaces(self._env).table().items():
+        # simulation_interfaces 2.1.0 (SPEC §25), under the node's namespace too (its action,
+        # simulate_steps, with the plugins' actions: _plugin_classes).
+        self._simulation = SimulationInterfaces(self._env)
+        for short, (service_type, handler) in self._simulation.table().items():
             served.append((f"{ns.rstrip('/')}/{short}", service_type, handler, False))
         for name, service_type, handler, inline in served:
             dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
@@ -654,6 +663,8 @@ class Bridge:
             with self._lock:
                 for services in self._actions:  # the actions' calls too
                     services.close()
+            if self._simulation is not None:
+                self._simulation.close()  # simulate_steps' goal ends, and its thread
             # The calls that came before, answered while the session is open: those still in
             # the queryables' channels, then those waiting for a worker.
             join_drains(self._service_drains)

@@ -2,30 +2,42 @@
 calls (spawn, remove, entity state, reset, step, pause) and the answer into the package's
 response, with its result codes and `error_message`s.
 
-It owns the mapping between the package's messages and the env's calls, and the STOPPED mark of
-the simulation state; the wire (queryables, attachments, queues) is the bridge's, the types and
-CDR are `mjfast.interop.ros2.types`' (from the package's own definitions, which mjfast carries in
-`interfaces/simulation_interfaces`, `mjfast.interop.ros2.action_types`).
+It owns the mapping between the package's messages and the env's calls, the STOPPED mark of the
+simulation state, and the `simulate_steps` action's goals (`StepAction`: on the env's bus with
+rcl_action's goal semantics, `mjfast.plugin.actions.ActionServer`, one per env however many
+bridges it has); the wire (queryables, attachments, queues, the action's services and topics) is
+the bridge's, the types and CDR are `mjfast.interop.ros2.types`' (from the package's own
+definitions, which mjfast carries in `interfaces/simulation_interfaces`,
+`mjfast.interop.ros2.action_types`).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 import re
-from collections.abc import Callable
+import threading
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 
+from mjfast.bus.node import Node
 from mjfast.errors import LogicError, MjfastError
 from mjfast.interop.ros2.types import message_class, typestore
 from mjfast.model.entities import FORMATS, checked_entity_name
+from mjfast.plugin.actions import ActionServer, GoalHandle, GoalStatus
+from mjfast.sim.calls import step_in_chunks
 
-__all__ = ["FEATURES", "PACKAGE", "SimulationInterfaces", "failure_response"]
+__all__ = ["FEATURES", "PACKAGE", "SIMULATE_STEPS", "SimulationInterfaces", "StepAction",
+           "failure_response"]
 
 PACKAGE = "simulation_interfaces"
+SIMULATE_STEPS = f"{PACKAGE}/action/SimulateSteps"
 
 # Result.msg
 OK, NOT_FOUND, INCORRECT_STATE, OPERATION_FAILED, FEATURE_UNSUPPORTED = 1, 2, 3, 4, 0
@@ -42,13 +54,17 @@ SCOPE_DEFAULT, SCOPE_TIME, SCOPE_STATE, SCOPE_SPAWNED, SCOPE_ALL = 0, 1, 2, 4, 2
 # EntityCategory.msg
 CATEGORY_OBJECT, CATEGORY_ROBOT, CATEGORY_DYNAMIC_OBJECT, CATEGORY_STATIC_OBJECT = 0, 1, 4, 5
 # Bounds.msg
-BOUNDS_EMPTY = 0
+BOUNDS_EMPTY, BOUNDS_BOX, BOUNDS_CONVEX_HULL, BOUNDS_SPHERE = 0, 1, 2, 3
+# A convex hull filter's points at most (its test runs over their simplices, Carathéodory's).
+MAX_HULL_POINTS = 16
 
 # SimulatorFeatures.msg: exactly what the services below do.
 FEATURES = (
     0,   # SPAWNING
     1,   # DELETING
-    8,   # ENTITY_CATEGORIES (filters of get_entities / get_entities_states)
+    6,   # ENTITY_BOUNDS_BOX (filters of get_entities / get_entities_states; TYPE_SPHERE too)
+    7,   # ENTITY_BOUNDS_CONVEX
+    8,   # ENTITY_CATEGORIES
     9,   # SPAWNING_RESOURCE_STRING
     10,  # ENTITY_STATE_GETTING
     11,  # ENTITY_STATE_SETTING
@@ -61,8 +77,11 @@ FEATURES = (
     26,  # SIMULATION_STATE_PAUSE
     31,  # STEP_SIMULATION_SINGLE
     32,  # STEP_SIMULATION_MULTIPLE
+    33,  # STEP_SIMULATION_ACTION
     50,  # SPAWNING_ENTITIES
 )
+# The most steps one goal or call takes (env.step's own limit; the package's steps are uint64).
+MAX_STEPS = 2**63 - 1
 
 
 def _msg(name: str) -> Any:
@@ -144,13 +163,149 @@ def _stamp(time: float) -> Any:
         sec=sec, nanosec=min(round((time - sec) * 1e9), 999_999_999))
 
 
-class SimulationInterfaces:
-    """The services of one env, by service name relative to the node's namespace: each a
-    (ROS 2 type, handler taking the request and returning the response)."""
+class StepAction:
+    """The `simulate_steps` action of one env (SimulateSteps.action): its goals served on the
+    env's bus under the env's namespace (`<ns>/simulate_steps/send_goal`, ..., the feedback and
+    the latched status), which the bridge carries to ROS 2 as any declared action
+    (`mjfast.interop.ros2.actions`); and the STOPPED mark of the simulation state, which stepping
+    clears. Shared by every bridge of the env (`acquire`/`release`, counted).
+
+    As Gazebo's (ros_gz_sim's SimulateSteps): every goal is accepted; one that finds another
+    running, or the simulation not paused, or asks for no steps, is aborted at once with
+    RESULT_OPERATION_FAILED and the reason. A running goal steps on its own thread in chunks of
+    about 10 ms (`mjfast.sim.calls.step_in_chunks`), with feedback (`completed_steps`,
+    `remaining_steps`) after each, and ends SUCCEEDED (RESULT_OK); a cancel stops it at the next
+    chunk boundary (CANCELED, RESULT_OK, the steps done in `error_message`); a resume meanwhile
+    aborts it (RESULT_OPERATION_FAILED), as does a failed step.
+
+    Threads: `send_goal` and `cancel_goal` come from the bridges' action threads, the stepping
+    from this action's own thread (one at most), `release` from a closing bridge. `_lock` is a
+    leaf of the lock order (src/_core/env/env_core.h): the running goal, never held across a call
+    out.
+    """
+
+    _shared: ClassVar[weakref.WeakKeyDictionary[Any, tuple[StepAction, int]]] = (
+        weakref.WeakKeyDictionary())
+    # Taken before the bus's lock (making or shutting down an env's action advertises and
+    # publishes); nothing the bus calls takes it.
+    _shared_lock = threading.Lock()
 
     def __init__(self, env: Any) -> None:
         self._env = env
-        self._stopped = False  # STOPPED set and not played, paused or stepped since
+        self.stopped = False  # STOPPED set and not played, paused or stepped since
+        self._lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._node = Node(env.params, env.namespace, env.bus, "simulate_steps")
+        self.server = ActionServer(self._node, "simulate_steps", validate=lambda goal: None,
+                                   on_accepted=self._on_accepted, on_cancel=lambda handle: None,
+                                   clock=lambda: float(env.data.time))
+
+    @classmethod
+    def acquire(cls, env: Any) -> StepAction:
+        """The env's action, made by its first user."""
+        with cls._shared_lock:
+            action, users = cls._shared.get(env, (None, 0))
+            if action is None:
+                action = cls(env)
+            cls._shared[env] = (action, users + 1)
+            return action
+
+    def release(self) -> None:
+        """One user less; the last one shuts the action down (a running goal aborted, its thread
+        joined, the bus services and the latched status withdrawn)."""
+        with self._shared_lock:
+            _, users = self._shared.get(self._env, (self, 1))
+            if users > 1:
+                self._shared[self._env] = (self, users - 1)
+                return
+            self._shared.pop(self._env, None)
+            self.server.shutdown(_result_dict(OPERATION_FAILED, "the ROS 2 bridge closed"))
+            with self._lock:
+                worker = self._worker
+            if worker is not None:
+                worker.join()
+            self._node.shutdown()
+
+    def _on_accepted(self, handle: GoalHandle) -> None:
+        env = self._env
+        raw = handle.goal.get("steps") if isinstance(handle.goal, Mapping) else handle.goal
+        try:  # the bridge's goals are SimulateSteps_Goal's; a bus caller's may be anything
+            steps = operator.index(raw)
+        except TypeError:
+            steps = 0  # aborted below
+        with self._lock:
+            busy = self._worker is not None and self._worker.is_alive()
+            if busy:
+                reason: str | None = "another simulate_steps goal is running"
+            elif not env.paused:
+                reason = ("the simulation is not paused: simulate_steps steps a paused "
+                          "simulation (set_simulation_state PAUSED first)")
+            elif not 1 <= steps <= MAX_STEPS:
+                reason = f"steps must be an integer from 1 to 2**63-1, got {raw!r}"
+            else:
+                reason = None
+                self._worker = threading.Thread(target=self._run, args=(handle, steps),
+                                                daemon=True, name="mjfast-simulate-steps")
+        if reason is not None:
+            handle.abort(_result_dict(OPERATION_FAILED, reason))
+            return
+        handle.execute()
+        assert self._worker is not None
+        self._worker.start()
+
+    def _run(self, handle: GoalHandle, steps: int) -> None:
+        env = self._env
+
+        def stop_reason() -> str | None:
+            if handle.status == GoalStatus.CANCELING:
+                return "canceled"
+            if handle.done():  # aborted by a shutdown
+                return "the ROS 2 bridge closed"
+            return None if env.paused else "the simulation was resumed"
+
+        def progress(done: int) -> None:
+            self.stopped = False
+            handle.publish_feedback({"completed_steps": done, "remaining_steps": steps - done})
+
+        try:
+            step_in_chunks(env, steps, stop_reason, progress)
+        except InterruptedError as error:
+            message = _text(error).removeprefix("step: ")
+            if handle.status == GoalStatus.CANCELING:
+                handle.canceled(_result_dict(OK, message))
+            else:
+                handle.abort(_result_dict(OPERATION_FAILED, message))
+            return
+        except Exception as error:  # a plugin's error, a closed env: the goal fails
+            handle.abort(_result_dict(OPERATION_FAILED, f"{type(error).__name__}: {error}"))
+            return
+        handle.succeed(_result_dict(OK))
+
+
+def _result_dict(code: int, message: str = "") -> dict[str, Any]:
+    """SimulateSteps_Result as the bus carries it."""
+    return {"result": {"result": code, "error_message": message}}
+
+
+class SimulationInterfaces:
+    """The services of one env, by service name relative to the node's namespace: each a
+    (ROS 2 type, handler taking the request and returning the response); and the action it
+    declares, as a plugin declares one (`ros_actions`, carried by the bridge), served by the
+    env's `StepAction` until `close()`."""
+
+    ros_actions: ClassVar[dict[str, str]] = {"simulate_steps": SIMULATE_STEPS}
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self._action = StepAction.acquire(env)  # and the STOPPED mark, shared by the bridges
+        self._closed = False
+
+    def close(self) -> None:
+        """Releases the env's `simulate_steps` action (the last bridge's close ends it);
+        idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._action.release()
 
     def table(self) -> dict[str, tuple[str, Callable[[Any], Any]]]:
         names = {
@@ -176,7 +331,10 @@ class SimulationInterfaces:
         features = _msg("SimulatorFeatures")(
             features=np.array(FEATURES, dtype=np.uint16), spawn_formats=list(FORMATS),
             custom_info="mjfast: MuJoCo; entity names are the world's children and spawned "
-                        "models; SCOPE_TIME resets only together with SCOPE_STATE")
+                        "models; a bounds filter keeps the entities whose root frame's position "
+                        "is inside the bounds; SCOPE_TIME resets only together with SCOPE_STATE; "
+                        "simulate_steps gives feedback after each chunk of about 10 ms of "
+                        "stepping")
         return _srv("GetSimulatorFeatures", "Response")(features=features)
 
     def _spawn_one(self, request: Any) -> tuple[int, str, str]:
@@ -274,9 +432,14 @@ class SimulationInterfaces:
         """(failure result or None, the entity names that pass `filters`)."""
         if list(filters.tags.tags):
             return _result(FEATURE_UNSUPPORTED, "entity tags are not supported (ENTITY_TAGS)"), []
-        if filters.bounds.type != BOUNDS_EMPTY:
-            return _result(FEATURE_UNSUPPORTED, "bounds filters are not supported "
-                                                "(ENTITY_BOUNDS)"), []
+        try:
+            inside = _bounds_test(filters.bounds)
+        except ValueError as error:
+            return _result(OPERATION_FAILED, str(error)), []
+        if inside is None and filters.bounds.type != BOUNDS_EMPTY:
+            return _result(FEATURE_UNSUPPORTED, f"bounds type {filters.bounds.type} is not one of "
+                                                f"TYPE_EMPTY, TYPE_BOX, TYPE_CONVEX_HULL, "
+                                                f"TYPE_SPHERE"), []
         try:
             pattern = re.compile(filters.filter) if filters.filter else None
         except re.error as error:
@@ -290,6 +453,13 @@ class SimulationInterfaces:
                 continue
             if categories and _category(self._env, info) not in categories:
                 continue
+            if inside is not None:
+                try:
+                    position = self._env.get_entity_state(name).pos
+                except (KeyError, ValueError):  # removed meanwhile
+                    continue
+                if not inside(np.asarray(position, dtype=float)):
+                    continue
             names.append(name)
         return None, names
 
@@ -381,8 +551,13 @@ class SimulationInterfaces:
         if scope & ~(SCOPE_TIME | SCOPE_STATE | SCOPE_SPAWNED):
             return response(result=_result(FEATURE_UNSUPPORTED, f"unknown scope bits in {scope}"))
         if scope & SCOPE_TIME and not scope & SCOPE_STATE:
-            return response(result=_result(FEATURE_UNSUPPORTED, "SCOPE_TIME resets only "
-                                                                "together with SCOPE_STATE"))
+            # The time is part of the state a step reads (plugins' goals, pacing, recordings
+            # are stamped with it): turning it back alone would break them. Hence no
+            # SIMULATION_RESET_TIME among the features.
+            return response(result=_result(
+                FEATURE_UNSUPPORTED, "SCOPE_TIME alone is not supported (no "
+                                     "SIMULATION_RESET_TIME): the time resets together with "
+                                     "the state, SCOPE_TIME | SCOPE_STATE"))
         try:
             if scope & SCOPE_SPAWNED:
                 for name, info in self._env.entities().items():
@@ -407,12 +582,12 @@ class SimulationInterfaces:
             self._env.step(steps)
         except (LogicError, MjfastError, ValueError) as error:
             return response(result=_result(OPERATION_FAILED, _text(error)))
-        self._stopped = False
+        self._action.stopped = False
         return response(result=_result())
 
     def _current(self) -> int:
         if self._env.paused:
-            return STOPPED if self._stopped else PAUSED
+            return STOPPED if self._action.stopped else PAUSED
         return PLAYING
 
     def get_simulation_state(self, request: Any) -> Any:
@@ -439,7 +614,7 @@ class SimulationInterfaces:
                                          f"set (PLAYING, PAUSED and STOPPED can)"))
         except (LogicError, MjfastError, ValueError) as error:
             return response(result=_result(STATE_TRANSITION_ERROR, _text(error)))
-        self._stopped = target == STOPPED
+        self._action.stopped = target == STOPPED
         return response(result=_result())
 
 
@@ -457,6 +632,73 @@ def _text(error: BaseException) -> str:
 def _model_name(text: str) -> str:
     match = re.search(r"<(?:mujoco|robot)\b[^>]*\b(?:model|name)\s*=\s*[\"']([^\"']*)[\"']", text)
     return match.group(1) if match else ""
+
+
+# -- bounds filters --------------------------------------------------------------------------
+
+# Points on a bound's surface count as inside it, to this much (metres) of rounding.
+_BOUNDS_TOLERANCE = 1e-9
+
+
+def _bounds_test(bounds: Any) -> Callable[[np.ndarray], bool] | None:
+    """Whether an entity is in `bounds` (Bounds.msg, in the world frame), by its root frame's
+    position (the pose get_entity_state gives); None for TYPE_EMPTY or a type not known. A
+    malformed bound is a ValueError saying what Bounds.msg expects."""
+    kind = int(bounds.type)
+    points = np.array([[p.x, p.y, p.z] for p in bounds.points], dtype=float).reshape(-1, 3)
+    if kind not in (BOUNDS_BOX, BOUNDS_SPHERE, BOUNDS_CONVEX_HULL):
+        return None
+    if not np.isfinite(points).all():
+        raise ValueError("bounds points must be finite")
+    if kind == BOUNDS_SPHERE:
+        if len(points) != 2 or points[1, 0] < 0:
+            raise ValueError(f"TYPE_SPHERE bounds are 2 points, the center and (x) a radius >= 0; "
+                             f"got {len(points)} point(s)"
+                             + (f", radius {points[1, 0]}" if len(points) == 2 else ""))
+        center, radius = points[0], points[1, 0]
+        return lambda p: bool(np.linalg.norm(p - center) <= radius + _BOUNDS_TOLERANCE)
+    if kind == BOUNDS_BOX:
+        if len(points) != 2:
+            raise ValueError(f"TYPE_BOX bounds are 2 points, opposite corners of an axis-aligned "
+                             f"box; got {len(points)}")
+        low, high = points.min(axis=0), points.max(axis=0)
+        return lambda p: bool(np.all(p >= low - _BOUNDS_TOLERANCE)
+                              and np.all(p <= high + _BOUNDS_TOLERANCE))
+    if not 3 <= len(points) <= MAX_HULL_POINTS:
+        raise ValueError(f"TYPE_CONVEX_HULL bounds are 3 to {MAX_HULL_POINTS} points; got "
+                         f"{len(points)}")
+    return _hull_test(points)
+
+
+def _hull_test(points: np.ndarray) -> Callable[[np.ndarray], bool]:
+    """Whether a point is in the convex hull of `points`: in their affine span, and
+    (Carathéodory) in one of the simplices of the span's dimension that they make."""
+    origin = points[0]
+    _, singular, axes = np.linalg.svd(points - origin)
+    dimension = int(np.sum(singular > _BOUNDS_TOLERANCE * max(1.0, singular[0])))
+    if dimension < 2:
+        raise ValueError("TYPE_CONVEX_HULL bounds need 3 points that are not on one line")
+    basis = axes[:dimension]
+    flat = (points - origin) @ basis.T  # the points in the span's coordinates
+    simplices = []  # (first corner, inverse of its edge matrix)
+    for simplex in itertools.combinations(range(len(points)), dimension + 1):
+        corners = flat[list(simplex)]
+        edges = (corners[1:] - corners[0]).T
+        if abs(np.linalg.det(edges)) > _BOUNDS_TOLERANCE:
+            simplices.append((corners[0], np.linalg.inv(edges)))
+
+    def inside(p: np.ndarray) -> bool:
+        offset = p - origin
+        if np.linalg.norm(offset - basis.T @ (basis @ offset)) > _BOUNDS_TOLERANCE:
+            return False  # off a flat hull's plane
+        target = basis @ offset
+        for corner, inverse in simplices:
+            weights = inverse @ (target - corner)
+            if weights.min() >= -_BOUNDS_TOLERANCE and weights.sum() <= 1 + _BOUNDS_TOLERANCE:
+                return True
+        return False
+
+    return inside
 
 
 def _category(env: Any, info: Any) -> int:
