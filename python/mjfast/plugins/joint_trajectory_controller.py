@@ -300,23 +300,11 @@ class JointTrajectoryController(MujocoPlugin):
         if missing and not self.allow_partial:
             raise _Rejected(INVALID_JOINTS, f"the trajectory lacks joint(s) {missing} "
                                             f"(allow_partial_joints_goal is false)")
-        k = len(names)
-        fields: dict[str, list[np.ndarray]] = {"positions": [], "velocities": [],
-                                               "accelerations": []}
+        k, m = len(names), len(points)
+        tables = {field: self._table(points, field, k) for field in
+                  ("positions", "velocities", "accelerations")}
         times = []
         for i, point in enumerate(points):
-            for field in fields:
-                values = _values(point.get(field))
-                if field == "positions" and values.size != k:
-                    raise _Rejected(INVALID_GOAL, f"point {i} has {values.size} positions for "
-                                                  f"{k} joint names")
-                if field != "positions" and values.size not in (0, k):
-                    raise _Rejected(INVALID_GOAL, f"point {i} has {values.size} {field} for "
-                                                  f"{k} joint names (expected {k} or none)")
-                if not np.isfinite(values).all():
-                    raise _Rejected(INVALID_GOAL, f"point {i} has a {field[:-1]} that is not "
-                                                  f"finite")
-                fields[field].append(values)
             if _values(point.get("effort")).size:
                 raise _Rejected(INVALID_GOAL, f"point {i} has efforts, which "
                                               f"joint_trajectory_controller does not take")
@@ -326,11 +314,7 @@ class JointTrajectoryController(MujocoPlugin):
                                               f"point: point {i} is at {at} s after "
                                               f"{times[-1] if times else 0.0} s")
             times.append(at)
-        for field in ("velocities", "accelerations"):
-            sizes = {v.size for v in fields[field]}
-            if len(sizes) > 1:
-                raise _Rejected(INVALID_GOAL, f"some points have {field} and some do not")
-        if fields["accelerations"][0].size and not fields["velocities"][0].size:
+        if tables["accelerations"] is not None and tables["velocities"] is None:
             raise _Rejected(INVALID_GOAL, "points with accelerations need velocities too")
         header = trajectory.get("header") or {}
         start = seconds_of(header.get("stamp", 0.0)) if isinstance(header, Mapping) else 0.0
@@ -339,20 +323,55 @@ class JointTrajectoryController(MujocoPlugin):
             raise _Rejected(OLD_HEADER_TIMESTAMP, f"the trajectory ends at {start + times[-1]} "
                                                   f"s, before now ({now} s)")
         # In the controller's joint order; a joint the goal leaves out holds its last command.
-        n, m = len(self.joints), len(points)
-        hold = self.core.snapshot()["desired_position"]
-        out = {field: np.zeros((m, n)) for field in fields}
-        out["positions"][:] = hold
         order = [self._index[name] for name in names]
-        for field, rows in fields.items():
-            if rows[0].size:
-                out[field][:, order] = np.vstack(rows)
-        return {"start": math.nan if start == 0.0 else start, "times": times,
-                "positions": out["positions"].ravel().tolist(),
-                "velocities": out["velocities"].ravel().tolist()
-                if fields["velocities"][0].size else [],
-                "accelerations": out["accelerations"].ravel().tolist()
-                if fields["accelerations"][0].size else []}
+        out: dict[str, list[float]] = {}
+        for field, table in tables.items():
+            if table is None:
+                out[field] = []
+                continue
+            if order == list(range(len(self.joints))):
+                full = table
+            else:
+                full = np.zeros((m, len(self.joints)))
+                if field == "positions":
+                    full[:] = self.core.snapshot()["desired_position"]
+                full[:, order] = table
+            out[field] = full.ravel().tolist()
+        return {"start": math.nan if start == 0.0 else start, "times": times, **out}
+
+    @staticmethod
+    def _table(points: list[Any], field: str, k: int) -> np.ndarray | None:
+        """One field of every point as an (m, k) table (None: no point has it); _Rejected with
+        the first point at fault otherwise."""
+        rows = [point.get(field) for point in points]
+        if all(row is not None for row in rows):
+            try:  # the common case at once: every point has k finite values
+                table = np.array(rows, dtype=float)
+            except (TypeError, ValueError):
+                table = None
+            if table is not None and table.shape == (len(points), k) and np.isfinite(table).all():
+                return table
+            if table is not None and table.shape == (len(points), 0) and field != "positions":
+                return None
+        values = [_values(row) for row in rows]
+        sizes = [v.size for v in values]
+        for i, size in enumerate(sizes):
+            if field == "positions" and size != k:
+                raise _Rejected(INVALID_GOAL, f"point {i} has {size} positions for {k} joint "
+                                              f"names")
+            if field != "positions" and size not in (0, k):
+                raise _Rejected(INVALID_GOAL, f"point {i} has {size} {field} for {k} joint "
+                                              f"names (expected {k} or none)")
+        if field != "positions" and len(set(sizes)) > 1:
+            raise _Rejected(INVALID_GOAL, f"some points have {field} and some do not")
+        if sizes[0] == 0:
+            return None if field != "positions" else np.zeros((len(points), 0))
+        table = np.vstack(values)
+        finite = np.isfinite(table).all(axis=1)
+        if not finite.all():
+            raise _Rejected(INVALID_GOAL, f"point {int(np.argmin(finite))} has a {field[:-1]} "
+                                          f"that is not finite")
+        return table
 
     def _on_accepted(self, handle: GoalHandle) -> None:
         checked, self._checked = self._checked, None
