@@ -87,6 +87,31 @@ def _values(value: Any) -> np.ndarray:
     return np.asarray(value if value is not None else [], dtype=float).reshape(-1)
 
 
+# control_msgs/JointTolerance's "erase" value (tolerances.hpp compares it within float epsilon).
+_ERASE = -1.0
+
+
+def _resolve_tolerance(default: float, given: float, what: str) -> float:
+    """tolerances.hpp's resolve_tolerance_source: > 0 is the tolerance, 0 keeps the default, -1
+    erases it (0: not checked); ValueError naming `what` for any other value."""
+    if given > 0.0:
+        return given
+    if abs(given - _ERASE) < float(np.finfo(np.float32).eps):
+        return 0.0
+    if given == 0.0:
+        return default
+    raise ValueError(f"{what} is {given}, an illegal tolerance (> 0, 0 for the default or -1 "
+                     f"for none)")
+
+
+def _given(value: Any) -> bool:
+    """Whether a goal's optional part has content: a non-empty list, or a trajectory with
+    points."""
+    if isinstance(value, Mapping):
+        return bool(value.get("points")) or bool(value.get("joint_names"))
+    return value is not None and len(value) > 0
+
+
 class _Rejected(Exception):
     def __init__(self, code: int, text: str) -> None:
         super().__init__(text)
@@ -265,25 +290,54 @@ class JointTrajectoryController(MujocoPlugin):
             raise _Rejected(INVALID_GOAL, f"a goal is a mapping with 'trajectory', got "
                                           f"{type(goal).__name__}")
         prepared = self._trajectory(goal["trajectory"])
-        path = list(self.path_tolerance)
-        final = list(self.goal_tolerance)
-        for key, tolerances in (("path_tolerance", path), ("goal_tolerance", final)):
-            for entry in goal.get(key) or []:
-                name = entry.get("name")
-                if name not in self._index:
-                    raise _Rejected(INVALID_JOINTS, f"{key} names joint {name!r}, which this "
-                                                    f"controller does not drive {self.joints}")
-                i = self._index[name]
-                # control_msgs/JointTolerance: 0 keeps the default, -1 erases the limit.
-                position, velocity = tolerances[i]
-                given_p, given_v = float(entry.get("position", 0.0)), float(entry.get(
-                    "velocity", 0.0))
-                position = 0.0 if given_p < 0 else (given_p or position)
-                velocity = 0.0 if given_v < 0 else (given_v or velocity)
-                tolerances[i] = (position, velocity)
-        goal_time = seconds_of(goal.get("goal_time_tolerance", 0.0)) or self.goal_time
+        path, final, goal_time = self._goal_tolerances(goal)
         prepared.update(path=path, goal_tolerance=final, goal_time=goal_time)
         return prepared
+
+    def _goal_tolerances(self, goal: Mapping[str, Any]) -> tuple[list[tuple[float, float]],
+                                                                 list[tuple[float, float]],
+                                                                 float]:
+        """The goal's tolerances over the parameters', as joint_trajectory_controller's
+        get_segment_tolerances(default_tolerances, goal, joints) (ros2_controllers, Jazzy,
+        tolerances.hpp) applies them: each of a JointTolerance's position, velocity and
+        acceleration, and goal_time_tolerance, > 0 replaces the default, 0 keeps it, -1 erases
+        it (no limit); a joint this controller does not drive, or any other negative value,
+        is logged and the goal runs with the default tolerances, all of them (not rejected).
+        Accelerations are checked only against an acceleration state interface, which this
+        controller has not (as there: the error's accelerations are empty, never over)."""
+        defaults = (list(self.path_tolerance), list(self.goal_tolerance), self.goal_time)
+        path, final = list(self.path_tolerance), list(self.goal_tolerance)
+        try:
+            goal_time = _resolve_tolerance(self.goal_time,
+                                           seconds_of(goal.get("goal_time_tolerance", 0.0)),
+                                           "goal_time_tolerance")
+            for key, tolerances in (("path_tolerance", path), ("goal_tolerance", final)):
+                for entry in goal.get(key) or []:
+                    name = entry.get("name")
+                    if name not in self._index:
+                        raise ValueError(f"joint {name!r} specified in goal.{key} does not "
+                                         f"exist (this controller drives {self.joints})")
+                    i = self._index[name]
+                    position, velocity = tolerances[i]
+                    where = f"goal.{key} of joint {name!r}"
+                    tolerances[i] = (
+                        _resolve_tolerance(position, float(entry.get("position", 0.0)),
+                                           f"{where}: position"),
+                        _resolve_tolerance(velocity, float(entry.get("velocity", 0.0)),
+                                           f"{where}: velocity"))
+                    _resolve_tolerance(0.0, float(entry.get("acceleration", 0.0)),
+                                       f"{where}: acceleration")
+        except ValueError as error:
+            _log.error("%s: %s; using the default tolerances", self.name, error)
+            return defaults
+        # Not read by joint_trajectory_controller (Jazzy nor later): a goal's multi-DOF
+        # trajectory and its component tolerances are ignored there, and here, said once a goal.
+        ignored = [key for key in ("multi_dof_trajectory", "component_path_tolerance",
+                                   "component_goal_tolerance") if _given(goal.get(key))]
+        if ignored:
+            _log.warning("%s: ignored %s of a goal, as joint_trajectory_controller does",
+                         self.name, ", ".join(ignored))
+        return path, final, goal_time
 
     def _trajectory(self, trajectory: Any) -> dict[str, Any]:
         names = [str(n) for n in trajectory.get("joint_names", [])]
