@@ -309,6 +309,35 @@ def statuses(env: mjfast.MujocoEnv) -> list[list[int]]:
     return seen
 
 
+def test_send_goal_responds_first_and_a_cancel_waits_for_the_goals_start(
+        env: mjfast.MujocoEnv) -> None:
+    # rcl_action's order: the response as soon as the goal is accepted, its status arrays after.
+    # A cancel sent on that response (from another thread) is carried out after the start, so
+    # the trajectory is handed over and then held, never left running for a canceled goal.
+    seen = statuses(env)
+    responded: list[tuple[int, GoalStatus]] = []
+    cancels: list[Any] = []
+    threads: list[threading.Thread] = []
+
+    def respond(handle: Any) -> None:
+        responded.append((len(seen), handle.status))
+        threads.append(threading.Thread(target=lambda: cancels.append(handle.cancel())))
+        threads[-1].start()
+
+    env.step(1)
+    with env.acquire_plugin("arm") as plugin:
+        handle = plugin.server.send_goal(
+            goal([{"positions": [0.5, 0.5], "time_from_start": 0.5}]), respond=respond)
+    threads[0].join(TIMEOUT)
+    assert responded == [(0, GoalStatus.ACCEPTED)]
+    assert cancels == [CancelResponse.ERROR_NONE]
+    assert handle.status == GoalStatus.CANCELED
+    assert seen == [[GoalStatus.ACCEPTED], [GoalStatus.EXECUTING], [GoalStatus.CANCELING],
+                    [GoalStatus.CANCELED]]
+    env.step(300)
+    np.testing.assert_allclose(env.data.qpos, [0.0, 0.0], atol=1e-3)  # held, not moved
+
+
 def test_statuses_in_order_and_feedback_at_the_monitor_rate(env: mjfast.MujocoEnv) -> None:
     seen = statuses(env)
     feedback: list[Any] = []
