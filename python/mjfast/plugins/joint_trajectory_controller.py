@@ -512,7 +512,8 @@ class JointTrajectoryController(MujocoPlugin):
             else:
                 handle.abort(_result(GOAL_TOLERANCE_VIOLATED,
                                      f"goal tolerance violated: joint {joint!r} {what} error "
-                                     f"{end['error']:.6g}, goal_time exceeded"))
+                                     f"{end['error']:.6g}, goal_time exceeded at t = "
+                                     f"{end['time']:.6g} s"))
 
     def _point(self, positions: Any, velocities: Any, accelerations: Any = None,
                at: float = 0.0) -> dict[str, Any]:
