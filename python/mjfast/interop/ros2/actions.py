@@ -101,12 +101,14 @@ class _StatusArray:
     goals kept."""
 
     def __init__(self) -> None:
-        self._entries: list[Any] = []  # the last array's entries, and each one's bytes as a
-        self._blocks: list[bytes] = []  # later element
+        # The last array's entries and each one's bytes as a later element, one tuple read and
+        # replaced at once: the tap's writer converts, and so does a rebuild sending the latched
+        # array (another thread), each from a consistent pair.
+        self._last: tuple[list[Any], list[bytes]] = ([], [])
 
     def __call__(self, message: Mapping[str, Any]) -> bytes:
         entries = list(message["status_list"])
-        previous, blocks = self._entries, self._blocks
+        previous, blocks = self._last
         # Where the new list starts in the last one (the goals before it have expired).
         start = next(itertools.compress(itertools.count(), map(
             operator.is_, previous, itertools.repeat(entries[0]))), None) if entries else None
@@ -118,7 +120,7 @@ class _StatusArray:
             for i in itertools.compress(itertools.count(),
                                         map(operator.is_not, entries, previous[start:])):
                 blocks[i] = self._encode(entries[i])  # a transition
-        self._entries, self._blocks = entries, blocks
+        self._last = (entries, blocks)
         if not blocks:
             return _CDR_LE + _LENGTH.pack(0)
         first = blocks[0]
