@@ -271,7 +271,7 @@ class ActionServer:
 
     @staticmethod
     def _send_goal_reply(handle: GoalHandle) -> dict[str, Any]:
-        return {"accepted": handle.accepted, "stamp": handle.info["stamp"]}
+        return {"accepted": handle.accepted, "stamp": dict(handle.info["stamp"])}
 
     def cancel_goal(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """action_msgs/srv/CancelGoal as rcl_action answers it: a zero id and zero stamp cancel
