@@ -8,8 +8,10 @@ topics `<name>/_action/feedback` (`<A>_FeedbackMessage`) and `<name>/_action/sta
 status QoS), each with its liveliness token.
 
 The topics are ordinary outbound routes (`outbound_routes`: the bus publishes them under the same
-names, the status latched), so the bridge's tap carries them. The services are `ActionServices`:
-each call is converted to the bus request and answered from the bus reply; a `get_result` for a
+names, the status latched), so the bridge's tap carries them; the status array is written to CDR
+here (`_StatusArray`), not by rosbags. The services are `ActionServices`: each call is converted
+to the bus request and answered from the bus reply (a `send_goal` as soon as the goal is
+accepted, before its status arrays, as rcl_action answers it); a `get_result` for a
 goal still running is answered when the goal's status array shows it ended (rcl's semantics:
 answered at the end), without holding a thread meanwhile. The wire's strings are `wire`'s, the
 types `types`'.
