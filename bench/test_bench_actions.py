@@ -7,9 +7,13 @@
    same samples before each step): at most 1.05. Reported beside it: the same run against bare
    mj_step(nstep=N) with no ctrl written at all (what the controller costs per step in total).
 2. A FollowJointTrajectory send_goal round trip from zenoh-ros2-sdk's service client (a goal
-   of two 7-joint points, accepted; each preempts the one before, and goals are kept 1 s after
-   their end) beside a std_srvs round trip (`/mujoco_server/pause`, SetBool false) from the
-   same client library: at most 1.5.
+   of two 7-joint points, accepted; each preempts the one before, and every goal is kept, as
+   rcl_action's default result_timeout of 900 s keeps them: each transition's status array lists
+   all the goals sent so far, up to 300) beside a std_srvs round trip (`/mujoco_server/pause`,
+   SetBool false) from the same client library: at most 1.5 (gated in conftest.py). Checked:
+   every goal accepted, and the status array the SDK receives afterwards (transient local, its
+   CDR decoded by the SDK) lists every goal sent, in order, the last EXECUTING and the others
+   CANCELED (preempted).
 A Zenoh router runs in a child process on a free loopback port. Run:
     .venv/bin/python -m pytest bench/test_bench_actions.py
 """
@@ -131,6 +135,42 @@ def sdk(router: tuple[str, int], tmp_path_factory: pytest.TempPathFactory) -> It
         yield module
 
 
+def check_status_array(sdk: Any, router: tuple[str, int], name: str, action_type: str,
+                       send: Any, sent: list[bytes]) -> None:
+    """What an SDK status subscriber receives once it listens (zenoh-ros2-sdk's late-joiner
+    query does not find a publisher whose topic has more than one segment, so `send()` sends
+    goals until an array arrives): every goal sent, in order, the last one EXECUTING and the
+    others CANCELED by the goal after them, its CDR decoded by the SDK."""
+    from test_actions import ActionClient
+
+    from mjfast.plugin.actions import GoalStatus
+    from support import wait_for
+
+    watcher = ActionClient(sdk, router, DOMAIN, name, action_type)
+
+    def listening() -> bool:
+        if watcher.statuses:
+            return True
+        send()
+        return False
+
+    try:
+        assert wait_for(listening, 10.0)
+        send()  # the arrays of this goal's three transitions all come after the subscription
+
+        def complete() -> bool:
+            last = watcher.statuses[-1].status_list
+            return len(last) == len(sent) and int(last[-1].status) == GoalStatus.EXECUTING
+
+        assert wait_for(complete, 10.0), [len(a.status_list) for a in watcher.statuses]
+        array = watcher.statuses[-1].status_list
+        assert [bytes(s.goal_info.goal_id.uuid) for s in array] == sent
+        assert [int(s.status) for s in array] == (
+            [GoalStatus.CANCELED] * (len(sent) - 1) + [GoalStatus.EXECUTING])
+    finally:
+        watcher.close()
+
+
 def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
                               router: tuple[str, int], sdk: Any) -> None:
     from test_actions import ActionClient, goal_message
@@ -138,10 +178,10 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
     from mjfast.ros2 import Bridge
 
     model = mujoco.MjModel.from_xml_string(position_arm_xml())
-    # Every status array lists the goals kept (rcl_action's too): the hundreds of goals sent here
-    # in seconds are kept for 1 s, so that the array stays as long as at a planner's pace.
-    plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS,
-                "result_timeout": 1.0}]
+    # Every status array lists the goals kept (rcl_action's too). With the default result_timeout
+    # all are kept: the array grows with the goals sent, not with how fast they are answered (a
+    # planner sending a goal every 3 s keeps as many within the 900 s).
+    plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS}]
     env = mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins})
     bridge = Bridge(env, domain_id=DOMAIN, router=router[0])
     fjt = "control_msgs/action/FollowJointTrajectory"
@@ -168,13 +208,18 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
                         component_goal_tolerance=[],
                         goal_time_tolerance=duration(sec=0, nanosec=0))
 
+    sent: list[bytes] = []
+
     def send_goals() -> float:
-        ids = [client.uuid(uuid.uuid4().bytes) for _ in range(CALLS)]
+        raw = [uuid.uuid4().bytes for _ in range(CALLS)]
+        ids = [client.uuid(goal_id) for goal_id in raw]
+        replies = []
         start = time.perf_counter()
         for goal_id in ids:
-            reply = client.send_goal.call(goal_id=goal_id, goal=goal)
+            replies.append(client.send_goal.call(goal_id=goal_id, goal=goal))
         elapsed = time.perf_counter() - start
-        assert reply is not None and reply.accepted
+        assert all(reply is not None and reply.accepted for reply in replies)
+        sent.extend(raw)
         return elapsed / CALLS
 
     def std_srvs() -> float:
@@ -188,6 +233,13 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_ACTION_ROUND_TRIP,
                                   CALL_ROUNDS, {"std_srvs": std_srvs, "send_goal": send_goals})
+        def send_one() -> None:
+            raw = uuid.uuid4().bytes
+            assert client.send_goal.call(goal_id=client.uuid(raw), goal=goal).accepted
+            sent.append(raw)
+
+        check_status_array(sdk, router, "/mujoco_server/arm/follow_joint_trajectory", fjt,
+                           send_one, sent)
     finally:
         client.close()
         pause.close()

@@ -245,8 +245,10 @@ class GripperCore(NativeControl):
     """
     mjfast/GripperActionController's per-step work (src/_core/control).
     """
-    def __init__(self, *, qpos: typing.SupportsInt | typing.SupportsIndex, dof: typing.SupportsInt | typing.SupportsIndex, actuator: typing.SupportsInt | typing.SupportsIndex, gain: typing.SupportsFloat | typing.SupportsIndex, bias: tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex], goal_tolerance: typing.SupportsFloat | typing.SupportsIndex, stall_velocity_threshold: typing.SupportsFloat | typing.SupportsIndex, stall_timeout: typing.SupportsFloat | typing.SupportsIndex, feedback_period: typing.SupportsFloat | typing.SupportsIndex) -> None:
-        ...
+    def __init__(self, *, qpos: typing.SupportsInt | typing.SupportsIndex, dof: typing.SupportsInt | typing.SupportsIndex, actuator: typing.SupportsInt | typing.SupportsIndex, gain: typing.SupportsFloat | typing.SupportsIndex, bias: tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex], goal_tolerance: typing.SupportsFloat | typing.SupportsIndex, stall_velocity_threshold: typing.SupportsFloat | typing.SupportsIndex, stall_timeout: typing.SupportsFloat | typing.SupportsIndex, feedback_period: typing.SupportsFloat | typing.SupportsIndex, effort: bool = False, gains: tuple[typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex, typing.SupportsFloat | typing.SupportsIndex] = (0.0, 0.0, 0.0, 0.0)) -> None:
+        """
+        `effort`: the effort command interface (a Pid with `gains` (p, i, d, i_clamp) on the position error, its force clamped to max_effort), else the position one.
+        """
     def close(self) -> None:
         ...
     def command(self, goal: typing.SupportsInt | typing.SupportsIndex, position: typing.SupportsFloat | typing.SupportsIndex, max_effort: typing.SupportsFloat | typing.SupportsIndex) -> None:

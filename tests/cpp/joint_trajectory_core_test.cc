@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -214,11 +215,21 @@ constexpr const char* kFingerXml = R"(
   <actuator><position name="finger" joint="finger" kp="200"/></actuator>
 </mujoco>)";
 
+// The same finger driven by a motor (the effort command interface).
+const std::string kFingerMotorXml = [] {
+  std::string xml = kFingerXml;
+  const std::string servo = R"(<position name="finger" joint="finger" kp="200"/>)";
+  return xml.replace(xml.find(servo), servo.size(), R"(<motor name="finger" joint="finger"/>)");
+}();
+
 struct Finger {
-  test_models::ModelPtr model = test_models::compile(kFingerXml);
-  test_models::DataPtr data = test_models::make_data(model.get());
+  test_models::ModelPtr model;
+  test_models::DataPtr data;
   std::unique_ptr<GripperCore> core;
-  Finger() {
+  // `effort`: a motor driven through a Pid, else a position servo.
+  explicit Finger(bool effort = false)
+      : model(test_models::compile(effort ? kFingerMotorXml.c_str() : kFingerXml)),
+        data(test_models::make_data(model.get())) {
     GripperLayout layout;
     layout.qpos = 0;
     layout.dof = 0;
@@ -226,6 +237,8 @@ struct Finger {
     layout.gain = model->actuator_gainprm[0];
     for (int i = 0; i < 3; ++i) layout.bias[i] = model->actuator_biasprm[i];
     layout.stall_timeout = 0.2;
+    layout.effort = effort;
+    layout.gains = {200.0, 0.0, 3.0, 0.0};
     core = std::make_unique<GripperCore>(layout);
   }
   GripperState run_until_end(double limit_s) {
@@ -260,6 +273,42 @@ TEST(GripperCoreTest, StallsOnTheBlockWithTheForceCappedByMaxEffort) {
   EXPECT_NEAR(end.position, 0.07, 0.005);
   EXPECT_LE(std::fabs(end.effort), 3.0 + 1e-9);
   EXPECT_NEAR(std::fabs(end.effort), 3.0, 0.05);  // squeezing at the cap
+}
+
+TEST(GripperCoreTest, EffortInterfaceReachesAFreePosition) {
+  Finger finger(true);
+  finger.core->command(1, 0.03, 0.0);
+  const GripperState end = finger.run_until_end(3.0);
+  EXPECT_EQ(end.outcome, GripperOutcome::kReached);
+  EXPECT_NEAR(end.position, 0.03, 0.01);
+}
+
+TEST(GripperCoreTest, EffortInterfaceWritesThePidForceClampedByMaxEffort) {
+  Finger finger(true);
+  finger.core->command(1, 0.03, 0.0);
+  finger.core->control(finger.model.get(), finger.data.get());
+  EXPECT_DOUBLE_EQ(finger.data->ctrl[0], 200.0 * 0.03);  // p * error at rest, no integral
+  finger.core->command(2, 0.03, 2.0);
+  finger.core->control(finger.model.get(), finger.data.get());
+  EXPECT_DOUBLE_EQ(finger.data->ctrl[0], 2.0);
+}
+
+TEST(GripperCoreTest, EffortInterfaceStallsOnTheBlockWithTheForceCappedByMaxEffort) {
+  Finger finger(true);
+  finger.core->command(2, 0.2, 3.0);
+  const GripperState end = finger.run_until_end(5.0);
+  EXPECT_EQ(end.outcome, GripperOutcome::kStalled);
+  EXPECT_NEAR(end.position, 0.07, 0.005);
+  EXPECT_LE(std::fabs(end.effort), 3.0 + 1e-9);
+  EXPECT_NEAR(std::fabs(end.effort), 3.0, 0.05);
+}
+
+TEST(GripperCoreTest, EffortInterfaceRefusesANegativeIClamp) {
+  GripperLayout layout;
+  layout.qpos = layout.dof = layout.actuator = 0;
+  layout.effort = true;
+  layout.gains = {1.0, 1.0, 0.0, -1.0};
+  EXPECT_THROW(GripperCore{layout}, std::invalid_argument);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ preemption, reset and reload, and the gripper reaching a position and stalling o
 from __future__ import annotations
 
 import math
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -205,6 +206,102 @@ def test_goal_tolerance_not_met_within_goal_time_aborts() -> None:
         assert env.data.time > 0.5
 
 
+# -- the goal's tolerances over the parameters' (tolerances.hpp's get_segment_tolerances) --------
+
+OFFSET_TORQUE = 15.0  # joint a's servo settles ~5 mrad past its target under it
+TIGHT = {"goal_time": 0.3, "a": {"goal": 0.001}, "b": {"goal": 0.01}}
+LOOSE = {"goal_time": 0.3, "a": {"goal": 0.01}, "b": {"goal": 0.01}}
+
+
+def settle_off_target(constraints: dict[str, Any], **extra: Any) -> tuple[Any, float]:
+    """A goal to (0.2, 0) whose joint a settles ~5 mrad off; its result and the simulated time
+    it ended at (said by an abort's error_string; the stepping goes on until its monitor
+    thread has seen the end)."""
+    with mjfast.MujocoEnv(arm("position"), params=controller(constraints=constraints)) as env:
+        env.data.qfrc_applied[0] = OFFSET_TORQUE
+        handle = send(env, goal([{"positions": [0.2, 0.0], "time_from_start": 0.2}], **extra))
+        assert handle.accepted
+        result = run_until_done(env, handle, limit_s=3.0)
+        found = re.search(r"at t = ([0-9.]+) s", result["error_string"])
+        ended = float(found.group(1)) if found else math.nan
+        if result["error_code"] == SUCCESSFUL:  # the offset these cases rely on, once settled
+            env.step(int(1.0 / DT))
+            assert 0.003 < abs(env.data.qpos[0] - 0.2) < 0.008
+        else:  # aborted (and holding where it was): joint a was off by more than 1 mrad
+            assert abs(env.data.qpos[0] - 0.2) > 0.001
+        return result, ended
+
+
+@pytest.mark.parametrize(("constraints", "tolerance", "code"), [
+    (LOOSE, [], SUCCESSFUL),
+    (LOOSE, [{"name": "a", "position": 0.001}], GOAL_TOLERANCE_VIOLATED),  # tighter: aborts
+    (LOOSE, [{"name": "a", "position": 0.0}], SUCCESSFUL),  # 0 keeps the parameter
+    (TIGHT, [], GOAL_TOLERANCE_VIOLATED),
+    (TIGHT, [{"name": "a", "position": 0.02}], SUCCESSFUL),  # looser
+    (TIGHT, [{"name": "a", "position": -1.0}], SUCCESSFUL),  # -1 erases it
+    # Illegal values, unknown joints: the goal runs with the parameters' tolerances, all of them.
+    (TIGHT, [{"name": "a", "position": 0.02}, {"name": "b", "position": -2.0}],
+     GOAL_TOLERANCE_VIOLATED),
+    (TIGHT, [{"name": "a", "position": 0.02}, {"name": "zz", "position": 0.02}],
+     GOAL_TOLERANCE_VIOLATED),
+    (TIGHT, [{"name": "a", "position": 0.02, "acceleration": -3.0}], GOAL_TOLERANCE_VIOLATED),
+], ids=["loose", "tighter", "zero", "tight", "looser", "erased", "illegal", "unknown",
+        "illegal-acceleration"])
+def test_goal_tolerances_from_the_goal_apply_over_the_parameters(
+        constraints: dict[str, Any], tolerance: list[dict[str, Any]], code: int) -> None:
+    result, _ = settle_off_target(constraints, goal_tolerance=tolerance)
+    assert result["error_code"] == code, result
+
+
+def test_goal_time_tolerance_from_the_goal() -> None:
+    tight_goal = [{"name": "a", "position": 0.001}]
+    _, ended = settle_off_target(LOOSE, goal_tolerance=tight_goal)
+    assert ended == pytest.approx(0.5, abs=1.5 * DT)  # the parameter's goal_time after the end
+    _, ended = settle_off_target(LOOSE, goal_tolerance=tight_goal,
+                                 goal_time_tolerance={"sec": 1, "nanosec": 0})
+    assert ended == pytest.approx(1.2, abs=1.5 * DT)
+    with mjfast.MujocoEnv(arm("position"), params=controller(constraints=LOOSE)) as env:
+        env.data.qfrc_applied[0] = OFFSET_TORQUE
+        handle = send(env, goal([{"positions": [0.2, 0.0], "time_from_start": 0.2}],
+                                goal_tolerance=tight_goal,
+                                goal_time_tolerance={"sec": -1, "nanosec": 0}))  # no limit
+        env.step(int(3.0 / DT))
+        assert handle.status == GoalStatus.EXECUTING  # still waiting to get within 1 mrad
+
+
+def test_path_tolerances_from_the_goal_apply_over_the_parameters() -> None:
+    jump = [{"positions": [1.0, 0.0], "time_from_start": 0.2}]  # no servo follows it closely
+    strict = {**LOOSE, "a": {"goal": 0.01, "trajectory": 0.001}}
+    for tolerance, code in (([], PATH_TOLERANCE_VIOLATED),
+                            ([{"name": "a", "position": -1.0}], SUCCESSFUL),
+                            ([{"name": "a", "position": -1.0, "velocity": 0.001}],
+                             PATH_TOLERANCE_VIOLATED)):
+        with mjfast.MujocoEnv(arm("position"), params=controller(constraints=strict)) as env:
+            handle = send(env, goal(jump, path_tolerance=tolerance))
+            result = run_until_done(env, handle)
+            assert result["error_code"] == code, (tolerance, result)
+            if tolerance and "velocity" in tolerance[0]:
+                assert "joint 'a' velocity error" in result["error_string"]
+
+
+def test_multi_dof_parts_of_a_goal_are_ignored_as_joint_trajectory_controller_does(
+        env: mjfast.MujocoEnv) -> None:
+    multi_dof = {"joint_names": ["base"], "points": [
+        {"transforms": [{"translation": {"x": 1.0}}], "time_from_start": 0.5}]}
+    component = [{"joint_name": "base", "component": 1, "position": 0.1}]
+    handle = send(env, goal([{"positions": [0.2, 0.1], "time_from_start": 0.3}],
+                            multi_dof_trajectory=multi_dof, component_path_tolerance=component,
+                            component_goal_tolerance=component))
+    assert handle.accepted
+    assert run_until_done(env, handle)["error_code"] == SUCCESSFUL
+    np.testing.assert_allclose(env.data.qpos, [0.2, 0.1], atol=0.01)
+    # A goal of a multi-DOF trajectory only: its joint trajectory has no points.
+    handle = send(env, {"trajectory": {"joint_names": [], "points": []},
+                        "multi_dof_trajectory": multi_dof})
+    assert not handle.accepted
+    assert handle.result(timeout=0)["error_code"] == INVALID_GOAL
+
+
 # -- rcl_action semantics -------------------------------------------------------------------------
 
 
@@ -213,6 +310,35 @@ def statuses(env: mjfast.MujocoEnv) -> list[list[int]]:
     env.bus.subscribe(f"{ACTION}/_action/status",
                       lambda m: seen.append([int(s["status"]) for s in m["status_list"]]))
     return seen
+
+
+def test_send_goal_responds_first_and_a_cancel_waits_for_the_goals_start(
+        env: mjfast.MujocoEnv) -> None:
+    # rcl_action's order: the response as soon as the goal is accepted, its status arrays after.
+    # A cancel sent on that response (from another thread) is carried out after the start, so
+    # the trajectory is handed over and then held, never left running for a canceled goal.
+    seen = statuses(env)
+    responded: list[tuple[int, GoalStatus]] = []
+    cancels: list[Any] = []
+    threads: list[threading.Thread] = []
+
+    def respond(handle: Any) -> None:
+        responded.append((len(seen), handle.status))
+        threads.append(threading.Thread(target=lambda: cancels.append(handle.cancel())))
+        threads[-1].start()
+
+    env.step(1)
+    with env.acquire_plugin("arm") as plugin:
+        handle = plugin.server.send_goal(
+            goal([{"positions": [0.5, 0.5], "time_from_start": 0.5}]), respond=respond)
+    threads[0].join(TIMEOUT)
+    assert responded == [(0, GoalStatus.ACCEPTED)]
+    assert cancels == [CancelResponse.ERROR_NONE]
+    assert handle.status == GoalStatus.CANCELED
+    assert seen == [[GoalStatus.ACCEPTED], [GoalStatus.EXECUTING], [GoalStatus.CANCELING],
+                    [GoalStatus.CANCELED]]
+    env.step(300)
+    np.testing.assert_allclose(env.data.qpos, [0.0, 0.0], atol=1e-3)  # held, not moved
 
 
 def test_statuses_in_order_and_feedback_at_the_monitor_rate(env: mjfast.MujocoEnv) -> None:
@@ -351,24 +477,44 @@ def test_controller_state_at_the_state_publish_rate(env: mjfast.MujocoEnv) -> No
 
 # -- gripper ------------------------------------------------------------------------------------
 
-def gripper(**config: Any) -> dict[str, Any]:
+# The finger driven by a motor, for the effort command interface (gripper_action_controller's
+# effort variant: a PID on the position error writes the force).
+GRIPPER_MOTOR_XML = GRIPPER_XML.replace(
+    '<position name="finger" joint="finger" kp="300" forcerange="-50 50"/>',
+    '<motor name="finger" joint="finger" ctrlrange="-50 50"/>')
+GRIPPER_MODELS = {"position": GRIPPER_XML, "effort": GRIPPER_MOTOR_XML}
+EFFORT_GAINS = {"finger": {"p": 300.0, "d": 3.0, "i": 0.0, "i_clamp": 0.0}}
+
+
+def gripper(interface: str = "position", **config: Any) -> dict[str, Any]:
     entry = {"type": "mjfast/GripperActionController", "name": "gripper", "joint": "finger",
              "stall_timeout": 0.2, **config}
+    if interface == "effort":
+        entry.update(command_interface="effort", gains=EFFORT_GAINS)
     return {"mujoco_server": {"MujocoPlugins": [entry]}}
 
 
-def test_gripper_reaches_a_free_position() -> None:
-    with mjfast.MujocoEnv(GRIPPER_XML, params=gripper()) as env:
+def test_the_gripper_models_drive_the_finger_as_their_interface_says() -> None:
+    assert GRIPPER_MOTOR_XML != GRIPPER_XML  # the replacement found its actuator
+
+
+@pytest.mark.parametrize("interface", ["position", "effort"])
+def test_gripper_reaches_a_free_position(interface: str) -> None:
+    with mjfast.MujocoEnv(GRIPPER_MODELS[interface], params=gripper(interface)) as env:
         handle = send(env, {"command": {"position": 0.03, "max_effort": 0.0}}, "gripper")
         result = run_until_done(env, handle)
         assert handle.status == GoalStatus.SUCCEEDED
         assert result["reached_goal"] and not result["stalled"]
         assert abs(result["position"] - 0.03) < 0.01
+        assert abs(env.data.qpos[1] - 0.03) < 0.01  # the finger's joint is there
 
 
+@pytest.mark.parametrize("interface", ["position", "effort"])
 @pytest.mark.parametrize("allow_stalling", [True, False])
-def test_gripper_stalls_on_the_object_with_the_effort_capped(allow_stalling: bool) -> None:
-    with mjfast.MujocoEnv(GRIPPER_XML, params=gripper(allow_stalling=allow_stalling)) as env:
+def test_gripper_stalls_on_the_object_with_the_effort_capped(interface: str,
+                                                             allow_stalling: bool) -> None:
+    with mjfast.MujocoEnv(GRIPPER_MODELS[interface],
+                          params=gripper(interface, allow_stalling=allow_stalling)) as env:
         handle = send(env, {"command": {"position": 0.2, "max_effort": 4.0}}, "gripper")
         result = run_until_done(env, handle)
         assert handle.status == (GoalStatus.SUCCEEDED if allow_stalling else GoalStatus.ABORTED)
@@ -379,3 +525,34 @@ def test_gripper_stalls_on_the_object_with_the_effort_capped(allow_stalling: boo
         assert abs(result["effort"]) > 3.5  # squeezing at max_effort
         env.step(200)
         assert abs(env.data.actuator_force[0]) <= 4.0 + 1e-9  # and it goes on squeezing
+        assert abs(env.data.actuator_force[0]) > 3.5
+
+
+def test_the_effort_interface_writes_the_pid_force_to_the_motor() -> None:
+    # One step from rest at 0 toward 0.03: the PID's first output is p * error (no integral,
+    # no velocity yet), the force of the motor (gain 1).
+    with mjfast.MujocoEnv(GRIPPER_MOTOR_XML, params=gripper("effort")) as env:
+        send(env, {"command": {"position": 0.03, "max_effort": 0.0}}, "gripper")
+        env.step(1)
+        assert env.data.ctrl[0] == pytest.approx(300.0 * 0.03)
+        send(env, {"command": {"position": 0.03, "max_effort": 2.0}}, "gripper")
+        env.step(1)
+        assert abs(env.data.ctrl[0]) == pytest.approx(2.0)  # clamped to max_effort
+
+
+@pytest.mark.parametrize(("xml", "config", "message"), [
+    (GRIPPER_XML, {"command_interface": "effort", "gains": EFFORT_GAINS},
+     "no actuator for command interface 'effort' (expected a motor"),
+    (GRIPPER_MOTOR_XML, {"command_interface": "effort"}, "gains for joint 'finger' are required"),
+    (GRIPPER_MOTOR_XML, {"command_interface": "effort",
+                         "gains": {"thumb": {"p": 1.0}}}, "gains name joints"),
+    (GRIPPER_XML, {"gains": EFFORT_GAINS}, "gains are for command_interface 'effort'"),
+])
+def test_gripper_configurations_that_cannot_work_fail_to_load(xml: str, config: dict[str, Any],
+                                                              message: str) -> None:
+    entry = {"type": "mjfast/GripperActionController", "name": "gripper", "joint": "finger",
+             **config}
+    with mjfast.MujocoEnv(xml, params={"mujoco_server": {"MujocoPlugins": [entry]}}) as env:
+        failure = env.plugins[0].failure
+        assert failure is not None and failure.phase == "load"
+        assert message in failure.message

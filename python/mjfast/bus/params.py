@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import os
 import pathlib
 import reprlib
@@ -38,6 +39,9 @@ _SCALAR_TYPES = (bool, int, float, str, type(None))
 _ALLOWED = "bool, int, float, str, None, list or mapping with str keys"
 
 
+# Cached: every bus publish resolves its topic, twice (an action's goal publishes its status
+# three times), and the same few names come back.
+@functools.lru_cache(maxsize=4096)
 def _normalise(name: str, original: str) -> str:
     """Absolute form of `name`: one leading slash, no empty segments, no trailing slash.
 

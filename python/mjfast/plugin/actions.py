@@ -119,6 +119,9 @@ class GoalHandle:
         self._ended_at = math.inf  # wall time of the end, for result_timeout
         # action_msgs/GoalInfo, made once: every status array carries it.
         self.info = {"goal_id": uuid_message(goal_id), "stamp": time_message(stamp)}
+        # This goal's action_msgs/GoalStatus in the status arrays: a new dict at each transition
+        # (never changed, so that an array already handed to a tap stays as it was published).
+        self._entry: dict[str, Any] = {"goal_info": self.info, "status": 0}
 
     def __repr__(self) -> str:
         return (f"<GoalHandle {uuid.UUID(bytes=self.goal_id)} {self._status.name} of "
@@ -198,10 +201,17 @@ class ActionServer:
         self._clock = clock
         # A leaf of the lock order (src/_core/env/env_core.h): the goal table, never held across
         # a call out. _status_lock is held across publishing the status array, so that arrays go
-        # out in the order of the transitions they show.
+        # out in the order of the transitions they show. _dispatch (outside both) is held while
+        # a goal is accepted and started and while a cancel is decided and carried out, so that
+        # goals start in the order accepted and a cancel never overtakes the start of its goal
+        # (reentrant: on_accepted may cancel or end goals).
         self._lock = threading.Lock()
         self._status_lock = threading.Lock()
+        self._dispatch = threading.RLock()
         self._goals: dict[bytes, GoalHandle] = {}
+        # Each kept goal's GoalStatus entry, in the order of _goals: a status array is a copy of
+        # its values (made in C: arrays go out on every transition and list every goal kept).
+        self._entries: dict[bytes, dict[str, Any]] = {}
         self._ended: collections.deque[GoalHandle] = collections.deque()  # in order of their end
         self._closed = False
         node.advertise_service(f"{self.name}/send_goal", self._send_goal_service)
@@ -211,38 +221,57 @@ class ActionServer:
 
     # -- the three calls ---------------------------------------------------------------------------
 
-    def send_goal(self, goal: Any, goal_id: Any = None) -> GoalHandle:
+    def send_goal(self, goal: Any, goal_id: Any = None, *,
+                  respond: Callable[[GoalHandle], None] | None = None) -> GoalHandle:
         """A new goal (`goal_id`: the client's UUID, default a new random one): accepted, or
-        rejected with its result at once (`handle.accepted` False, status UNKNOWN)."""
+        rejected with its result at once (`handle.accepted` False, status UNKNOWN).
+
+        `respond(handle)` is called as soon as the goal is accepted or rejected, before the
+        ACCEPTED status goes out and before `on_accepted` starts it: a server answering a
+        client's send_goal request from it answers as rcl_action does (the response first, the
+        status array after it). Goals start one at a time, in the order accepted; a cancel waits
+        for the start of the goal it names (see cancel_goal)."""
         raw = goal_id_of(goal_id) if goal_id is not None else uuid.uuid4().bytes
-        handle = GoalHandle(self, raw, goal, self._clock())
-        with self._lock:
-            self._expire_locked()
-            if self._closed:
-                rejection: Any = {"error": "the action server is shut down"}
-            elif raw in self._goals:
-                rejection = {"error": f"goal id {uuid.UUID(bytes=raw)} is in use"}
-            else:
-                rejection = None
-        if rejection is None:
-            rejection = self._validate(goal)
-        if rejection is not None:
-            handle._result = rejection
-            handle._ended_at = time.monotonic()
-            handle._done.set()
-            self.node.logger.warning("%s rejected a goal: %s", self.name, rejection)
-            return handle
-        with self._lock:
-            handle.accepted = True
-            handle._status = GoalStatus.ACCEPTED
-            self._goals[raw] = handle
-        self._publish_status()
-        self._on_accepted(handle)
+        with self._dispatch:
+            handle = GoalHandle(self, raw, goal, self._clock())
+            with self._lock:
+                self._expire_locked()
+                if self._closed:
+                    rejection: Any = {"error": "the action server is shut down"}
+                elif raw in self._goals:
+                    rejection = {"error": f"goal id {uuid.UUID(bytes=raw)} is in use"}
+                else:
+                    rejection = None
+            if rejection is None:
+                rejection = self._validate(goal)
+            if rejection is not None:
+                handle._result = rejection
+                handle._ended_at = time.monotonic()
+                handle._done.set()
+                if respond is not None:
+                    respond(handle)
+                self.node.logger.warning("%s rejected a goal: %s", self.name, rejection)
+                return handle
+            with self._lock:
+                handle.accepted = True
+                self._goals[raw] = handle
+                self._set_status_locked(handle, GoalStatus.ACCEPTED)
+            if respond is not None:
+                respond(handle)
+            self._publish_status()
+            self._on_accepted(handle)
         return handle
 
     def _send_goal_service(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        handle = self.send_goal(request["goal"], request.get("goal_id"))
-        return {"accepted": handle.accepted, "stamp": time_message(handle.stamp)}
+        # `respond`: a caller in this process (the ROS 2 bridge) answering its client early.
+        respond = request.get("respond")
+        handle = self.send_goal(request["goal"], request.get("goal_id"),
+                                respond=respond if callable(respond) else None)
+        return self._send_goal_reply(handle)
+
+    @staticmethod
+    def _send_goal_reply(handle: GoalHandle) -> dict[str, Any]:
+        return {"accepted": handle.accepted, "stamp": dict(handle.info["stamp"])}
 
     def cancel_goal(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """action_msgs/srv/CancelGoal as rcl_action answers it: a zero id and zero stamp cancel
@@ -251,6 +280,10 @@ class ActionServer:
         info = request.get("goal_info", {})
         raw = goal_id_of(info.get("goal_id", bytes(GOAL_ID_SIZE)))
         stamp = seconds_of(info.get("stamp", 0.0))
+        with self._dispatch:
+            return self._cancel(raw, stamp)
+
+    def _cancel(self, raw: bytes, stamp: float) -> dict[str, Any]:
         zero_id = raw == bytes(GOAL_ID_SIZE)
         with self._lock:
             self._expire_locked()
@@ -266,7 +299,7 @@ class ActionServer:
                       or h.goal_id == raw]
             canceling = [h for h in chosen if h._status != GoalStatus.CANCELING]
             for handle in canceling:
-                handle._status = GoalStatus.CANCELING
+                self._set_status_locked(handle, GoalStatus.CANCELING)
         if not chosen:
             return self._cancel_reply(CancelResponse.ERROR_REJECTED, [])
         if canceling:
@@ -303,18 +336,24 @@ class ActionServer:
 
     # -- transitions --------------------------------------------------------------------------
 
+    def _set_status_locked(self, handle: GoalHandle, status: GoalStatus) -> None:
+        handle._status = status
+        handle._entry = {"goal_info": handle.info, "status": int(status)}
+        if self._goals.get(handle.goal_id) is handle:
+            self._entries[handle.goal_id] = handle._entry
+
     def _transition(self, handle: GoalHandle, status: GoalStatus) -> None:
         with self._lock:
             if handle._status in TERMINAL:
                 return
-            handle._status = status
+            self._set_status_locked(handle, status)
         self._publish_status()
 
     def _finish(self, handle: GoalHandle, status: GoalStatus, result: Any) -> None:
         with self._lock:
             if handle._status in TERMINAL:
                 return  # ended already (a race between the controller's end and a cancel)
-            handle._status = status
+            self._set_status_locked(handle, status)
             handle._result = result
             handle._ended_at = time.monotonic()
             self._ended.append(handle)
@@ -329,8 +368,7 @@ class ActionServer:
         with self._status_lock:
             with self._lock:
                 self._expire_locked()
-                status_list = [{"goal_info": h.info, "status": int(h._status)}
-                               for h in self._goals.values()]
+                status_list = list(self._entries.values())
             self.node.publish(f"{self.name}/_action/status", {"status_list": status_list},
                               latched=True)
 
@@ -341,6 +379,7 @@ class ActionServer:
             handle = self._ended.popleft()
             if self._goals.get(handle.goal_id) is handle:
                 del self._goals[handle.goal_id]
+                del self._entries[handle.goal_id]
 
     def shutdown(self, result: Any) -> None:
         """Aborts every goal not yet ended with `result` (a reload, an unload); new goals are

@@ -2,8 +2,14 @@
 
 A `control_msgs/action/GripperCommand` goal (`command.position`, `command.max_effort`; in Python
 `send_goal(goal)`, on the bus `~/gripper_cmd/send_goal`, on ROS 2 the action
-`<node>/gripper_cmd`) drives one joint's position servo toward the position, with the actuator's
-force kept within `max_effort` (0: the actuator's own limits). The compiled GripperCore
+`<node>/gripper_cmd`) drives one joint toward the position, with the actuator's force kept
+within `max_effort` (0: the actuator's own limits), through one of gripper_action_controller's
+two command interfaces (`command_interface`): `position` (default; position_controllers/
+GripperActionController) writes the position to the joint's position servo; `effort`
+(effort_controllers/GripperActionController) runs a PID with `gains: {<joint>: {p, i, d,
+i_clamp}}` on the position error and writes its force, clamped to max_effort, to the joint's
+motor (ros2_controllers, Jazzy: gripper_controllers/hardware_interface_adapter.hpp). The compiled
+GripperCore
 (src/_core/control) does that every step and decides the goal as gripper_action_controller's
 check_for_success does: reached within `goal_tolerance`; stalled when the joint moved slower than
 `stall_velocity_threshold` for `stall_timeout` simulated seconds without reaching it, which
@@ -43,7 +49,8 @@ def _result(state: Mapping[str, Any]) -> dict[str, Any]:
 
 class GripperActionController(MujocoPlugin):
     config_keys: ClassVar[dict[str, Any]] = {
-        "joint": str, "goal_tolerance": float, "stall_velocity_threshold": float,
+        "joint": str, "command_interface": ("position", "effort"), "gains": dict,
+        "goal_tolerance": float, "stall_velocity_threshold": float,
         "stall_timeout": float, "allow_stalling": bool, "action_monitor_rate": float,
         "result_timeout": float}
     ros_actions: ClassVar[dict[str, str]] = {"~/gripper_cmd": "control_msgs/action/GripperCommand"}
@@ -55,10 +62,17 @@ class GripperActionController(MujocoPlugin):
             raise ValueError(f"{who}: 'joint' is required (the gripper's joint)")
         joint = id_of(who, model, mujoco.mjtObj.mjOBJ_JOINT, "joint", name,
                       names_of(model, mujoco.mjtObj.mjOBJ_JOINT, model.njnt))
-        actuator = command_actuator(model, joint, "position")
+        interface = str(self.config.get("command_interface", "position"))
+        if interface not in ("position", "effort"):
+            raise ValueError(f"{who}: command_interface must be 'position' or 'effort', got "
+                             f"{interface!r}")
+        actuator = command_actuator(model, joint, interface)
         if actuator is None:
+            kind = "a position servo (<position>)" if interface == "position" else \
+                "a motor (<motor>)"
             raise ValueError(f"{who}: joint {name!r} has no actuator for command interface "
-                             f"'position' (expected a position servo (<position>) on it)")
+                             f"{interface!r} (expected {kind} on it)")
+        gains = self._gains(name, interface)
         values = {key: float(self.config.get(key, default)) for key, default in (
             ("goal_tolerance", 0.01), ("stall_velocity_threshold", 0.001),
             ("stall_timeout", 1.0), ("action_monitor_rate", 20.0))}
@@ -74,7 +88,8 @@ class GripperActionController(MujocoPlugin):
             goal_tolerance=values["goal_tolerance"],
             stall_velocity_threshold=values["stall_velocity_threshold"],
             stall_timeout=values["stall_timeout"],
-            feedback_period=1.0 / rate if rate > 0 else 0.0)
+            feedback_period=1.0 / rate if rate > 0 else 0.0,
+            effort=interface == "effort", gains=gains)
         self.__mjfast_native_control__ = self.core  # see JointTrajectoryController
         self.joint = name
         self._qpos_address = int(model.jnt_qposadr[joint])
@@ -91,6 +106,29 @@ class GripperActionController(MujocoPlugin):
                                          name=f"mjfast-gripper-{who}")
         self._monitor.start()
         return True
+
+    def _gains(self, joint: str, interface: str) -> tuple[float, float, float, float]:
+        """The effort interface's PID gains, `gains: {<joint>: {p, i, d, i_clamp}}` as
+        hardware_interface_adapter.hpp reads them (`gains.<joint>.p` ...)."""
+        configured = self.config.get("gains") or {}
+        unknown = sorted(set(configured) - {joint})
+        if unknown:
+            raise ValueError(f"{self.name}: gains name joints this controller does not drive: "
+                             f"{unknown} (its joint: {joint!r})")
+        if interface != "effort":
+            if configured:
+                raise ValueError(f"{self.name}: gains are for command_interface 'effort' "
+                                 f"(the position interface writes the position to the servo)")
+            return (0.0, 0.0, 0.0, 0.0)
+        entry = configured.get(joint)
+        if not isinstance(entry, Mapping) or "p" not in entry:
+            raise ValueError(f"{self.name}: gains for joint {joint!r} are required with the "
+                             f"effort command interface ({{p, i, d, i_clamp}}, p at least)")
+        values = tuple(float(entry.get(key, 0.0)) for key in ("p", "i", "d", "i_clamp"))
+        if not all(math.isfinite(v) for v in values) or values[3] < 0:
+            raise ValueError(f"{self.name}: gains of {joint!r} must be finite, i_clamp >= 0, "
+                             f"got {dict(entry)}")
+        return values  # type: ignore[return-value]
 
     def control_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         # As JointTrajectoryController's: the compiled control() runs instead.

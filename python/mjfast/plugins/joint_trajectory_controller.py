@@ -87,6 +87,31 @@ def _values(value: Any) -> np.ndarray:
     return np.asarray(value if value is not None else [], dtype=float).reshape(-1)
 
 
+# control_msgs/JointTolerance's "erase" value (tolerances.hpp compares it within float epsilon).
+_ERASE = -1.0
+
+
+def _resolve_tolerance(default: float, given: float, what: str) -> float:
+    """tolerances.hpp's resolve_tolerance_source: > 0 is the tolerance, 0 keeps the default, -1
+    erases it (0: not checked); ValueError naming `what` for any other value."""
+    if given > 0.0:
+        return given
+    if abs(given - _ERASE) < float(np.finfo(np.float32).eps):
+        return 0.0
+    if given == 0.0:
+        return default
+    raise ValueError(f"{what} is {given}, an illegal tolerance (> 0, 0 for the default or -1 "
+                     f"for none)")
+
+
+def _given(value: Any) -> bool:
+    """Whether a goal's optional part has content: a non-empty list, or a trajectory with
+    points."""
+    if isinstance(value, Mapping):
+        return bool(value.get("points")) or bool(value.get("joint_names"))
+    return value is not None and len(value) > 0
+
+
 class _Rejected(Exception):
     def __init__(self, code: int, text: str) -> None:
         super().__init__(text)
@@ -265,25 +290,54 @@ class JointTrajectoryController(MujocoPlugin):
             raise _Rejected(INVALID_GOAL, f"a goal is a mapping with 'trajectory', got "
                                           f"{type(goal).__name__}")
         prepared = self._trajectory(goal["trajectory"])
-        path = list(self.path_tolerance)
-        final = list(self.goal_tolerance)
-        for key, tolerances in (("path_tolerance", path), ("goal_tolerance", final)):
-            for entry in goal.get(key) or []:
-                name = entry.get("name")
-                if name not in self._index:
-                    raise _Rejected(INVALID_JOINTS, f"{key} names joint {name!r}, which this "
-                                                    f"controller does not drive {self.joints}")
-                i = self._index[name]
-                # control_msgs/JointTolerance: 0 keeps the default, -1 erases the limit.
-                position, velocity = tolerances[i]
-                given_p, given_v = float(entry.get("position", 0.0)), float(entry.get(
-                    "velocity", 0.0))
-                position = 0.0 if given_p < 0 else (given_p or position)
-                velocity = 0.0 if given_v < 0 else (given_v or velocity)
-                tolerances[i] = (position, velocity)
-        goal_time = seconds_of(goal.get("goal_time_tolerance", 0.0)) or self.goal_time
+        path, final, goal_time = self._goal_tolerances(goal)
         prepared.update(path=path, goal_tolerance=final, goal_time=goal_time)
         return prepared
+
+    def _goal_tolerances(self, goal: Mapping[str, Any]) -> tuple[list[tuple[float, float]],
+                                                                 list[tuple[float, float]],
+                                                                 float]:
+        """The goal's tolerances over the parameters', as joint_trajectory_controller's
+        get_segment_tolerances(default_tolerances, goal, joints) (ros2_controllers, Jazzy,
+        tolerances.hpp) applies them: each of a JointTolerance's position, velocity and
+        acceleration, and goal_time_tolerance, > 0 replaces the default, 0 keeps it, -1 erases
+        it (no limit); a joint this controller does not drive, or any other negative value,
+        is logged and the goal runs with the default tolerances, all of them (not rejected).
+        Accelerations are checked only against an acceleration state interface, which this
+        controller has not (as there: the error's accelerations are empty, never over)."""
+        defaults = (list(self.path_tolerance), list(self.goal_tolerance), self.goal_time)
+        path, final = list(self.path_tolerance), list(self.goal_tolerance)
+        try:
+            goal_time = _resolve_tolerance(self.goal_time,
+                                           seconds_of(goal.get("goal_time_tolerance", 0.0)),
+                                           "goal_time_tolerance")
+            for key, tolerances in (("path_tolerance", path), ("goal_tolerance", final)):
+                for entry in goal.get(key) or []:
+                    name = entry.get("name")
+                    if name not in self._index:
+                        raise ValueError(f"joint {name!r} specified in goal.{key} does not "
+                                         f"exist (this controller drives {self.joints})")
+                    i = self._index[name]
+                    position, velocity = tolerances[i]
+                    where = f"goal.{key} of joint {name!r}"
+                    tolerances[i] = (
+                        _resolve_tolerance(position, float(entry.get("position", 0.0)),
+                                           f"{where}: position"),
+                        _resolve_tolerance(velocity, float(entry.get("velocity", 0.0)),
+                                           f"{where}: velocity"))
+                    _resolve_tolerance(0.0, float(entry.get("acceleration", 0.0)),
+                                       f"{where}: acceleration")
+        except ValueError as error:
+            _log.error("%s: %s; using the default tolerances", self.name, error)
+            return defaults
+        # Not read by joint_trajectory_controller (Jazzy nor later): a goal's multi-DOF
+        # trajectory and its component tolerances are ignored there, and here, said once a goal.
+        ignored = [key for key in ("multi_dof_trajectory", "component_path_tolerance",
+                                   "component_goal_tolerance") if _given(goal.get(key))]
+        if ignored:
+            _log.warning("%s: ignored %s of a goal, as joint_trajectory_controller does",
+                         self.name, ", ".join(ignored))
+        return path, final, goal_time
 
     def _trajectory(self, trajectory: Any) -> dict[str, Any]:
         names = [str(n) for n in trajectory.get("joint_names", [])]
@@ -300,23 +354,11 @@ class JointTrajectoryController(MujocoPlugin):
         if missing and not self.allow_partial:
             raise _Rejected(INVALID_JOINTS, f"the trajectory lacks joint(s) {missing} "
                                             f"(allow_partial_joints_goal is false)")
-        k = len(names)
-        fields: dict[str, list[np.ndarray]] = {"positions": [], "velocities": [],
-                                               "accelerations": []}
+        k, m = len(names), len(points)
+        tables = {field: self._table(points, field, k) for field in
+                  ("positions", "velocities", "accelerations")}
         times = []
         for i, point in enumerate(points):
-            for field in fields:
-                values = _values(point.get(field))
-                if field == "positions" and values.size != k:
-                    raise _Rejected(INVALID_GOAL, f"point {i} has {values.size} positions for "
-                                                  f"{k} joint names")
-                if field != "positions" and values.size not in (0, k):
-                    raise _Rejected(INVALID_GOAL, f"point {i} has {values.size} {field} for "
-                                                  f"{k} joint names (expected {k} or none)")
-                if not np.isfinite(values).all():
-                    raise _Rejected(INVALID_GOAL, f"point {i} has a {field[:-1]} that is not "
-                                                  f"finite")
-                fields[field].append(values)
             if _values(point.get("effort")).size:
                 raise _Rejected(INVALID_GOAL, f"point {i} has efforts, which "
                                               f"joint_trajectory_controller does not take")
@@ -326,11 +368,7 @@ class JointTrajectoryController(MujocoPlugin):
                                               f"point: point {i} is at {at} s after "
                                               f"{times[-1] if times else 0.0} s")
             times.append(at)
-        for field in ("velocities", "accelerations"):
-            sizes = {v.size for v in fields[field]}
-            if len(sizes) > 1:
-                raise _Rejected(INVALID_GOAL, f"some points have {field} and some do not")
-        if fields["accelerations"][0].size and not fields["velocities"][0].size:
+        if tables["accelerations"] is not None and tables["velocities"] is None:
             raise _Rejected(INVALID_GOAL, "points with accelerations need velocities too")
         header = trajectory.get("header") or {}
         start = seconds_of(header.get("stamp", 0.0)) if isinstance(header, Mapping) else 0.0
@@ -339,20 +377,55 @@ class JointTrajectoryController(MujocoPlugin):
             raise _Rejected(OLD_HEADER_TIMESTAMP, f"the trajectory ends at {start + times[-1]} "
                                                   f"s, before now ({now} s)")
         # In the controller's joint order; a joint the goal leaves out holds its last command.
-        n, m = len(self.joints), len(points)
-        hold = self.core.snapshot()["desired_position"]
-        out = {field: np.zeros((m, n)) for field in fields}
-        out["positions"][:] = hold
         order = [self._index[name] for name in names]
-        for field, rows in fields.items():
-            if rows[0].size:
-                out[field][:, order] = np.vstack(rows)
-        return {"start": math.nan if start == 0.0 else start, "times": times,
-                "positions": out["positions"].ravel().tolist(),
-                "velocities": out["velocities"].ravel().tolist()
-                if fields["velocities"][0].size else [],
-                "accelerations": out["accelerations"].ravel().tolist()
-                if fields["accelerations"][0].size else []}
+        out: dict[str, list[float]] = {}
+        for field, table in tables.items():
+            if table is None:
+                out[field] = []
+                continue
+            if order == list(range(len(self.joints))):
+                full = table
+            else:
+                full = np.zeros((m, len(self.joints)))
+                if field == "positions":
+                    full[:] = self.core.snapshot()["desired_position"]
+                full[:, order] = table
+            out[field] = full.ravel().tolist()
+        return {"start": math.nan if start == 0.0 else start, "times": times, **out}
+
+    @staticmethod
+    def _table(points: list[Any], field: str, k: int) -> np.ndarray | None:
+        """One field of every point as an (m, k) table (None: no point has it); _Rejected with
+        the first point at fault otherwise."""
+        rows = [point.get(field) for point in points]
+        if all(row is not None for row in rows):
+            try:  # the common case at once: every point has k finite values
+                table = np.array(rows, dtype=float)
+            except (TypeError, ValueError):
+                table = None
+            if table is not None and table.shape == (len(points), k) and np.isfinite(table).all():
+                return table
+            if table is not None and table.shape == (len(points), 0) and field != "positions":
+                return None
+        values = [_values(row) for row in rows]
+        sizes = [v.size for v in values]
+        for i, size in enumerate(sizes):
+            if field == "positions" and size != k:
+                raise _Rejected(INVALID_GOAL, f"point {i} has {size} positions for {k} joint "
+                                              f"names")
+            if field != "positions" and size not in (0, k):
+                raise _Rejected(INVALID_GOAL, f"point {i} has {size} {field} for {k} joint "
+                                              f"names (expected {k} or none)")
+        if field != "positions" and len(set(sizes)) > 1:
+            raise _Rejected(INVALID_GOAL, f"some points have {field} and some do not")
+        if sizes[0] == 0:
+            return None if field != "positions" else np.zeros((len(points), 0))
+        table = np.vstack(values)
+        finite = np.isfinite(table).all(axis=1)
+        if not finite.all():
+            raise _Rejected(INVALID_GOAL, f"point {int(np.argmin(finite))} has a {field[:-1]} "
+                                          f"that is not finite")
+        return table
 
     def _on_accepted(self, handle: GoalHandle) -> None:
         checked, self._checked = self._checked, None
@@ -439,7 +512,8 @@ class JointTrajectoryController(MujocoPlugin):
             else:
                 handle.abort(_result(GOAL_TOLERANCE_VIOLATED,
                                      f"goal tolerance violated: joint {joint!r} {what} error "
-                                     f"{end['error']:.6g}, goal_time exceeded"))
+                                     f"{end['error']:.6g}, goal_time exceeded at t = "
+                                     f"{end['time']:.6g} s"))
 
     def _point(self, positions: Any, velocities: Any, accelerations: Any = None,
                at: float = 0.0) -> dict[str, Any]:

@@ -197,27 +197,34 @@ void bind_controllers(py::module_& module) {
 
   py::class_<GripperCore, NativeControl>(
       module, "GripperCore", "mjfast/GripperActionController's per-step work (src/_core/control).")
-      .def(py::init([](int qpos, int dof, int actuator, double gain,
-                       std::tuple<double, double, double> bias, double goal_tolerance,
-                       double stall_velocity_threshold, double stall_timeout,
-                       double feedback_period) {
-             GripperLayout layout;
-             layout.qpos = qpos;
-             layout.dof = dof;
-             layout.actuator = actuator;
-             layout.gain = gain;
-             layout.bias[0] = std::get<0>(bias);
-             layout.bias[1] = std::get<1>(bias);
-             layout.bias[2] = std::get<2>(bias);
-             layout.goal_tolerance = goal_tolerance;
-             layout.stall_velocity_threshold = stall_velocity_threshold;
-             layout.stall_timeout = stall_timeout;
-             layout.feedback_period = feedback_period;
-             return std::make_unique<GripperCore>(layout);
-           }),
-           py::kw_only(), py::arg("qpos"), py::arg("dof"), py::arg("actuator"), py::arg("gain"),
-           py::arg("bias"), py::arg("goal_tolerance"), py::arg("stall_velocity_threshold"),
-           py::arg("stall_timeout"), py::arg("feedback_period"))
+      .def(
+          py::init([](int qpos, int dof, int actuator, double gain,
+                      std::tuple<double, double, double> bias, double goal_tolerance,
+                      double stall_velocity_threshold, double stall_timeout, double feedback_period,
+                      bool effort, std::tuple<double, double, double, double> gains) {
+            GripperLayout layout;
+            layout.qpos = qpos;
+            layout.dof = dof;
+            layout.actuator = actuator;
+            layout.gain = gain;
+            layout.bias[0] = std::get<0>(bias);
+            layout.bias[1] = std::get<1>(bias);
+            layout.bias[2] = std::get<2>(bias);
+            layout.goal_tolerance = goal_tolerance;
+            layout.stall_velocity_threshold = stall_velocity_threshold;
+            layout.stall_timeout = stall_timeout;
+            layout.feedback_period = feedback_period;
+            layout.effort = effort;
+            const auto& [p, i, d, i_clamp] = gains;
+            layout.gains = {p, i, d, i_clamp};
+            return std::make_unique<GripperCore>(layout);
+          }),
+          py::kw_only(), py::arg("qpos"), py::arg("dof"), py::arg("actuator"), py::arg("gain"),
+          py::arg("bias"), py::arg("goal_tolerance"), py::arg("stall_velocity_threshold"),
+          py::arg("stall_timeout"), py::arg("feedback_period"), py::arg("effort") = false,
+          py::arg("gains") = std::make_tuple(0.0, 0.0, 0.0, 0.0),
+          "`effort`: the effort command interface (a Pid with `gains` (p, i, d, i_clamp) on "
+          "the position error, its force clamped to max_effort), else the position one.")
       .def(
           "command",
           [](GripperCore& self, std::uint64_t goal, double position, double max_effort) {

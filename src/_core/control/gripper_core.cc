@@ -6,13 +6,23 @@
 
 namespace mjfast {
 
-GripperCore::GripperCore(const GripperLayout& layout) : layout_(layout) {
+GripperCore::GripperCore(const GripperLayout& layout) : layout_(layout), pid_(layout.gains) {
   if (layout_.qpos < 0 || layout_.dof < 0 || layout_.actuator < 0) {
     throw std::invalid_argument("GripperCore: the joint and actuator addresses are required");
   }
   if (!(layout_.gain > 0.0)) {
     throw std::invalid_argument("GripperCore: the actuator's gain must be > 0");
   }
+  if (layout_.effort && !(layout_.gains.i_clamp >= 0.0)) {
+    throw std::invalid_argument("GripperCore: i_clamp must be >= 0");
+  }
+}
+
+double GripperCore::ctrl_for_force(const mjData* d, double force) const {
+  const int a = layout_.actuator;
+  const double bias = layout_.bias[0] + layout_.bias[1] * d->actuator_length[a] +
+                      layout_.bias[2] * d->actuator_velocity[a];
+  return (force - bias) / layout_.gain;
 }
 
 void GripperCore::command(std::uint64_t goal, double position, double max_effort) {
@@ -43,6 +53,7 @@ GripperState GripperCore::last_end() {
 void GripperCore::control(const mjModel* /*m*/, mjData* d) noexcept {
   const double t = d->time;
   const bool time_went_back = stepped_ && t < last_time_;
+  const double dt = stepped_ && !time_went_back ? t - last_time_ : 0.0;
   last_time_ = t;
   stepped_ = true;
   const double position = d->qpos[layout_.qpos];
@@ -67,13 +78,20 @@ void GripperCore::control(const mjModel* /*m*/, mjData* d) noexcept {
     last_movement_ = t;
     next_feedback_ = t;
   }
+  if (time_went_back) pid_.reset();  // a reset: no integral carried over from before it
   const int a = layout_.actuator;
-  double ctrl = target_;
-  if (max_effort_ > 0.0) {
-    const double bias = layout_.bias[0] + layout_.bias[1] * d->actuator_length[a] +
-                        layout_.bias[2] * d->actuator_velocity[a];
-    ctrl =
-        std::clamp(ctrl, (-max_effort_ - bias) / layout_.gain, (max_effort_ - bias) / layout_.gain);
+  double ctrl = 0.0;
+  if (layout_.effort) {
+    // hardware_interface_adapter.hpp's effort updateCommand(): the Pid on the position error
+    // with -velocity as the error's rate, clamped to +-max_effort.
+    double force = pid_.compute(target_ - position, -velocity, dt);
+    if (max_effort_ > 0.0) force = std::clamp(force, -max_effort_, max_effort_);
+    ctrl = ctrl_for_force(d, force);
+  } else {
+    ctrl = target_;
+    if (max_effort_ > 0.0) {
+      ctrl = std::clamp(ctrl, ctrl_for_force(d, -max_effort_), ctrl_for_force(d, max_effort_));
+    }
   }
   d->ctrl[a] = ctrl;
 

@@ -5,15 +5,22 @@
 // the position is within goal_tolerance; stalled when the joint has moved slower than
 // stall_velocity_threshold for stall_timeout (simulated seconds) without reaching it.
 //
+// Two command interfaces, as gripper_action_controller's two variants
+// (position_controllers/GripperActionController and effort_controllers/GripperActionController,
+// Jazzy: hardware_interface_adapter.hpp): `position` writes the commanded position to a position
+// servo; `effort` runs a Pid on the position error (and -velocity as its rate) and writes its
+// output, clamped to +-max_effort, as the force of a motor.
+//
 // The force cap: the actuator is a fixed-gain one with an affine bias (a MuJoCo position servo
 // or a motor), force = gain * ctrl + b0 + b1 * length + b2 * velocity, so |force| <= max_effort
-// is a range of ctrl, computed each step from the actuator's length and velocity. Allocates
-// nothing per step; knows no names.
+// is a range of ctrl, computed each step from the actuator's length and velocity (for `effort`,
+// the clamped force is turned into ctrl the same way). Allocates nothing per step; knows no names.
 #pragma once
 
 #include <cstdint>
 
 #include "control/native_control.h"
+#include "control/pid.h"
 
 namespace mjfast {
 
@@ -27,6 +34,8 @@ struct GripperLayout {
   double stall_velocity_threshold = 0.001;
   double stall_timeout = 1.0;
   double feedback_period = 0.0;  // simulated seconds between a goal's feedback; <= 0: none
+  bool effort = false;           // the effort interface (a Pid), else the position one
+  PidGains gains;                // the effort interface's
 };
 
 enum class GripperOutcome : int { kActive = 0, kReached = 1, kStalled = 2 };
@@ -48,7 +57,9 @@ class GripperCore final : public NativeControl {
 
   // --- any thread ---------------------------------------------------------------------------
   // Goal `goal` (non-zero): move to `position` with the actuator's force within `max_effort`
-  // (<= 0: no cap beyond the actuator's own). From the next step.
+  // (<= 0: no cap beyond the actuator's own; gripper_action_controller's effort adapter would
+  // command no force at all with 0, which MoveIt's default max_effort of 0 would leave a gripper
+  // that never moves). From the next step.
   void command(std::uint64_t goal, double position, double max_effort);
   // Hold where the joint is from the next step (a cancel, a reset); any goal stops.
   void hold();
@@ -60,8 +71,12 @@ class GripperCore final : public NativeControl {
   void control(const mjModel* m, mjData* d) noexcept override;
 
  private:
+  // The ctrl that makes the actuator's force `force` (gain * ctrl + bias = force).
+  double ctrl_for_force(const mjData* d, double force) const;
+
   GripperLayout layout_;
   ControllerEvents events_;
+  Pid pid_;  // the effort interface's; the stepping thread's
   // Guarded by events_.mutex().
   bool pending_ = false;
   bool hold_requested_ = true;

@@ -98,6 +98,46 @@ def test_action_type_hashes_are_rosidls() -> None:
     assert ros_types.type_hash("action_msgs/msg/GoalStatusArray") == STATUS_HASH
 
 
+def test_the_status_array_is_the_cdr_rosbags_writes() -> None:
+    """The bridge writes action_msgs/msg/GoalStatusArray itself (only the entries that changed
+    since the last array are encoded): its bytes equal rosbags' serializer's, for arrays of
+    every length up to the padding's period and through the changes an ActionServer makes
+    (goals added last, expired first or out of order, several transitions between two arrays,
+    the same array again)."""
+    from mjfast.interop.ros2.actions import STATUS_TYPE, _StatusArray
+    from mjfast.interop.ros2.conversions import build
+    from mjfast.plugin.actions import time_message, uuid_message
+
+    rng = random.Random(30)
+    serialize = ros_types.serializer(STATUS_TYPE)
+
+    def entry(info: Any = None) -> dict[str, Any]:
+        info = info or {"goal_id": uuid_message(rng.randbytes(16)),
+                        "stamp": time_message(rng.uniform(0.0, 1e5))}
+        return {"goal_info": info, "status": rng.randint(0, 6)}
+
+    def check(convert: _StatusArray, entries: list[Any]) -> None:
+        message = {"status_list": list(entries)}
+        assert convert(message) == bytes(serialize(build(STATUS_TYPE, message)))
+
+    for n in range(6):
+        check(_StatusArray(), [entry() for _ in range(n)])
+    convert, entries = _StatusArray(), []
+    for _ in range(2000):
+        change = rng.random()
+        if change < 0.3:
+            entries.append(entry())
+        elif change < 0.4 and entries:
+            del entries[:rng.randint(1, 3)]
+        elif change < 0.45 and entries:
+            del entries[rng.randrange(len(entries))]
+        elif change < 0.9 and entries:
+            for _ in range(rng.randint(1, 3)):
+                i = rng.randrange(len(entries))
+                entries[i] = entry(entries[i]["goal_info"])
+        check(convert, entries)
+
+
 def split_parts(text: str) -> list[str]:
     parts, current = [], []
     for line in text.splitlines():

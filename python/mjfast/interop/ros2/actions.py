@@ -8,8 +8,10 @@ topics `<name>/_action/feedback` (`<A>_FeedbackMessage`) and `<name>/_action/sta
 status QoS), each with its liveliness token.
 
 The topics are ordinary outbound routes (`outbound_routes`: the bus publishes them under the same
-names, the status latched), so the bridge's tap carries them. The services are `ActionServices`:
-each call is converted to the bus request and answered from the bus reply; a `get_result` for a
+names, the status latched), so the bridge's tap carries them; the status array is written to CDR
+here (`_StatusArray`), not by rosbags. The services are `ActionServices`: each call is converted
+to the bus request and answered from the bus reply (a `send_goal` as soon as the goal is
+accepted, before its status arrays, as rcl_action answers it); a `get_result` for a
 goal still running is answered when the goal's status array shows it ended (rcl's semantics:
 answered at the end), without holding a thread meanwhile. The wire's strings are `wire`'s, the
 types `types`'.
@@ -18,7 +20,10 @@ types `types`'.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
+import operator
+import struct
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +46,7 @@ _log = logging.getLogger("mjfast.ros2")
 STATUS_TYPE = "action_msgs/msg/GoalStatusArray"
 CANCEL_TYPE = "action_msgs/srv/CancelGoal"
 _TERMINAL = {4, 5, 6}  # action_msgs/GoalStatus SUCCEEDED, CANCELED, ABORTED
+_TIME = types.message_class("builtin_interfaces/msg/Time")
 
 
 @dataclass(frozen=True)
@@ -75,28 +81,63 @@ def outbound_routes(namespace: str, plugin_class: Any) -> list[Outbound]:
     return routes
 
 
+# action_msgs/msg/GoalStatus in a GoalStatusArray's CDR (little endian): a GoalInfo (a UUID of 16
+# bytes, a Time of int32 sec and uint32 nanosec, 4-aligned) and an int8 status. The array's
+# uint32 length is at offset 0 of the body, so its first element starts 4-aligned (25 bytes, no
+# padding) and every later one at 1 mod 4 (3 bytes of padding before its Time: 28 bytes).
+# tests/interop/ros2/test_actions.py checks these bytes against rosbags' serializer.
+_STATUS_ENTRY = struct.Struct("<16s3xiIb")
+_CDR_LE = b"\x00\x01\x00\x00"
+_LENGTH = struct.Struct("<I")
+
+
 class _StatusArray:
-    """The status array's converter: each goal's GoalInfo is built once and reused while the
-    goal is listed (an array lists every goal kept, and goes out on every transition)."""
+    """The status array's converter, straight to its CDR (`Bridge._send` puts bytes as they
+    are): an array lists every goal kept and goes out on every transition, and rosbags'
+    serializer, one Python call per element, made it cost a millisecond per 100 goals.
+
+    Each GoalStatus of the bus message is a dict that mjfast.plugin.actions replaces, never
+    changes, at a transition, and the list keeps the goals' order (the oldest leave first, new
+    ones come last). So an array is the last one's encoded entries with the entries that are not
+    the same objects encoded anew, found by C-level identity scans, not a Python loop over the
+    goals kept."""
 
     def __init__(self) -> None:
-        self._infos: dict[bytes, Any] = {}
-        self._array = types.message_class(STATUS_TYPE)
-        self._status = types.message_class("action_msgs/msg/GoalStatus")
+        # The last array's entries and each one's bytes as a later element, one tuple read and
+        # replaced at once: the tap's writer converts, and so does a rebuild sending the latched
+        # array (another thread), each from a consistent pair.
+        self._last: tuple[list[Any], list[bytes]] = ([], [])
 
-    def __call__(self, message: Mapping[str, Any]) -> Any:
-        infos: dict[bytes, Any] = {}
-        statuses = []
-        for entry in message["status_list"]:
-            info = entry["goal_info"]
-            key = bytes(np.asarray(info["goal_id"]["uuid"], dtype=np.uint8).tobytes())
-            built = self._infos.get(key)
-            if built is None:
-                built = build("action_msgs/msg/GoalInfo", info)
-            infos[key] = built
-            statuses.append(self._status(built, int(entry["status"])))
-        self._infos = infos  # only the goals still listed
-        return self._array(statuses)
+    def __call__(self, message: Mapping[str, Any]) -> bytes:
+        entries = list(message["status_list"])
+        previous, blocks = self._last
+        # Where the new list starts in the last one (the goals before it have expired).
+        start = next(itertools.compress(itertools.count(), map(
+            operator.is_, previous, itertools.repeat(entries[0]))), None) if entries else None
+        if start is None:
+            blocks = [self._encode(entry) for entry in entries]
+        else:
+            blocks = blocks[start:len(previous)][:len(entries)]
+            blocks += [self._encode(entry) for entry in entries[len(blocks):]]  # new goals
+            for i in itertools.compress(itertools.count(),
+                                        map(operator.is_not, entries, previous[start:])):
+                blocks[i] = self._encode(entries[i])  # a transition
+        self._last = (entries, blocks)
+        if not blocks:
+            return _CDR_LE + _LENGTH.pack(0)
+        first = blocks[0]
+        return b"".join((_CDR_LE, _LENGTH.pack(len(blocks)), first[:16], first[19:],
+                         *blocks[1:]))
+
+    @staticmethod
+    def _encode(entry: Mapping[str, Any]) -> bytes:
+        info = entry["goal_info"]
+        raw = np.asarray(info["goal_id"]["uuid"], dtype=np.uint8).tobytes()
+        if len(raw) != 16:
+            raise ValueError(f"a goal id is 16 bytes, got {len(raw)}")
+        stamp = info["stamp"]
+        return _STATUS_ENTRY.pack(raw, int(stamp["sec"]), int(stamp["nanosec"]),
+                                  int(entry["status"]))
 
 
 def _converter(ros_type: str) -> Callable[[Any], Any]:
@@ -126,6 +167,8 @@ class ActionServices:
         self._entities: list[Any] = []
         self._drains: list[threading.Thread] = []
         a = action.action_type
+        self._send_goal_response_type = f"{a}_SendGoal_Response"
+        self._send_goal_response = types.message_class(self._send_goal_response_type)
         for suffix, service_type, handler in (
                 ("send_goal", f"{a}_SendGoal", self._send_goal),
                 ("cancel_goal", CANCEL_TYPE, self._cancel_goal),
@@ -182,17 +225,35 @@ class ActionServices:
                     query.reply_err(f"{type(error).__name__}: {error}".encode())
 
     def _reply(self, query: Any, request_id: wire.Attachment, response_type: str,
-               fields: Mapping[str, Any]) -> None:
+               fields: Any) -> None:
+        """`fields`: the response's dict, or its rosbags message."""
         attachment = wire.encode_attachment(request_id.sequence_number, time.time_ns(),
                                             request_id.gid)
-        payload = types.serialize(build(response_type, fields), response_type)
+        message = build(response_type, fields) if isinstance(fields, Mapping) else fields
+        payload = types.serialize(message, response_type)
         with contextlib.suppress(zenoh.ZError):
             query.reply(query.key_expr, payload, attachment=attachment)
 
     def _send_goal(self, query: Any, request: Any, request_id: wire.Attachment) -> None:
+        response_type = self._send_goal_response_type
+        answered = False
+
+        def respond(handle: Any) -> None:
+            # As rcl_action: the response as soon as the goal is accepted or rejected, the
+            # status array after it (the server publishes it once this returns). Built as the
+            # message itself: this is on every goal's round trip.
+            nonlocal answered
+            answered = True
+            stamp = handle.info["stamp"]
+            self._reply(query, request_id, response_type, self._send_goal_response(
+                accepted=bool(handle.accepted), stamp=_TIME(sec=stamp["sec"],
+                                                            nanosec=stamp["nanosec"])))
+
         reply = self._bus.call(f"{self.action.name}/send_goal",
-                               {"goal_id": _goal_id(request), "goal": to_dict(request.goal)})
-        self._reply(query, request_id, f"{self.action.action_type}_SendGoal_Response", reply)
+                               {"goal_id": _goal_id(request), "goal": to_dict(request.goal),
+                                "respond": respond})
+        if not answered:  # a server that does not call `respond`
+            self._reply(query, request_id, response_type, reply)
 
     def _cancel_goal(self, query: Any, request: Any, request_id: wire.Attachment) -> None:
         reply = self._bus.call(f"{self.action.name}/cancel_goal", to_dict(request))

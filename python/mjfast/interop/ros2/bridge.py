@@ -466,7 +466,9 @@ class Bridge:
 
     def _send(self, route: Outbound, entry: _Publisher, message: Any) -> None:
         try:
-            payload = entry.serialize(route.convert(message))
+            converted = route.convert(message)
+            # A converter may give the CDR itself (the action status array's does).
+            payload = converted if isinstance(converted, bytes) else entry.serialize(converted)
         except Exception as error:
             self._counters.add("unconvertible")
             if route.topic not in self._warned:  # once per topic, not once per step

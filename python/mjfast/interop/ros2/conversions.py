@@ -29,6 +29,7 @@ for its images. No Zenoh import.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -151,12 +152,21 @@ def build(ros_type: str, fields: Mapping[str, Any], *, where: str | None = None)
 
 def to_dict(message: Any) -> Any:
     """A rosbags message as nested dicts (arrays stay numpy arrays)."""
-    if dataclasses.is_dataclass(message):
-        return {f.name: to_dict(getattr(message, f.name)) for f in dataclasses.fields(message)
-                if f.name != "__msgtype__"}
+    names = _field_names(type(message))
+    if names is not None:
+        return {name: to_dict(getattr(message, name)) for name in names}
     if isinstance(message, list):
         return [to_dict(item) for item in message]
     return message
+
+
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A message class's field names, or None for what is not a message (read once per
+    class: dataclasses.fields per message made to_dict cost a goal's round trip)."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    return tuple(f.name for f in dataclasses.fields(cls) if f.name != "__msgtype__")
 
 
 # -- outbound converters -----------------------------------------------------------------------
