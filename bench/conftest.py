@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 # Headless rendering for the camera benchmarks, set before anything imports mujoco's renderer.
@@ -513,6 +515,20 @@ class Recorder:
                     if variant != name:
                         self._results[(model, group, variant, name)] = timing
         return timings
+
+
+@pytest.fixture(scope="module")
+def router() -> Iterator[tuple[str, int]]:
+    """A Zenoh router that is not mjfast (tests/support.py's) on a free loopback port, for one
+    benchmark module: its endpoint and port."""
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from support import free_port, zenoh_router
+
+    port = free_port()
+    with zenoh_router(f"tcp/127.0.0.1:{port}"):
+        yield f"tcp/127.0.0.1:{port}", port
 
 
 @pytest.fixture

@@ -115,17 +115,6 @@ def test_tracking_a_quintic_trajectory(benchmark: Any, record: Any, bench_model:
 
 
 @pytest.fixture(scope="module")
-def router() -> Iterator[tuple[str, int]]:
-    from test_bridge import free_port
-
-    from support import zenoh_router
-
-    port = free_port()
-    with zenoh_router(f"tcp/127.0.0.1:{port}"):
-        yield f"tcp/127.0.0.1:{port}", port
-
-
-@pytest.fixture(scope="module")
 def sdk(router: tuple[str, int], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """zenoh-ros2-sdk, offline, with the action types tests/test_ros2_actions.py derives."""
     pytest.importorskip("zenoh_ros2_sdk", reason="the ROS 2 side is zenoh-ros2-sdk")

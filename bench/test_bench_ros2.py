@@ -46,9 +46,7 @@ from side_loop import seconds_per_physics_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "interop" / "ros2"))
-from test_bridge import client_session, free_port, write_definitions
-
-from support import zenoh_router
+from test_bridge import client_session, write_definitions
 
 GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
@@ -63,13 +61,6 @@ CALL_ROUNDS = 5
 DOMAIN = 77
 
 pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
-
-
-@pytest.fixture(scope="module")
-def router() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    with zenoh_router(f"tcp/127.0.0.1:{port}"):
-        yield f"tcp/127.0.0.1:{port}", port
 
 
 @pytest.fixture(scope="module")

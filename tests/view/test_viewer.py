@@ -276,7 +276,7 @@ env.close()
 
 def test_keys_pause_step_and_reset_the_running_env(display: str, tmp_path: Path) -> None:
     pytest.importorskip("zenoh", reason="step_count is read through the remote bus (Zenoh)")
-    from test_remote import free_port
+    from support import free_port
 
     model = tmp_path / "scene.xml"
     model.write_text(SCENE_XML)

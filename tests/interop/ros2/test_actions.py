@@ -21,7 +21,7 @@ import pytest
 sdk = pytest.importorskip("zenoh_ros2_sdk")
 pytest.importorskip("rosbags")
 
-from test_bridge import free_port, liveliness_keys, write_definitions  # noqa: E402
+from test_bridge import liveliness_keys, write_definitions  # noqa: E402
 
 import mjfast  # noqa: E402
 from mjfast.interop.ros2.action_types import INTERFACES  # noqa: E402
@@ -31,7 +31,6 @@ from support import (  # noqa: E402
     FINGER_ON_OBJECT_XML,
     controller_arm_xml,
     wait_for,
-    zenoh_router,
 )
 
 TIMEOUT = 15.0
@@ -78,13 +77,6 @@ ROSIDL_HASHES = {
         "573d8b0a534451d7bc2ac8c5ffde8ac14b8593b7001175d0cd6516dcbeb8689a",
 }
 STATUS_HASH = "RIHS01_6c1684b00f177d37438febe6e709fc4e2b0d4248dca4854946f9ed8b30cda83e"
-
-
-@pytest.fixture(scope="module")
-def router() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    with zenoh_router(f"tcp/127.0.0.1:{port}"):
-        yield f"tcp/127.0.0.1:{port}", port
 
 
 @pytest.fixture
