@@ -10,7 +10,8 @@
    of two 7-joint points, accepted; each preempts the one before, and every goal is kept, as
    rcl_action's default result_timeout of 900 s keeps them: each transition's status array lists
    all the goals sent so far, up to 300) beside a std_srvs round trip (`/mujoco_server/pause`,
-   SetBool false) from the same client library: at most 1.5 (gated in conftest.py). Checked:
+   SetBool false) from the same client, which runs in a process of its own
+   (bench/action_client.py) as a ROS 2 client does: at most 1.5 (gated in conftest.py). Checked:
    every goal accepted, and the status array the SDK receives afterwards (transient local, its
    CDR decoded by the SDK) lists every goal sent, in order, the last EXECUTING and the others
    CANCELED (preempted).
@@ -20,6 +21,8 @@ A Zenoh router runs in a child process on a free loopback port. Run:
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 import uuid
@@ -161,9 +164,11 @@ def check_status_array(sdk: Any, router: tuple[str, int], name: str, action_type
 
 
 def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
-                              router: tuple[str, int], sdk: Any) -> None:
-    from test_actions import ActionClient, goal_message
+                              router: tuple[str, int], sdk: Any,
+                              tmp_path: Path) -> None:
+    from test_actions import ActionClient
 
+    from action_client import ACTION, FJT, fjt_goal
     from mjfast.ros2 import Bridge
 
     model = mujoco.MjModel.from_xml_string(position_arm_xml())
@@ -173,65 +178,49 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
     plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS}]
     env = mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins})
     bridge = Bridge(env, domain_id=DOMAIN, router=router[0])
-    fjt = "control_msgs/action/FollowJointTrajectory"
-    # The services only, as the std_srvs client: no status or feedback subscriber in this process.
-    client = ActionClient(sdk, router, DOMAIN, "/mujoco_server/arm/follow_joint_trajectory", fjt,
-                          topics=False)
-    pause = sdk.ROS2ServiceClient("/mujoco_server/pause", "std_srvs/srv/SetBool",
-                                  node_name="bench", domain_id=DOMAIN, router_port=router[1],
-                                  timeout=10.0)
-    types = client.send_goal.session_mgr.store.types
-    point = types["trajectory_msgs/msg/JointTrajectoryPoint"]
-    duration = types["builtin_interfaces/msg/Duration"]
-    header = types["std_msgs/msg/Header"](stamp=types["builtin_interfaces/msg/Time"](
-        sec=0, nanosec=0), frame_id="")
-    trajectory = types["trajectory_msgs/msg/JointTrajectory"](
-        header=header, joint_names=JOINTS,
-        points=[point(positions=np.full(7, 0.1 * k), velocities=np.zeros(0),
-                      accelerations=np.zeros(0), effort=np.zeros(0),
-                      time_from_start=duration(sec=k, nanosec=0)) for k in (1, 2)])
-    goal = goal_message(client, fjt, trajectory=trajectory,
-                        multi_dof_trajectory=types["trajectory_msgs/msg/MultiDOFJointTrajectory"](
-                            header=header, joint_names=[], points=[]),
-                        path_tolerance=[], component_path_tolerance=[], goal_tolerance=[],
-                        component_goal_tolerance=[],
-                        goal_time_tolerance=duration(sec=0, nanosec=0))
-
+    # The client in a process of its own (bench/action_client.py), as a ROS 2 client is.
+    child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("action_client.py")),
+                              str(router[1]), str(tmp_path), str(DOMAIN)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
     sent: list[bytes] = []
 
-    def send_goals() -> float:
-        raw = [uuid.uuid4().bytes for _ in range(CALLS)]
-        ids = [client.uuid(goal_id) for goal_id in raw]
-        replies = []
-        start = time.perf_counter()
-        for goal_id in ids:
-            replies.append(client.send_goal.call(goal_id=goal_id, goal=goal))
-        elapsed = time.perf_counter() - start
-        assert all(reply is not None and reply.accepted for reply in replies)
-        sent.extend(raw)
-        return elapsed / CALLS
-
-    def std_srvs() -> float:
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            reply = pause.call(data=False)
-        elapsed = time.perf_counter() - start
-        assert reply is not None and reply.success
-        return elapsed / CALLS
+    def ask(command: str) -> float:
+        assert child.stdin is not None and child.stdout is not None
+        child.stdin.write(f"{command} {CALLS}\n")
+        child.stdin.flush()
+        answer = json.loads(child.stdout.readline())
+        assert answer["ok"], f"a {command} round trip was refused or lost: {answer}"
+        sent.extend(bytes.fromhex(goal_id) for goal_id in answer.get("ids", ()))
+        return float(answer["s"])
 
     try:
+        assert child.stdout.readline() == "ready\n"
         timings = record.measured(benchmark, bench_model.name, GROUP_ACTION_ROUND_TRIP,
-                                  CALL_ROUNDS, {"std_srvs": std_srvs, "send_goal": send_goals})
+                                  CALL_ROUNDS, {"std_srvs": lambda: ask("std_srvs"),
+                                                "send_goal": lambda: ask("send_goal")})
+        child.stdin.close()
+        assert child.wait(timeout=30) == 0
+        # What a status subscriber then receives: every goal the child sent, in order.
+        client = ActionClient(sdk, router, DOMAIN, ACTION, FJT, topics=False)
+        goal = fjt_goal(client)
+
         def send_one() -> None:
             raw = uuid.uuid4().bytes
             assert client.send_goal.call(goal_id=client.uuid(raw), goal=goal).accepted
             sent.append(raw)
 
-        check_status_array(sdk, router, "/mujoco_server/arm/follow_joint_trajectory", fjt,
-                           send_one, sent)
+        try:
+            check_status_array(sdk, router, ACTION, FJT, send_one, sent)
+        finally:
+            client.close()
     finally:
-        client.close()
-        pause.close()
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        for pipe in (child.stdin, child.stdout):
+            if not pipe.closed:
+                pipe.close()
         bridge.close()
         env.close()
     benchmark.extra_info.update(send_goal_us=timings["send_goal"].min_s * 1e6,
