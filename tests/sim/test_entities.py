@@ -46,6 +46,14 @@ PROBE_XML = """
   </body></worldbody></mujoco>
 """
 
+# A probe with an actuator of its own: a spawn of it widens the world's ctrl.
+ACTUATED_PROBE_XML = """
+<mujoco model="motor"><worldbody>
+  <body name="rotor"><joint name="spin" type="hinge"/>
+    <geom type="cylinder" size="0.1 0.02" contype="0" conaffinity="0"/></body></worldbody>
+  <actuator><motor joint="spin"/></actuator></mujoco>
+"""
+
 STATIC_XML = """
 <mujoco model="crate"><worldbody>
   <body name="crate"><geom type="box" size="0.2 0.2 0.2"/></body></worldbody></mujoco>
@@ -201,6 +209,30 @@ def test_a_spawn_into_one_world_of_a_vector_env_leaves_the_others_bit_for_bit() 
         reference.step(10, ctrl)
         assert vector.gather(("qpos", "qvel")).tobytes() == reference.gather(
             ("qpos", "qvel")).tobytes()
+
+
+def test_the_core_refuses_rows_of_differing_widths_under_the_vectors_lock() -> None:
+    # The façade's check runs before the core takes the vector; a spawn on another thread can
+    # come between. The core checks each world's width again under the lock the spawn holds, so
+    # a batch sized before the spawn is refused, not read or written past a row.
+    with mjfast.VectorEnv(WORLD_XML, 3) as vector:
+        core = vector._core
+        sized = np.zeros((3, WORLD_NQ))
+        vector.world(2).spawn(PROBE_XML, "probe", pose={"pos": [0, -3, 2]})
+        with pytest.raises(ValueError, match=r"world 2's qpos take 15 numbers a row, not the 8"):
+            core.gather_rows(["qpos"], sized)
+        with pytest.raises(ValueError, match=r"world 2's qpos take 15 numbers"):
+            core.gather("qpos")
+        assert not sized.any()  # refused before anything was copied
+        vector.world(2).remove("probe")
+        vector.world(0).spawn(ACTUATED_PROBE_XML, "motor", pose={"pos": [0, 3, 2]})
+        ctrl = np.full((3, vector.world(0).model.nu), 0.1)
+        before = [vector.world(i).data.ctrl.copy() for i in range(3)]
+        with pytest.raises(ValueError, match=r"world 1's ctrl take 1 numbers a row, not the 2"):
+            core.step(1, ctrl)
+        for index in range(3):  # nothing written, nothing stepped
+            assert vector.world(index).data.ctrl.tobytes() == before[index].tobytes()
+            assert vector.world(index).step_count == 0
 
 
 def physics_of(vector: mjfast.VectorEnv, index: int) -> np.ndarray:

@@ -105,6 +105,7 @@ void bind_vector_env(py::module_& module) {
             const std::int64_t n = step_count_of(count);
             py::array_t<double, py::array::c_style> rows;
             const double* ctrl_data = nullptr;
+            std::size_t ctrl_width = 0;
             if (!ctrl.is_none()) {
               // The façade checked dtype and values; this is the last line against a bad buffer.
               rows = py::array_t<double, py::array::c_style>::ensure(ctrl);
@@ -118,12 +119,14 @@ void bind_vector_env(py::module_& module) {
                                       std::to_string(expected_cols) + ")");
               }
               ctrl_data = rows.data();
+              ctrl_width = static_cast<std::size_t>(expected_cols);  // checked again under lock
             }
             const bool on_main_thread = PyThread_get_thread_ident() == main_thread_ident;
             const EnvCore::InterruptPoll poll(poll_signals);
             // Released for the whole call: the workers step with no Python but the Python
             // plugins' callbacks (each re-takes it), and `rows` is not freed before we return.
-            without_gil([&] { core.step(n, ctrl_data, on_main_thread ? &poll : nullptr); });
+            without_gil(
+                [&] { core.step(n, ctrl_data, ctrl_width, on_main_thread ? &poll : nullptr); });
           },
           py::arg("n") = 1, py::arg("ctrl") = py::none(),
           "Write ctrl (num_worlds x nu) into every world, then step every world n steps on the "
@@ -141,7 +144,9 @@ void bind_vector_env(py::module_& module) {
                                           : py::array_t<double>({rows, width});
             double* target = out.mutable_data();
             // Waits for a step in progress, whose workers may need the GIL; `out` is ours alone.
-            without_gil([&] { core.gather(field, target); });
+            // A spawn in a world since `width` was read is refused under the vector's lock.
+            without_gil(
+                [&] { core.gather_rows(&field, 1, target, static_cast<std::size_t>(width)); });
             return out;
           },
           py::arg("field"), "A new (num_worlds, width) float64 array of `field` of every world.")
@@ -177,7 +182,9 @@ void bind_vector_env(py::module_& module) {
             double* data = target.mutable_data();
             // Waits for a step in progress, whose workers may need the GIL; `target` is kept
             // alive by this frame.
-            without_gil([&] { core.gather_rows(fields, names.size(), data); });
+            without_gil([&] {
+              core.gather_rows(fields, names.size(), data, static_cast<std::size_t>(width));
+            });
             return target;
           },
           py::arg("fields"), py::arg("out") = py::none(),

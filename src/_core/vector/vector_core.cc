@@ -47,16 +47,51 @@ VectorCore::~VectorCore() {
   }
 }
 
-std::size_t VectorCore::width(Field field) const {
-  const mjModel* model = worlds_.front()->model();
+namespace {
+
+std::size_t width_in(const mjModel* model, VectorCore::Field field) {
   switch (field) {
-    case Field::kQpos: return static_cast<std::size_t>(model->nq);
-    case Field::kQvel: return static_cast<std::size_t>(model->nv);
-    case Field::kCtrl: return static_cast<std::size_t>(model->nu);
-    case Field::kSensordata: return static_cast<std::size_t>(model->nsensordata);
-    case Field::kTime: return 1;
+    case VectorCore::Field::kQpos: return static_cast<std::size_t>(model->nq);
+    case VectorCore::Field::kQvel: return static_cast<std::size_t>(model->nv);
+    case VectorCore::Field::kCtrl: return static_cast<std::size_t>(model->nu);
+    case VectorCore::Field::kSensordata: return static_cast<std::size_t>(model->nsensordata);
+    case VectorCore::Field::kTime: return 1;
   }
   return 0;
+}
+
+const char* field_name(VectorCore::Field field) {
+  switch (field) {
+    case VectorCore::Field::kQpos: return "qpos";
+    case VectorCore::Field::kQvel: return "qvel";
+    case VectorCore::Field::kCtrl: return "ctrl";
+    case VectorCore::Field::kSensordata: return "sensordata";
+    case VectorCore::Field::kTime: return "time";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::size_t VectorCore::width(Field field) const {
+  return width_in(worlds_.front()->model(), field);
+}
+
+void VectorCore::check_widths(const Field* fields, std::size_t count, std::size_t expected) const {
+  for (std::size_t index = 0; index < worlds_.size(); ++index) {
+    std::size_t row = 0;
+    for (std::size_t i = 0; i < count; ++i) row += width_in(worlds_[index]->model(), fields[i]);
+    if (row == expected) continue;
+    std::string names;
+    for (std::size_t i = 0; i < count; ++i) {
+      names += (i ? ", " : "") + std::string(field_name(fields[i]));
+    }
+    throw std::invalid_argument(
+        "world " + std::to_string(index) + "'s " + names + " take " + std::to_string(row) +
+        " numbers a row, not the " + std::to_string(expected) +
+        " the batch was sized for: the worlds' widths differ since a spawn or removal in one "
+        "of them; read each world's data (vector.world(i).data) instead");
+  }
 }
 
 std::unique_lock<std::mutex> VectorCore::lock(const char* what, bool refuse_closed) {
@@ -121,13 +156,17 @@ void VectorCore::step_world(std::size_t index) {
   }
 }
 
-void VectorCore::step(std::int64_t n, const double* ctrl,
+void VectorCore::step(std::int64_t n, const double* ctrl, std::size_t ctrl_width,
                       const EnvCore::InterruptPoll* interrupted) {
   if (n < 0) throw std::invalid_argument("step(n) needs n >= 0, got " + std::to_string(n));
   // Checked before the vector is taken: a world this thread holds (a plugin's load or reset
   // stepping the vector) would deadlock the worker that steps it.
   for (const auto& world : worlds_) world->check_can_step("VectorEnv.step()");
   std::unique_lock<std::mutex> held = lock("VectorEnv.step()");
+  if (ctrl != nullptr) {
+    const Field field = Field::kCtrl;
+    check_widths(&field, 1, ctrl_width);  // under mutex_: no spawn or removal meanwhile
+  }
   {
     std::lock_guard<std::mutex> failed(failed_mutex_);
     failed_.clear();
@@ -196,15 +235,16 @@ const mjtNum* field_data(const mjData* data, VectorCore::Field field) {
 
 }  // namespace
 
-void VectorCore::gather(Field field, double* out) { gather_rows(&field, 1, out); }
-
-void VectorCore::gather_rows(const Field* fields, std::size_t count, double* out) {
+void VectorCore::gather_rows(const Field* fields, std::size_t count, double* out,
+                             std::size_t row_width) {
   std::unique_lock<std::mutex> held = lock("reading a VectorEnv's arrays");
+  check_widths(fields, count, row_width);  // under mutex_: no spawn or removal meanwhile
   for (const auto& world : worlds_) {
     const mjData* data = world->data();
+    const mjModel* model = world->model();
     for (std::size_t i = 0; i < count; ++i) {
       const mjtNum* source = field_data(data, fields[i]);
-      out = std::copy(source, source + width(fields[i]), out);
+      out = std::copy(source, source + width_in(model, fields[i]), out);
     }
   }
 }

@@ -41,10 +41,14 @@ class VectorCore {
   std::size_t num_worlds() const { return worlds_.size(); }
   int threads() const { return pool_.size(); }
   EnvCore& world(std::size_t index) const { return *worlds_.at(index); }
-  // Row length of `field` (the model's nq, nv, nu, nsensordata; 1 for time).
+  // Row length of `field` in world 0 (its model's nq, nv, nu, nsensordata; 1 for time). A spawn
+  // or removal in one world (SPEC §25) can make the worlds' widths differ: step() and
+  // gather_rows() check every world's under mutex_ against the width the caller sized for.
   std::size_t width(Field field) const;
 
-  // Writes `ctrl` (num_worlds x nu doubles, row-major; null: none) into every world's ctrl, then
+  // Writes `ctrl` (num_worlds x ctrl_width doubles, row-major; null: none) into every world's
+  // ctrl (std::invalid_argument, before anything is written, unless every world's nu is
+  // ctrl_width), then
   // runs every world's EnvCore::step(n) on the pool, and returns when all have returned. A world
   // whose step raised (a plugin's error, a MuJoCo error) stops as a MujocoEnv's step(n) does; the
   // others run their n steps; then the error of the lowest such world is rethrown (a plugin's
@@ -55,15 +59,16 @@ class VectorCore {
   // VectorEnv was closed during step()") is thrown. Refused (std::logic_error) once closed, from a
   // worker (a plugin of a world stepping the vector), where a world could not step from this
   // thread (EnvCore::check_can_step), and from inside a plugin callback while the vector is busy.
-  void step(std::int64_t n, const double* ctrl, const EnvCore::InterruptPoll* interrupted);
+  void step(std::int64_t n, const double* ctrl, std::size_t ctrl_width,
+            const EnvCore::InterruptPoll* interrupted);
   // The worlds whose last step() raised, in index order.
   std::vector<std::size_t> failed_worlds() const;
 
-  // Copies `field` of every world into `out` (num_worlds x width(field) doubles), under mutex_.
-  void gather(Field field, double* out);
   // Copies `fields` of every world, one row per world with the fields side by side (an
-  // observation of qpos and qvel: nq + nv doubles per row), into `out`, under mutex_.
-  void gather_rows(const Field* fields, std::size_t count, double* out);
+  // observation of qpos and qvel: nq + nv doubles per row), into `out` (num_worlds x row_width
+  // doubles), under mutex_; std::invalid_argument, before anything is copied, unless every
+  // world's row is row_width long.
+  void gather_rows(const Field* fields, std::size_t count, double* out, std::size_t row_width);
 
   // Holds the vector for a façade operation on its worlds (reset, set_state): no step runs
   // meanwhile. Refused as step() is (closed, a worker, busy from inside a plugin callback).
@@ -80,6 +85,9 @@ class VectorCore {
   // Takes mutex_ for `what`, refused where waiting could deadlock (see step()); with
   // `refuse_closed`, a closed vector is refused too.
   std::unique_lock<std::mutex> lock(const char* what, bool refuse_closed = true);
+  // std::invalid_argument naming the first world whose `fields` do not take `expected` numbers a
+  // row. Under mutex_ (a spawn or removal in a world holds it).
+  void check_widths(const Field* fields, std::size_t count, std::size_t expected) const;
   // What stops the worlds of a step in progress at their next boundary: close()'s error, else
   // the caller's interrupt (null: none).
   std::exception_ptr interrupt() const;
