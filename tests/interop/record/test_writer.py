@@ -1,6 +1,7 @@
 """The bus message's trip from the recording's writer thread to its bag-writing process
 (mjfast.interop.record.writer): what pack_message packs comes back from unpack_message as it was,
-in the core's packing where it can and in the Python form where it cannot."""
+in the core's packing where it can and in the Python form where it cannot; and JointState's CDR
+as the bag's process makes it, the same bytes as rosbags' serializer."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from mjfast._core_loader import _core
-from mjfast.interop.record.writer import pack_message, unpack_message
+from mjfast.interop.record.writer import JointStateCdr, pack_message, unpack_message
 
 
 def same(left: Any, right: Any) -> bool:
@@ -99,3 +100,44 @@ def test_a_message_nested_too_deep_is_a_type_error_and_keeps_the_python_form() -
 def test_bytes_the_core_did_not_pack_are_a_value_error(damaged: bytes) -> None:
     with pytest.raises(ValueError, match="unpack_message"):
         _core.unpack_message(damaged)
+
+
+@pytest.mark.parametrize(("names", "frame_id", "lengths"), [
+    ([f"joint_{i}" for i in range(21)], "", (21, 21, 21)),
+    (["a", "bb", "ccc", "dddd", "é"], "base_link", (5, 0, 5)),
+    ([], "x", (0, 0, 0)),
+    (["n"], "ab", (1, 1, 0)),
+    (["abc", "d"], "abc", (2, 2, 2)),
+], ids=["humanoid", "no_velocity", "empty", "one", "aligned"])
+def test_joint_state_cdr_is_rosbags_cdr_byte_for_byte(names: list[str], frame_id: str,
+                                                      lengths: tuple[int, int, int]) -> None:
+    from mjfast.interop.ros2 import conversions, types
+
+    rosbags = types.serializer(JointStateCdr.ROS_TYPE)
+    fast = JointStateCdr(rosbags)
+    rng = np.random.default_rng(7)
+    for time in (0.0, 1.23456789, 12345.000000001, 2.0**31 - 1.5):
+        message = conversions.joint_state({
+            "time": time, "name": names, "position": rng.normal(size=lengths[0]),
+            "velocity": rng.normal(size=lengths[1]),
+            "effort": rng.normal(size=lengths[2]).astype(">f8")})  # (swapped to little-endian)
+        message.header.frame_id = frame_id
+        assert fast(message) == bytes(rosbags(message))
+        decoded = types.deserialize(fast(message), JointStateCdr.ROS_TYPE)
+        assert list(decoded.name) == names and decoded.header.frame_id == frame_id
+        np.testing.assert_array_equal(decoded.effort, message.effort)
+
+
+def test_joint_state_cdr_keeps_a_few_layouts_and_follows_a_change_of_names() -> None:
+    from mjfast.interop.ros2 import conversions, types
+
+    rosbags = types.serializer(JointStateCdr.ROS_TYPE)
+    fast = JointStateCdr(rosbags)
+    for count in range(1, 3 * JointStateCdr._KEEP):
+        names = [f"j{i}" for i in range(count % 11)]
+        message = conversions.joint_state({"time": count / 7, "name": names,
+                                           "position": np.arange(len(names), dtype=float),
+                                           "velocity": np.ones(len(names)),
+                                           "effort": np.zeros(len(names))})
+        assert fast(message) == bytes(rosbags(message))
+        assert len(fast._layouts) <= JointStateCdr._KEEP
