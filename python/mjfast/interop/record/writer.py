@@ -2,11 +2,14 @@
 (rosbags' `Writer`, MCAP storage) in a child interpreter, `python -m mjfast.interop.record.writer`.
 
 Serialising a message with rosbags and appending it to an MCAP file costs tens of microseconds of
-Python each (a JointState of 22 joints: ~40 us of CDR, ~20 us of MCAP); in the recording process
+Python each (a JointState of 22 joints: ~30 us of CDR, ~10 us of MCAP); in the recording process
 that work would hold the GIL that its stepping thread needs for every Python plugin call. The
-recording's writer thread (`mjfast.interop.record.recorder`) converts the bus messages through the
-conversion table and pickles them to this child in batches; the child serialises and writes. It owns
-no conversion and knows nothing of envs.
+recording's writer thread (`mjfast.interop.record.recorder`) hands the bus messages to this child in
+batches, packed in C++ (`pack_message`) with the module-level converter of their route, or converted
+there where the converter is a plugin's closure; the child converts, serialises (JointState, the
+most recorded type, from its names' bytes made once: `JointStateCdr`) and writes. Its CPU is taken
+from the cores the stepping thread runs on, so it runs at nice 10 and costs little per message. It
+owns no conversion and knows nothing of envs.
 
 Nothing is lost to a signal (SPEC §18): the child runs in a session of its own and ignores SIGINT
 and SIGTERM, so Ctrl-C or a signal to the recording's process group leaves it to close the bag
