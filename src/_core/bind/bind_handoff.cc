@@ -3,6 +3,8 @@
 // reference count and a move under the ring's leaf lock, so the publishing thread never converts
 // or serialises anything; the writer takes the references back with the GIL released while it
 // waits.
+#include <pybind11/numpy.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -10,8 +12,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <pybind11/numpy.h>
 
 #include "bind/bindings.h"
 #include "handoff/handoff_ring.h"
@@ -130,7 +130,6 @@ class PyHandoffRing {
   std::vector<Ring::Item> taken_;  // the writer's: reused by every take()
 };
 
-
 // ---- a bus message as bytes, for the recording's writer process ---------------------------------
 // pack_message(message) -> bytes and unpack_message(bytes) -> message (mjfast.interop.record.writer
 // uses them between mjfast and its own child only: native byte order, no versioning beyond the
@@ -206,8 +205,8 @@ class MessagePacker {
         // Held while packed: an array's attributes are looked up, which could let another thread
         // change the list (a message is not changed after its publish, but a bad one must not
         // crash the writer).
-        const auto item = py::reinterpret_borrow<py::object>(
-            list ? PyList_GET_ITEM(value, i) : PyTuple_GET_ITEM(value, i));
+        const auto item = py::reinterpret_borrow<py::object>(list ? PyList_GET_ITEM(value, i)
+                                                                  : PyTuple_GET_ITEM(value, i));
         put(item.ptr(), depth + 1);
         if (list && PyList_GET_SIZE(value) != size) {
           throw py::type_error("pack_message: a list changed while it was packed");
@@ -416,8 +415,7 @@ void bind_handoff(py::module_& module) {
       "A bus message as bytes (None, bool, int, float, str, bytes, list, tuple, dict and numpy "
       "arrays of a numeric dtype); TypeError for anything else. unpack_message() is its inverse.");
   module.def(
-      "unpack_message",
-      [](const py::bytes& packed) { return MessageUnpacker(packed).unpack(); },
+      "unpack_message", [](const py::bytes& packed) { return MessageUnpacker(packed).unpack(); },
       py::arg("packed"),
       "pack_message()'s inverse (its arrays are new, writable copies); ValueError for bytes it "
       "did not make.");
