@@ -66,7 +66,7 @@ _MESSAGE_RING = 1 << 16
 _WRITER_PERIOD_S = 0.02
 # After a batch smaller than _TAKE_LIMIT the writer lets messages gather this long: one send
 # to the bag's process per batch, not per message.
-_BATCH_PAUSE_S = 0.005
+_BATCH_PAUSE_S = 0.02
 _TAKE_LIMIT = 1024
 
 _log = logging.getLogger("mjfast.recording")
