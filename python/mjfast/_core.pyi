@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -523,6 +523,10 @@ def native_adapter(name: str, type: str, library_path: str, symbol: str, config_
     """
     Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish(); `world_index` is its world's in a VectorEnv (0 in a MujocoEnv).
     """
+def pack_message(message: typing.Any) -> bytes:
+    """
+    A bus message as bytes (None, bool, int, float, str, bytes, list, tuple, dict and numpy arrays of a numeric dtype); TypeError for anything else. unpack_message() is its inverse.
+    """
 def passive_hook_owned() -> bool:
     """
     Whether MuJoCo's mjcb_passive holds mjfast's trampoline.
@@ -534,6 +538,10 @@ def python_adapter(name: str, type: str, instance: typing.Any, style: str, model
 def refusal(kind: str, what: str, inside: str = '') -> str:
     """
     The message mjfast refuses `what` with inside the context `kind` (call_context.h).
+    """
+def unpack_message(packed: bytes) -> typing.Any:
+    """
+    pack_message()'s inverse (its arrays are new, writable copies); ValueError for bytes it did not make.
     """
 CALLBACKS: tuple = (('control_callback', 'control_callback', None), ('passive_callback', 'passive_callback', None), ('render_callback', 'render_callback', None), ('last_stage_callback', 'last_stage_callback', None), ('on_geom_changed', 'on_geom_changed', None), ('reset', 'reset', 'on_reset'), ('pre_step', None, 'pre_step'), ('update_read', None, 'update_read'), ('update_write', None, 'update_write'))
 CAMERA_KEYS: tuple = ('width', 'height', 'planes', 'rate_hz', 'max_geom')

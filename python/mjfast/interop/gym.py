@@ -83,7 +83,6 @@ class ObservationLayout:
                                f"model's sensors: {', '.join(sensors) or 'none'}")
             start = int(model.sensor_adr[sensor])
             self.parts.append(("sensordata", slice(start, start + int(model.sensor_dim[sensor]))))
-        self.sources = tuple(dict.fromkeys(source for source, _ in self.parts))  # what to read
         # Whole fields only (no sensor's columns): the rows the core gathers side by side.
         self.whole_fields = tuple(source for source, columns in self.parts) if all(
             columns is None for _, columns in self.parts) else None
@@ -94,12 +93,16 @@ class ObservationLayout:
     def space(self) -> spaces.Box:
         return spaces.Box(-np.inf, np.inf, shape=(self.size,), dtype=np.float64)
 
-    def gather(self, sources: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The observation from `sources` (name -> array, one world's 1-D arrays or a batch's
-        2-D ones; `time` a scalar or a (num_envs,) array)."""
+    def observe(self, state: Any) -> np.ndarray:
+        """The observation of `state`, a new array: one world's (a `mujoco.MjData`: 1-D arrays,
+        `time` a scalar) or a batch's (an `mjfast.VectorEnv`: 2-D arrays, `time` (num_envs,);
+        whole fields are gathered side by side in one call of its `gather`)."""
+        gather = getattr(state, "gather", None)  # (a VectorEnv's; MjData has none)
+        if self.whole_fields is not None and gather is not None:
+            return gather(self.whole_fields)
         pieces = []
         for source, columns in self.parts:
-            values = np.asarray(sources[source], dtype=np.float64)
+            values = np.asarray(getattr(state, source), dtype=np.float64)
             if source == "time":
                 values = values[..., np.newaxis]
             pieces.append(values if columns is None else values[..., columns])
@@ -119,6 +122,16 @@ def _checked_callable(value: object, what: str) -> Any:
     if value is not None and not callable(value):
         raise TypeError(f"{what} must be a callable of (env, action) or None, got {value!r}")
     return value
+
+
+def _checked_episode(frame_skip: object, truncate_steps: object, reward: object,
+                     terminated: object) -> tuple[int, int | None, Any, Any]:
+    """Both gym envs' episode settings, checked in this order: frame_skip, truncate_steps,
+    reward, terminated."""
+    skip = _checked_count(frame_skip, "frame_skip")
+    assert skip is not None
+    return (skip, _checked_count(truncate_steps, "truncate_steps", allow_none=True),
+            _checked_callable(reward, "reward"), _checked_callable(terminated, "terminated"))
 
 
 def _checked_action(action: object, shape: tuple[int, ...], what: str,
@@ -218,10 +231,8 @@ class MujocoGymEnv(gymnasium.Env):  # type: ignore[misc]
         camera: str | None = None,
     ) -> None:
         self._closed = True
-        self.frame_skip = _checked_count(frame_skip, "frame_skip")
-        self.truncate_steps = _checked_count(truncate_steps, "truncate_steps", allow_none=True)
-        self._reward = _checked_callable(reward, "reward")
-        self._terminated = _checked_callable(terminated, "terminated")
+        self.frame_skip, self.truncate_steps, self._reward, self._terminated = _checked_episode(
+            frame_skip, truncate_steps, reward, terminated)
         if render_mode is not None and render_mode not in RENDER_MODES:
             hint = suggestion(close_matches(render_mode, RENDER_MODES))
             raise ValueError(f"render_mode must be one of {', '.join(RENDER_MODES)} or None, got "
@@ -284,9 +295,7 @@ class MujocoGymEnv(gymnasium.Env):  # type: ignore[misc]
     # -- gymnasium ------------------------------------------------------------------------------
 
     def _observation(self) -> np.ndarray:
-        data = self.mujoco_env.data
-        return self._layout.gather({"qpos": data.qpos, "qvel": data.qvel,
-                                    "sensordata": data.sensordata, "time": data.time})
+        return self._layout.observe(self.mujoco_env.data)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -463,13 +472,11 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
 
         self._closed = True
         self.num_envs = _checked_count(num_envs, "num_envs")
-        self.frame_skip = _checked_count(frame_skip, "frame_skip")
         # gymnasium.make_vec passes a registration's max_episode_steps: it means truncate_steps.
         if truncate_steps is None:
             truncate_steps = max_episode_steps
-        self.truncate_steps = _checked_count(truncate_steps, "truncate_steps", allow_none=True)
-        self._reward = _checked_callable(reward, "reward")
-        self._terminated = _checked_callable(terminated, "terminated")
+        self.frame_skip, self.truncate_steps, self._reward, self._terminated = _checked_episode(
+            frame_skip, truncate_steps, reward, terminated)
         self.vector_env = VectorEnv(model, self.num_envs, params, threads=threads, seed=seed)
         self._models = self.vector_env.models
         try:
@@ -500,11 +507,7 @@ class MujocoVectorGymEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             raise LogicError("the env is closed")
 
     def _observations(self) -> np.ndarray:
-        env = self.vector_env  # each batched array is gathered anew: only those observed
-        if self._layout.whole_fields is not None:
-            return env.gather(self._layout.whole_fields)  # one call, one new array
-        return self._layout.gather({source: getattr(env, source)
-                                    for source in self._layout.sources})
+        return self._layout.observe(self.vector_env)  # only the observed fields are gathered
 
     def reset(self, *, seed: int | Sequence[int | None] | None = None,
               options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:

@@ -66,7 +66,7 @@ _MESSAGE_RING = 1 << 16
 _WRITER_PERIOD_S = 0.02
 # After a batch smaller than _TAKE_LIMIT the writer lets messages gather this long: one send
 # to the bag's process per batch, not per message.
-_BATCH_PAUSE_S = 0.005
+_BATCH_PAUSE_S = 0.02
 _TAKE_LIMIT = 1024
 
 _log = logging.getLogger("mjfast.recording")
@@ -140,6 +140,7 @@ class Recording:
         self._table: Any = None
         self._routes: dict[str, tuple[Any, ...]] = {}
         self._latched_written: dict[str, list[Any]] = {}
+        self._shippable: dict[Any, bool] = {}  # converter -> whether the bag's process runs it
         if tap.recording is not None:
             raise LogicError(f"the env is recording to {tap.recording.path} already: stop() "
                              f"that recording first")
@@ -171,7 +172,6 @@ class Recording:
                 self._identities[env.model_generation] = (first.model_signature,
                                                           first.model_description)
                 self._batch: list[tuple[str, str, int, Any, Any]] = []
-                self._shippable: dict[Any, bool] = {}
                 self._recorder = _core.StepRecorder(RING_CAPACITY, self._state_every,
                                                     self._state_period, wait_when_full=True)
                 self._write_state(first, first.time)
@@ -228,6 +228,12 @@ class Recording:
                                 if wanted is None or route.topic in wanted)
                   for source, source_routes in table.outbound.items()}
         self._routes = {source: found for source, found in routes.items() if found}
+        # The topics whose every message goes one way (one route, not transient-local, a
+        # converter the bag's process runs): (ROS topic, type, converter), for _flush's loop.
+        self._direct = {source: (found[0].topic, found[0].ros_type, found[0].convert)
+                        for source, found in self._routes.items()
+                        if len(found) == 1 and not found[0].transient_local
+                        and self._shippable_converter(found[0].convert)}
         self._table = table
         if not write_latched:
             return
@@ -352,8 +358,17 @@ class Recording:
                     state = state_module().SimState._make(physics, int(step_count), signature,
                                                            description, ())
                     self._write_state(state, time, step=int(step))
+            # A message on a direct topic is packed into the batch here (a few microseconds of
+            # the GIL, which the physics thread waits for); any other goes its routes' way.
+            env, add, counts = self._env, self._batch.append, self._counts
             for topic, message, time in messages:
-                self._record_message(topic, message, time)
+                direct = self._direct.get(topic)
+                if direct is None or env.plugin_topics is not self._table.declared:
+                    self._record_message(topic, message, time)
+                    continue
+                ros_topic, ros_type, convert = direct
+                add((ros_topic, ros_type, self._log_time(time), pack_message(message), convert))
+                counts[ros_topic] += 1
             while self._queue:
                 item = self._queue.popleft()
                 if item[0] == "command":
@@ -375,19 +390,26 @@ class Recording:
                 _log.error("the recording to %s failed: %s", self.path, error)
             self._queue.clear()
 
+    def _log_time(self, time: float) -> int:
+        # (never before the epoch: a log time is unsigned)
+        return max(0, self._log_offset + round(float(time) * 1e9))
+
     def _write(self, topic: str, ros_type: str, time: float, message: Any,
                convert: Any = None) -> None:
-        # (never before the epoch: a log time is unsigned)
-        stamp = max(0, self._log_offset + round(float(time) * 1e9))
-        self._batch.append((topic, ros_type, stamp, message, convert))
+        self._batch.append((topic, ros_type, self._log_time(time), message, convert))
         self._counts[topic] += 1
 
-    def _write_message(self, route: Any, time: float, message: Any) -> None:
-        convert = route.convert
+    def _shippable_converter(self, convert: Any) -> bool:
+        """Whether the bag's process can run `convert` (a module-level function, pickled by
+        name), so that the bus message goes there packed."""
         shippable = self._shippable.get(convert)
         if shippable is None:
             shippable = self._shippable[convert] = _pickles(convert)
-        if shippable:
+        return shippable
+
+    def _write_message(self, route: Any, time: float, message: Any) -> None:
+        convert = route.convert
+        if self._shippable_converter(convert):
             # A module-level converter (conversions.joint_state): the child converts the bus
             # message, whose arrays travel as raw bytes (pickling an ndarray costs several
             # microseconds of this process's GIL, its bytes next to nothing).

@@ -2,11 +2,14 @@
 (rosbags' `Writer`, MCAP storage) in a child interpreter, `python -m mjfast.interop.record.writer`.
 
 Serialising a message with rosbags and appending it to an MCAP file costs tens of microseconds of
-Python each (a JointState of 22 joints: ~40 us of CDR, ~20 us of MCAP); in the recording process
+Python each (a JointState of 22 joints: ~30 us of CDR, ~10 us of MCAP); in the recording process
 that work would hold the GIL that its stepping thread needs for every Python plugin call. The
-recording's writer thread (`mjfast.interop.record.recorder`) converts the bus messages through the
-conversion table and pickles them to this child in batches; the child serialises and writes. It owns
-no conversion and knows nothing of envs.
+recording's writer thread (`mjfast.interop.record.recorder`) hands the bus messages to this child in
+batches, packed in C++ (`pack_message`) with the module-level converter of their route, or converted
+there where the converter is a plugin's closure; the child converts, serialises (JointState, the
+most recorded type, from its names' bytes made once: `JointStateCdr`) and writes. Its CPU is taken
+from the cores the stepping thread runs on, so it runs at nice 10 and costs little per message. It
+owns no conversion and knows nothing of envs.
 
 Nothing is lost to a signal (SPEC §18): the child runs in a session of its own and ignores SIGINT
 and SIGTERM, so Ctrl-C or a signal to the recording's process group leaves it to close the bag
@@ -33,6 +36,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
+import fcntl
 import io
 import os
 import pickle
@@ -46,7 +50,10 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["ROS_DISTRO", "BagWriterProcess", "main", "pack_message", "unpack_message"]
+from mjfast._core_loader import _core
+
+__all__ = ["ROS_DISTRO", "BagWriterProcess", "JointStateCdr", "main", "pack_message",
+           "unpack_message"]
 
 _LENGTH = struct.Struct("<Q")
 _CLOCK_TOPIC = "/clock"
@@ -54,6 +61,8 @@ _CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 # A synthesised /clock at most this often (simulated), when no plugin publishes /clock.
 _CLOCK_PERIOD_NS = 10_000_000
 _START_TIMEOUT_S = 120.0
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # (Linux's; named in Python 3.10+)
+_PIPE_BYTES = 1 << 20
 # What the bag's metadata names as its ROS 2 distribution: the one section 19 speaks.
 ROS_DISTRO = "jazzy"
 # The MCAP file is written out at least this often (wall time), and sooner past _FLUSH_BYTES.
@@ -67,9 +76,18 @@ _ND = "__mjfast_ndarray__"
 
 
 def pack_message(message: Any) -> Any:
-    """A bus message with its dicts' ndarray values as (marker, dtype, shape, bytes): pickling
-    those costs next to nothing, an ndarray several microseconds. Anything else (arrays in lists
-    included) is left for pickle as it is."""
+    """A bus message as bytes (`_core.pack_message`: its walk in C++, arrays as their bytes; a
+    microsecond of the GIL where the same walk in Python costs tens, which the stepping thread
+    would wait for). A message with a part the core does not pack (a subclass, an object) keeps
+    the Python form: its dicts' ndarray values as (marker, dtype, shape, bytes), the rest left for
+    pickle as it is."""
+    try:
+        return _core.pack_message(message)
+    except (TypeError, ValueError):
+        return _python_packed(message)
+
+
+def _python_packed(message: Any) -> Any:
     if message.__class__ is dict:
         return {key: _pack_value(value) for key, value in message.items()}
     return _pack_value(message)
@@ -80,12 +98,15 @@ def _pack_value(value: Any) -> Any:
     if kind == "ndarray" and not value.dtype.hasobject:
         return (_ND, value.dtype.str, value.shape, value.tobytes())
     if kind == "dict":
-        return pack_message(value)
+        return _python_packed(value)
     return value
 
 
 def unpack_message(message: Any) -> Any:
-    """`pack_message`'s inverse (arrays come back as read-only views of their bytes)."""
+    """`pack_message`'s inverse (arrays come back as copies, or, from the Python form, as
+    read-only views of their bytes)."""
+    if message.__class__ is bytes:  # (the Python form leaves no message as bytes)
+        return _core.unpack_message(message)
     import numpy as np
 
     def unpack(value: Any) -> Any:
@@ -129,6 +150,11 @@ class BagWriterProcess:
                                        start_new_session=True)
         assert self._child.stdin is not None and self._child.stdout is not None
         self._in, self._out = self._child.stdin, self._child.stdout
+        # A batch (a few hundred messages, ~1 KB each) in one write, where Linux lets the pipe
+        # grow past its 64 KiB: fewer wake-ups of the child and of the writer thread, whose each
+        # return from a write takes the GIL back.
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.fcntl(self._in.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
         try:
             _write_frame(self._in, {"path": path, "custom_data": custom_data,
                                     "clock": synthesise_clock,
@@ -234,6 +260,92 @@ class _File:
             self._fd = -1
 
 
+class JointStateCdr:
+    """sensor_msgs/msg/JointState in CDR (little-endian), what rosbags' serializer makes, at a
+    tenth of its cost: rosbags encodes each joint name anew (of a humanoid's JointState, ~30 us of
+    its ~32), where a recording's names and its header's frame_id stay the same message after
+    message. Their bytes are made once by `serialize` (rosbags' own, for a message with those
+    names and frame_id and arrays of those lengths) and kept; each message then writes its stamp
+    and its three arrays into a copy. Any other names, frame_id or lengths: a layout of their own
+    (the few most recent are kept)."""
+
+    ROS_TYPE = "sensor_msgs/msg/JointState"
+    _KEEP = 8
+
+    def __init__(self, serialize: Any) -> None:
+        self._serialize = serialize
+        # (frame_id, names, lengths) -> the template's bytes around the stamp and the arrays
+        self._layouts: dict[tuple[Any, ...], tuple[bytes, ...]] = {}
+
+    def __call__(self, message: Any) -> bytes:
+        arrays = [_little_f64(message.position), _little_f64(message.velocity),
+                  _little_f64(message.effort)]
+        header = message.header
+        key = (header.frame_id, tuple(message.name), *(len(array) for array in arrays))
+        pieces = self._layouts.get(key)
+        if pieces is None:
+            pieces = self._layouts[key] = self._layout(key)
+            while len(self._layouts) > self._KEEP:
+                del self._layouts[next(iter(self._layouts))]
+        head, after_stamp, after_position, after_velocity, tail = pieces
+        stamp = header.stamp
+        return b"".join((head, _STAMP.pack(stamp.sec, stamp.nanosec), after_stamp,
+                         arrays[0].tobytes(), after_position, arrays[1].tobytes(),
+                         after_velocity, arrays[2].tobytes(), tail))
+
+    def _layout(self, key: tuple[Any, ...]) -> tuple[bytes, ...]:
+        """The bytes of a message with `key`'s frame_id and names (its arrays zero, its stamp 0)
+        around its stamp and its three arrays' data, found by CDR's rules (each sequence a
+        4-aligned count, its float64 data 8-aligned when there is any, both past the 4-byte
+        encapsulation header) and checked against the length rosbags made."""
+        import numpy as np
+
+        from mjfast.interop.ros2 import conversions
+
+        frame_id, names, *lengths = key
+        zero = conversions.joint_state({"time": 0.0, "name": list(names),
+                                        "position": np.zeros(lengths[0]),
+                                        "velocity": np.zeros(lengths[1]),
+                                        "effort": np.zeros(lengths[2])})
+        zero.header.frame_id = frame_id
+        template = bytes(self._serialize(zero))
+
+        def string_end(position: int, text: str) -> int:
+            position = (position + 3) & -4
+            return position + 4 + len(text.encode()) + 1
+
+        position = string_end(8, frame_id)  # (past the stamp's sec and nanosec)
+        position = (position + 3) & -4
+        position += 4  # the names' count
+        for name in names:
+            position = string_end(position, name)
+        offsets = []
+        for length in lengths:
+            position = ((position + 3) & -4) + 4  # the count
+            if length:
+                position = (position + 7) & -8
+            offsets.append(4 + position)  # (the encapsulation header first)
+            position += 8 * length
+        if 4 + position != len(template):  # a layout rosbags does not share: never guessed
+            raise AssertionError(f"JointState's CDR layout differs from rosbags' "
+                                 f"({4 + position} bytes against {len(template)})")
+        ends = [offset + 8 * length for offset, length in zip(offsets, lengths, strict=True)]
+        return (template[:4], template[12:offsets[0]], template[ends[0]:offsets[1]],
+                template[ends[1]:offsets[2]], template[ends[2]:])
+
+
+_STAMP = struct.Struct("<iI")
+
+
+def _little_f64(values: Any) -> Any:
+    """`values` as a 1-D little-endian float64 ndarray (as it is where it is one already)."""
+    import numpy as np
+
+    if values.__class__ is np.ndarray and values.dtype.str == "<f8" and values.ndim == 1:
+        return values  # (tobytes() copies it in C order whatever its strides)
+    return np.ascontiguousarray(values, dtype="<f8").reshape(-1)
+
+
 class _Bag:
     """rosbags' rosbag2 writer (MCAP storage) with checkpoints: each ends the chunk in progress,
     keeps the reserve file large enough to close the bag, writes the file out and notes what the
@@ -271,6 +383,7 @@ class _Bag:
         self._clock, self._last_clock = bool(config["clock"]), None
         self._offset = int(config.get("log_time_offset_ns", 0))
         self._unconvertible: set[str] = set()
+        self._serializers: dict[str, Any] = {}  # ros_type -> its CDR serializer, made once
         self.failed: str | None = None
         self._keep_reserve()
         self._mark = self._notes()
@@ -307,7 +420,12 @@ class _Bag:
             connection = self._connections[topic] = self._writer.add_connection(
                 topic, ros_type, typestore=self._store)
         if not isinstance(message, (bytes, bytearray)):
-            message = self._types.serializer(ros_type)(message)
+            serialize = self._serializers.get(ros_type)
+            if serialize is None:
+                serialize = self._serializers[ros_type] = (
+                    JointStateCdr(self._types.serializer(ros_type))
+                    if ros_type == JointStateCdr.ROS_TYPE else self._types.serializer(ros_type))
+            message = serialize(message)
         self._writer.write(connection, timestamp, bytes(message))
 
     # -- checkpoints ----------------------------------------------------------------------------

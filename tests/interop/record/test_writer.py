@@ -1,0 +1,143 @@
+"""The bus message's trip from the recording's writer thread to its bag-writing process
+(mjfast.interop.record.writer): what pack_message packs comes back from unpack_message as it was,
+in the core's packing where it can and in the Python form where it cannot; and JointState's CDR
+as the bag's process makes it, the same bytes as rosbags' serializer."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+
+from mjfast._core_loader import _core
+from mjfast.interop.record.writer import JointStateCdr, pack_message, unpack_message
+
+
+def same(left: Any, right: Any) -> bool:
+    """Equal, and of the same types all the way down (an ndarray: dtype, shape and values)."""
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, np.ndarray):
+        return (left.dtype == right.dtype and left.shape == right.shape
+                and np.array_equal(left, right, equal_nan=left.dtype.kind in "fc"))
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(same(left[k], right[k]) for k in left)
+    if isinstance(left, (list, tuple)):
+        return len(left) == len(right) and all(same(a, b) for a, b in zip(left, right, strict=True))
+    if isinstance(left, float) and left != left:
+        return right != right
+    return bool(left == right)
+
+
+JOINT_STATE = {"time": 1.25, "name": ["j1", "é2"],
+               "position": np.array([0.5, -1.0]), "velocity": np.zeros(2),
+               "effort": np.array([np.nan, np.inf])}
+
+MESSAGES = [
+    JOINT_STATE,
+    {"nested": {"deeper": [1, 2.5, None, True, False, "text", b"\x00raw"]},
+     "pair": (1, "two"), 7: "an int key", (1, 2): "a tuple key"},
+    {"ints": np.arange(6, dtype=np.int32).reshape(2, 3), "bytes": np.frombuffer(b"ab", np.uint8),
+     "big_endian": np.arange(3, dtype=">f8"), "scalar": np.array(2.5), "empty": np.zeros((0, 4)),
+     "strided": np.arange(10.0)[::3], "fortran": np.asfortranarray(np.ones((2, 3))),
+     "bools": np.array([True, False]), "extremes": [-(2**63), 2**63 - 1, -0.0, 1e308]},
+    [np.arange(3.0), {"in": "a list"}],
+    "a bare string",
+    b"bare bytes",
+    None,
+    3.0,
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=range(len(MESSAGES)))
+def test_a_message_comes_back_as_it_was_packed_by_the_core(message: Any) -> None:
+    packed = pack_message(message)
+    assert type(packed) is bytes  # the core's packing: no Python structure to pickle
+    back = unpack_message(pickle.loads(pickle.dumps(packed)))
+    assert same(back, message), (back, message)
+
+
+class Point(dict):  # type: ignore[type-arg]
+    pass
+
+
+@pytest.mark.parametrize("message", [
+    {"time": 1.0, "value": np.float64(2.5)},  # a numpy scalar: a float subclass
+    {"time": 1.0, "point": Point(x=1.0), "array": np.arange(3.0)},
+    {"objects": np.array([1, "a"], dtype=object), "array": np.arange(3.0)},
+    {"huge": 2**70, "array": np.arange(2.0)},
+], ids=["numpy_scalar", "dict_subclass", "object_array", "huge_int"])
+def test_what_the_core_does_not_pack_keeps_the_python_form(message: Any) -> None:
+    with pytest.raises(TypeError, match="pack_message"):
+        _core.pack_message(message)
+    packed = pack_message(message)
+    assert type(packed) is not bytes
+    back = unpack_message(pickle.loads(pickle.dumps(packed)))
+    assert list(back) == list(message)
+    for key, value in message.items():
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            assert same(back[key], value)
+        elif isinstance(value, np.ndarray):
+            assert back[key].tolist() == value.tolist()
+        else:
+            assert back[key] == value and type(back[key]) is type(value)
+
+
+def test_a_message_nested_too_deep_is_a_type_error_and_keeps_the_python_form() -> None:
+    message: Any = {"time": 0.0}
+    for _ in range(70):
+        message = {"inner": message}
+    with pytest.raises(TypeError, match="deeper than 64"):
+        _core.pack_message(message)
+    assert unpack_message(pack_message(message)) == message
+
+
+@pytest.mark.parametrize("damaged", [b"", b"MJP1", b"XXXXf", _core.pack_message(JOINT_STATE)[:-3],
+                                     _core.pack_message(1.0) + b"N", b"MJP1?"],
+                         ids=["empty", "magic_only", "no_magic", "cut", "trailing", "bad_tag"])
+def test_bytes_the_core_did_not_pack_are_a_value_error(damaged: bytes) -> None:
+    with pytest.raises(ValueError, match="unpack_message"):
+        _core.unpack_message(damaged)
+
+
+@pytest.mark.parametrize(("names", "frame_id", "lengths"), [
+    ([f"joint_{i}" for i in range(21)], "", (21, 21, 21)),
+    (["a", "bb", "ccc", "dddd", "é"], "base_link", (5, 0, 5)),
+    ([], "x", (0, 0, 0)),
+    (["n"], "ab", (1, 1, 0)),
+    (["abc", "d"], "abc", (2, 2, 2)),
+], ids=["humanoid", "no_velocity", "empty", "one", "aligned"])
+def test_joint_state_cdr_is_rosbags_cdr_byte_for_byte(names: list[str], frame_id: str,
+                                                      lengths: tuple[int, int, int]) -> None:
+    from mjfast.interop.ros2 import conversions, types
+
+    rosbags = types.serializer(JointStateCdr.ROS_TYPE)
+    fast = JointStateCdr(rosbags)
+    rng = np.random.default_rng(7)
+    for time in (0.0, 1.23456789, 12345.000000001, 2.0**31 - 1.5):
+        message = conversions.joint_state({
+            "time": time, "name": names, "position": rng.normal(size=lengths[0]),
+            "velocity": rng.normal(size=lengths[1]),
+            "effort": rng.normal(size=lengths[2]).astype(">f8")})  # (swapped to little-endian)
+        message.header.frame_id = frame_id
+        assert fast(message) == bytes(rosbags(message))
+        decoded = types.deserialize(fast(message), JointStateCdr.ROS_TYPE)
+        assert list(decoded.name) == names and decoded.header.frame_id == frame_id
+        np.testing.assert_array_equal(decoded.effort, message.effort)
+
+
+def test_joint_state_cdr_keeps_a_few_layouts_and_follows_a_change_of_names() -> None:
+    from mjfast.interop.ros2 import conversions, types
+
+    rosbags = types.serializer(JointStateCdr.ROS_TYPE)
+    fast = JointStateCdr(rosbags)
+    for count in range(1, 3 * JointStateCdr._KEEP):
+        names = [f"j{i}" for i in range(count % 11)]
+        message = conversions.joint_state({"time": count / 7, "name": names,
+                                           "position": np.arange(len(names), dtype=float),
+                                           "velocity": np.ones(len(names)),
+                                           "effort": np.zeros(len(names))})
+        assert fast(message) == bytes(rosbags(message))
+        assert len(fast._layouts) <= JointStateCdr._KEEP
