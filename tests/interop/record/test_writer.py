@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from mjfast._core_loader import _core
-from mjfast.interop.record.writer import JointStateCdr, pack_message, unpack_message
+from mjfast.interop.record.writer import pack_message, unpack_message
+from mjfast.interop.ros2.cdr import JointStateCdr
 
 
 def same(left: Any, right: Any) -> bool:

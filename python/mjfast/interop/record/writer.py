@@ -7,9 +7,9 @@ that work would hold the GIL that its stepping thread needs for every Python plu
 recording's writer thread (`mjfast.interop.record.recorder`) hands the bus messages to this child in
 batches, packed in C++ (`pack_message`) with the module-level converter of their route, or converted
 there where the converter is a plugin's closure; the child converts, serialises (JointState, the
-most recorded type, from its names' bytes made once: `JointStateCdr`) and writes. Its CPU is taken
-from the cores the stepping thread runs on, so it runs at nice 10 and costs little per message. It
-owns no conversion and knows nothing of envs.
+most recorded type, from its names' bytes made once: `interop.ros2.cdr`) and writes. Its CPU is
+taken from the cores the stepping thread runs on, so it runs at nice 10 and costs little per
+message. It owns no conversion and knows nothing of envs.
 
 Nothing is lost to a signal (SPEC §18): the child runs in a session of its own and ignores SIGINT
 and SIGTERM, so Ctrl-C or a signal to the recording's process group leaves it to close the bag
@@ -52,7 +52,7 @@ from typing import IO, Any
 
 from mjfast._core_loader import _core
 
-__all__ = ["ROS_DISTRO", "BagWriterProcess", "JointStateCdr", "main", "pack_message",
+__all__ = ["ROS_DISTRO", "BagWriterProcess", "main", "pack_message",
            "unpack_message"]
 
 _LENGTH = struct.Struct("<Q")
@@ -260,92 +260,6 @@ class _File:
             self._fd = -1
 
 
-class JointStateCdr:
-    """sensor_msgs/msg/JointState in CDR (little-endian), what rosbags' serializer makes, at a
-    tenth of its cost: rosbags encodes each joint name anew (of a humanoid's JointState, ~30 us of
-    its ~32), where a recording's names and its header's frame_id stay the same message after
-    message. Their bytes are made once by `serialize` (rosbags' own, for a message with those
-    names and frame_id and arrays of those lengths) and kept; each message then writes its stamp
-    and its three arrays into a copy. Any other names, frame_id or lengths: a layout of their own
-    (the few most recent are kept)."""
-
-    ROS_TYPE = "sensor_msgs/msg/JointState"
-    _KEEP = 8
-
-    def __init__(self, serialize: Any) -> None:
-        self._serialize = serialize
-        # (frame_id, names, lengths) -> the template's bytes around the stamp and the arrays
-        self._layouts: dict[tuple[Any, ...], tuple[bytes, ...]] = {}
-
-    def __call__(self, message: Any) -> bytes:
-        arrays = [_little_f64(message.position), _little_f64(message.velocity),
-                  _little_f64(message.effort)]
-        header = message.header
-        key = (header.frame_id, tuple(message.name), *(len(array) for array in arrays))
-        pieces = self._layouts.get(key)
-        if pieces is None:
-            pieces = self._layouts[key] = self._layout(key)
-            while len(self._layouts) > self._KEEP:
-                del self._layouts[next(iter(self._layouts))]
-        head, after_stamp, after_position, after_velocity, tail = pieces
-        stamp = header.stamp
-        return b"".join((head, _STAMP.pack(stamp.sec, stamp.nanosec), after_stamp,
-                         arrays[0].tobytes(), after_position, arrays[1].tobytes(),
-                         after_velocity, arrays[2].tobytes(), tail))
-
-    def _layout(self, key: tuple[Any, ...]) -> tuple[bytes, ...]:
-        """The bytes of a message with `key`'s frame_id and names (its arrays zero, its stamp 0)
-        around its stamp and its three arrays' data, found by CDR's rules (each sequence a
-        4-aligned count, its float64 data 8-aligned when there is any, both past the 4-byte
-        encapsulation header) and checked against the length rosbags made."""
-        import numpy as np
-
-        from mjfast.interop.ros2 import conversions
-
-        frame_id, names, *lengths = key
-        zero = conversions.joint_state({"time": 0.0, "name": list(names),
-                                        "position": np.zeros(lengths[0]),
-                                        "velocity": np.zeros(lengths[1]),
-                                        "effort": np.zeros(lengths[2])})
-        zero.header.frame_id = frame_id
-        template = bytes(self._serialize(zero))
-
-        def string_end(position: int, text: str) -> int:
-            position = (position + 3) & -4
-            return position + 4 + len(text.encode()) + 1
-
-        position = string_end(8, frame_id)  # (past the stamp's sec and nanosec)
-        position = (position + 3) & -4
-        position += 4  # the names' count
-        for name in names:
-            position = string_end(position, name)
-        offsets = []
-        for length in lengths:
-            position = ((position + 3) & -4) + 4  # the count
-            if length:
-                position = (position + 7) & -8
-            offsets.append(4 + position)  # (the encapsulation header first)
-            position += 8 * length
-        if 4 + position != len(template):  # a layout rosbags does not share: never guessed
-            raise AssertionError(f"JointState's CDR layout differs from rosbags' "
-                                 f"({4 + position} bytes against {len(template)})")
-        ends = [offset + 8 * length for offset, length in zip(offsets, lengths, strict=True)]
-        return (template[:4], template[12:offsets[0]], template[ends[0]:offsets[1]],
-                template[ends[1]:offsets[2]], template[ends[2]:])
-
-
-_STAMP = struct.Struct("<iI")
-
-
-def _little_f64(values: Any) -> Any:
-    """`values` as a 1-D little-endian float64 ndarray (as it is where it is one already)."""
-    import numpy as np
-
-    if values.__class__ is np.ndarray and values.dtype.str == "<f8" and values.ndim == 1:
-        return values  # (tobytes() copies it in C order whatever its strides)
-    return np.ascontiguousarray(values, dtype="<f8").reshape(-1)
-
-
 class _Bag:
     """rosbags' rosbag2 writer (MCAP storage) with checkpoints: each ends the chunk in progress,
     keeps the reserve file large enough to close the bag, writes the file out and notes what the
@@ -356,9 +270,9 @@ class _Bag:
     def __init__(self, config: dict[str, Any]) -> None:
         import rosbags.rosbag2 as rosbag2
 
-        from mjfast.interop.ros2 import conversions, types
+        from mjfast.interop.ros2 import cdr, conversions, types
 
-        self._conversions, self._types = conversions, types
+        self._conversions, self._types, self._cdr = conversions, types, cdr
         writer = rosbag2.Writer(config["path"], version=rosbag2.Writer.VERSION_LATEST,
                                 storage_plugin=rosbag2.StoragePlugin.MCAP)
         for key, value in config["custom_data"].items():
@@ -422,9 +336,7 @@ class _Bag:
         if not isinstance(message, (bytes, bytearray)):
             serialize = self._serializers.get(ros_type)
             if serialize is None:
-                serialize = self._serializers[ros_type] = (
-                    JointStateCdr(self._types.serializer(ros_type))
-                    if ros_type == JointStateCdr.ROS_TYPE else self._types.serializer(ros_type))
+                serialize = self._serializers[ros_type] = self._cdr.fast_serializer(ros_type)
             message = serialize(message)
         self._writer.write(connection, timestamp, bytes(message))
 

@@ -41,7 +41,7 @@ from mjfast._throttled_log import ThrottledLog
 from mjfast.bus.params import resolve_name
 from mjfast.errors import LogicError
 from mjfast.interop import routes
-from mjfast.interop.ros2 import actions, simulation_services, types, wire
+from mjfast.interop.ros2 import actions, cdr, simulation_services, types, wire
 from mjfast.interop.ros2.robot_description import RobotDescription
 from mjfast.interop.ros2.simulation_services import SimulationInterfaces
 from mjfast.interop.routes import Inbound, Outbound
@@ -109,31 +109,41 @@ class _Work:
     what is in progress on other threads."""
 
     def __init__(self) -> None:
-        self._state = threading.Condition()  # a leaf of the lock order (src/_core/env_core.h)
+        # A leaf of the lock order (src/_core/env_core.h). A plain lock: enter() and leave() run
+        # around every message going out.
+        self._state = threading.Condition(threading.Lock())
         self._running: dict[int, int] = {}  # thread id -> depth of work on it
         self.shut_down = False
+
+    def enter(self) -> bool:
+        """Counts this thread's work in, if the bridge is open (then `leave()` must follow)."""
+        me = threading.get_ident()
+        with self._state:
+            if self.shut_down:
+                return False
+            running = self._running
+            running[me] = running.get(me, 0) + 1
+            return True
+
+    def leave(self) -> None:
+        me = threading.get_ident()
+        with self._state:
+            depth = self._running.pop(me) - 1
+            if depth:
+                self._running[me] = depth
+            elif self.shut_down:  # only wait_idle() waits, and only once shut
+                self._state.notify_all()
 
     @contextlib.contextmanager
     def running(self) -> Any:
         """Yields True while the bridge is open (the work is counted until it ends), else
         False (nothing may be done)."""
-        me = threading.get_ident()
-        with self._state:
-            if self.shut_down:
-                allowed = False
-            else:
-                allowed = True
-                self._running[me] = self._running.get(me, 0) + 1
+        allowed = self.enter()
         try:
             yield allowed
         finally:
             if allowed:
-                with self._state:
-                    depth = self._running.pop(me) - 1
-                    if depth:
-                        self._running[me] = depth
-                    else:
-                        self._state.notify_all()
+                self.leave()
 
     def shut(self) -> bool:
         """Refuses new work; False if it was refused already."""
@@ -412,7 +422,7 @@ class Bridge:
             publisher = self._session.declare_publisher(key)
         token = self._session.liveliness().declare_token(token_key)
         return _Publisher(route, publisher, token, wire.gid(token_key), itertools.count(1),
-                          types.serializer(ros_type))
+                          cdr.fast_serializer(ros_type))
 
     def _undeclare_publisher(self, entry: _Publisher) -> None:
         self._undeclare(entry.token, entry.publisher)
@@ -434,9 +444,12 @@ class Bridge:
 
     def _forward(self, topic: str, message: Any) -> None:
         """The bus tap: the message out on ROS 2, if it has a type."""
-        with self._work.running() as open_:
-            if open_:
+        work = self._work
+        if work.enter():  # as running(), without a generator's cost on every message
+            try:
                 self._forward_open(topic, message)
+            finally:
+                work.leave()
 
     def _forward_open(self, topic: str, message: Any) -> None:
         table = self._table
