@@ -1,22 +1,21 @@
 """mjfast/GripperActionController: ros2_controllers' gripper_action_controller (SPEC §23).
 
 A `control_msgs/action/GripperCommand` goal (`command.position`, `command.max_effort`; in Python
-`send_goal(goal)`, on the bus `~/gripper_cmd/send_goal`, on ROS 2 the action
-`<node>/gripper_cmd`) drives one joint toward the position, with the actuator's force kept
-within `max_effort` (0: the actuator's own limits), through one of gripper_action_controller's
-two command interfaces (`command_interface`): `position` (default; position_controllers/
-GripperActionController) writes the position to the joint's position servo; `effort`
-(effort_controllers/GripperActionController) runs a PID with `gains: {<joint>: {p, i, d,
-i_clamp}}` on the position error and writes its force, clamped to max_effort, to the joint's
-motor (ros2_controllers, Jazzy: gripper_controllers/hardware_interface_adapter.hpp). The compiled
-GripperCore
-(src/_core/control) does that every step and decides the goal as gripper_action_controller's
-check_for_success does: reached within `goal_tolerance`; stalled when the joint moved slower than
+`send_goal(goal)`, on the bus `~/gripper_cmd/send_goal`, on ROS 2 the action `<node>/gripper_cmd`)
+drives one joint toward the position, with the actuator's force kept within `max_effort` (0: the
+actuator's own limits), through one of gripper_action_controller's two command interfaces
+(`command_interface`): `position` (default; position_controllers/GripperActionController) writes
+the position to the joint's position servo; `effort` (effort_controllers/GripperActionController)
+runs a PID with `gains: {<joint>: {p, i, d, i_clamp}}` on the position error and writes its force,
+clamped to max_effort, to the joint's motor (ros2_controllers, Jazzy:
+gripper_controllers/hardware_interface_adapter.hpp). The compiled GripperCore (src/_core/control)
+does that every step and decides the goal as gripper_action_controller's check_for_success does:
+reached within `goal_tolerance`; stalled when the joint moved slower than
 `stall_velocity_threshold` for `stall_timeout` simulated seconds without reaching it, which
 succeeds with `allow_stalling` and aborts otherwise; either way the command stays (a gripper
 stalled on an object keeps squeezing it at max_effort). Results and feedback carry `position`,
-`effort` (the actuator's force), `stalled` and `reached_goal`. A new goal preempts the active
-one (CANCELED); a cancel, a reset or a reload holds the joint where it is.
+`effort` (the actuator's force), `stalled` and `reached_goal`. A new goal preempts the active one
+(CANCELED); a cancel, a reset or a reload holds the joint where it is.
 """
 
 from __future__ import annotations

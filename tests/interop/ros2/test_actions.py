@@ -91,8 +91,9 @@ def test_action_type_hashes_are_rosidls() -> None:
 
 
 def test_the_status_array_is_the_cdr_rosbags_writes() -> None:
-    """The bridge writes action_msgs/msg/GoalStatusArray itself (only the entries that changed
-    since the last array are encoded): its bytes equal rosbags' serializer's, for arrays of
+    """The bridge splices action_msgs/msg/GoalStatusArray from each entry's bytes (rosbags'), only
+    the entries that changed since the last array encoded anew: its bytes equal rosbags'
+    serializer's, for arrays of
     every length up to the padding's period and through the changes an ActionServer makes
     (goals added last, expired first or out of order, several transitions between two arrays,
     the same array again)."""

@@ -85,8 +85,9 @@ def outbound_routes(namespace: str, plugin_class: Any) -> list[Outbound]:
 # bytes, a Time of int32 sec and uint32 nanosec, 4-aligned) and an int8 status. The array's
 # uint32 length is at offset 0 of the body, so its first element starts 4-aligned (25 bytes, no
 # padding) and every later one at 1 mod 4 (3 bytes of padding before its Time: 28 bytes).
-# tests/interop/ros2/test_actions.py checks these bytes against rosbags' serializer.
-_STATUS_ENTRY = struct.Struct("<16s3xiIb")
+# tests/interop/ros2/test_actions.py checks the arrays against rosbags' serializer.
+_LATER_ENTRY_SIZE = 28
+_PADDING = slice(16, 19)  # a later element's padding, which the first element has not
 _CDR_LE = b"\x00\x01\x00\x00"
 _LENGTH = struct.Struct("<I")
 
@@ -94,7 +95,8 @@ _LENGTH = struct.Struct("<I")
 class _StatusArray:
     """The status array's converter, straight to its CDR (`Bridge._send` puts bytes as they
     are): an array lists every goal kept and goes out on every transition, and rosbags'
-    serializer, one Python call per element, made it cost a millisecond per 100 goals.
+    serializer, one Python call per element, made it cost a millisecond per 100 goals. Each
+    goal's bytes are rosbags' (`_encode`), made once per transition and spliced.
 
     Each GoalStatus of the bus message is a dict that mjfast.plugin.actions replaces, never
     changes, at a transition, and the list keeps the goals' order (the oldest leave first, new
@@ -126,18 +128,18 @@ class _StatusArray:
         if not blocks:
             return _CDR_LE + _LENGTH.pack(0)
         first = blocks[0]
-        return b"".join((_CDR_LE, _LENGTH.pack(len(blocks)), first[:16], first[19:],
-                         *blocks[1:]))
+        return b"".join((_CDR_LE, _LENGTH.pack(len(blocks)), first[:_PADDING.start],
+                         first[_PADDING.stop:], *blocks[1:]))
 
     @staticmethod
     def _encode(entry: Mapping[str, Any]) -> bytes:
-        info = entry["goal_info"]
-        raw = np.asarray(info["goal_id"]["uuid"], dtype=np.uint8).tobytes()
-        if len(raw) != 16:
-            raise ValueError(f"a goal id is 16 bytes, got {len(raw)}")
-        stamp = info["stamp"]
-        return _STATUS_ENTRY.pack(raw, int(stamp["sec"]), int(stamp["nanosec"]),
-                                  int(entry["status"]))
+        """The entry's bytes as a later element, made by rosbags: the tail of a two-element
+        array's CDR (once per goal and transition, not per array)."""
+        goal_id = entry["goal_info"]["goal_id"]["uuid"]
+        if len(goal_id) != 16:
+            raise ValueError(f"a goal id is 16 bytes, got {len(goal_id)}")
+        array = build(STATUS_TYPE, {"status_list": [entry, entry]})
+        return bytes(types.serialize(array, STATUS_TYPE)[-_LATER_ENTRY_SIZE:])
 
 
 def _converter(ros_type: str) -> Callable[[Any], Any]:
