@@ -212,9 +212,9 @@ def test_a_spawn_into_one_world_of_a_vector_env_leaves_the_others_bit_for_bit() 
 
 
 def test_the_core_refuses_rows_of_differing_widths_under_the_vectors_lock() -> None:
-    # The façade's check runs before the core takes the vector; a spawn on another thread can
-    # come between. The core checks each world's width again under the lock the spawn holds, so
-    # a batch sized before the spawn is refused, not read or written past a row.
+    # The core checks each world's width under the lock a spawn holds (a check before it, in
+    # Python, could be overtaken by a spawn on another thread), so a batch sized before the
+    # spawn is refused, not read or written past a row.
     with mjfast.VectorEnv(WORLD_XML, 3) as vector:
         core = vector._core
         sized = np.zeros((3, WORLD_NQ))

@@ -178,9 +178,6 @@ class VectorEnv:
                     world.close()
             raise
         self._namespace = self._worlds[0].namespace
-        # The batched fields whose widths differ between worlds since a spawn or removal in one
-        # (SPEC §25): gather() and step(ctrl=...) refuse them rather than read past a row.
-        self._mixed_widths: frozenset[str] = frozenset()
         # A world that randomises model fields made its model its own (SPEC §21).
         self._own_models = own_models or any(world.model is not self._model
                                              for world in self._worlds)
@@ -228,25 +225,7 @@ class VectorEnv:
 
     def _gathered(self, field: str) -> np.ndarray:
         self._check_open()
-        self._check_widths((field,))
         return self._core.gather(field)
-
-    def _note_world_sizes(self) -> None:
-        """After a spawn or removal in a world (its model replaced, the vector held): which
-        batched fields no longer have one width across the worlds."""
-        sizes = [(m.nq, m.nv, m.nu, m.nsensordata) for m in (w.model for w in self._worlds)]
-        self._mixed_widths = frozenset(
-            field for k, field in enumerate(("qpos", "qvel", "ctrl", "sensordata"))
-            if len({row[k] for row in sizes}) > 1)
-
-    def _check_widths(self, fields: Sequence[str]) -> None:
-        mixed = [f for f in fields if f in self._mixed_widths]
-        if mixed:
-            widths = {f"world {w.world_index}": {f: len(getattr(w.data, f)) for f in mixed}
-                      for w in self._worlds}
-            raise ValueError(f"the worlds' {', '.join(mixed)} differ in width since a spawn or "
-                             f"removal in one of them ({widths}): batched arrays need one "
-                             f"width; read each world's data (vector.world(i).data) instead")
 
     def gather(self, fields: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
         """Every world's `fields` (of qpos, qvel, ctrl, sensordata, time) side by side, one row
@@ -260,7 +239,6 @@ class VectorEnv:
         if unknown or not fields:
             raise ValueError(f"gather() takes fields of {', '.join(BATCHED_FIELDS)}, got "
                              f"{list(fields)!r}")
-        self._check_widths(fields)
         return self._core.gather_rows(list(fields), out)
 
     @property
@@ -309,7 +287,6 @@ class VectorEnv:
             raise
 
     def _checked_ctrl(self, ctrl: Any) -> np.ndarray:
-        self._check_widths(("ctrl",))
         nu = self._worlds[0].model.nu
         expected = f"shape (num_envs, nu) = ({self._num_envs}, {nu})"
         try:
@@ -518,7 +495,7 @@ class World:
     # base seed stays as it is); `apply_options` changes every world's options unless the
     # VectorEnv was built with `own_models=True` (they share one model); `spawn` and `remove`
     # (SPEC §25) give this world a model of its own, and the batched fields whose widths then
-    # differ are refused (`_check_widths`).
+    # differ are refused by the core (VectorCore::check_widths, under the vector's lock).
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
 
@@ -534,11 +511,7 @@ def _world_call(call: SimCall) -> Callable[..., Any]:
     @functools.wraps(getattr(MujocoEnv, name))
     def method(self: World, *args: Any, **kwargs: Any) -> Any:
         with self._held(f"world {name}()") as env:
-            try:
-                return getattr(env, name)(*args, **kwargs)
-            finally:
-                if call.state_after:  # a spawn or removal: this world's model was replaced
-                    self._vector._note_world_sizes()
+            return getattr(env, name)(*args, **kwargs)
 
     return method
 

@@ -87,10 +87,11 @@ void VectorCore::check_widths(const Field* fields, std::size_t count, std::size_
       names += (i ? ", " : "") + std::string(field_name(fields[i]));
     }
     throw std::invalid_argument(
+        "the worlds' " + names + " differ in width since a spawn or removal in one of them: " +
         "world " + std::to_string(index) + "'s " + names + " take " + std::to_string(row) +
         " numbers a row, not the " + std::to_string(expected) +
-        " the batch was sized for: the worlds' widths differ since a spawn or removal in one "
-        "of them; read each world's data (vector.world(i).data) instead");
+        " the batch was sized for; batched arrays need one width: read each world's data "
+        "(vector.world(i).data) instead");
   }
 }
 

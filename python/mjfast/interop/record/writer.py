@@ -52,8 +52,7 @@ from typing import IO, Any
 
 from mjfast._core_loader import _core
 
-__all__ = ["ROS_DISTRO", "BagWriterProcess", "main", "pack_message",
-           "unpack_message"]
+__all__ = ["ROS_DISTRO", "BagWriterProcess", "main", "pack_message", "unpack_message"]
 
 _LENGTH = struct.Struct("<Q")
 _CLOCK_TOPIC = "/clock"
