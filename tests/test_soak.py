@@ -1,4 +1,4 @@
-"""The short soak (issue 8): bench/soak.py's soak with 100 reloads and 30 envs, in a child process.
+"""The short soak (issue 8): bench/soak.py's soak with 50 reloads and 15 envs, in a child process.
 
 The full soak (1,000 reloads, 1,000 envs, memory next to bare MuJoCo) is `python bench/soak.py`;
 this is the version CI runs. Each part of it runs in a grandchild interpreter, so a crash or a
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 SOAK = Path(__file__).resolve().parent.parent / "bench" / "soak.py"
-RELOADS, ENVS = 100, 30
+RELOADS, ENVS = 50, 15
 
 
 def test_soak_survives_reloads_and_env_lifecycles_with_no_command_lost(tmp_path):
