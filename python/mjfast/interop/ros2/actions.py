@@ -96,12 +96,13 @@ class _StatusArray:
     """The status array's converter, straight to its CDR (`Bridge._send` puts bytes as they
     are): an array lists every goal kept and goes out on every transition, and rosbags'
     serializer, one Python call per element, made it cost a millisecond per 100 goals. Each
-    goal's bytes are rosbags' (`_encode`), made once per transition and spliced.
+    goal's bytes are rosbags': one serialisation per goal gives its entry in every status
+    (`_encode`), and an array splices them.
 
     Each GoalStatus of the bus message is a dict that mjfast.plugin.actions replaces, never
     changes, at a transition, and the list keeps the goals' order (the oldest leave first, new
     ones come last). So an array is the last one's encoded entries with the entries that are not
-    the same objects encoded anew, found by C-level identity scans, not a Python loop over the
+    the same objects looked up anew, found by C-level identity scans, not a Python loop over the
     goals kept."""
 
     def __init__(self) -> None:
@@ -109,6 +110,9 @@ class _StatusArray:
         # replaced at once: the tap's writer converts, and so does a rebuild sending the latched
         # array (another thread), each from a consistent pair.
         self._last: tuple[list[Any], list[bytes]] = ([], [])
+        # id(GoalInfo dict) -> (that dict, its entry's bytes per status): a goal's GoalInfo is
+        # one dict for all its entries (kept here, so that its id is not reused meanwhile).
+        self._goals: dict[int, tuple[Any, tuple[bytes, ...]]] = {}
 
     def __call__(self, message: Mapping[str, Any]) -> bytes:
         entries = list(message["status_list"])
@@ -116,14 +120,18 @@ class _StatusArray:
         # Where the new list starts in the last one (the goals before it have expired).
         start = next(itertools.compress(itertools.count(), map(
             operator.is_, previous, itertools.repeat(entries[0]))), None) if entries else None
+        if len(self._goals) > 2 * len(entries) + 64:  # expired goals leave the cache
+            kept = {id(entry["goal_info"]) for entry in entries}
+            self._goals = {key: value for key, value in self._goals.items() if key in kept}
+        encode = self._block
         if start is None:
-            blocks = [self._encode(entry) for entry in entries]
+            blocks = [encode(entry) for entry in entries]
         else:
             blocks = blocks[start:len(previous)][:len(entries)]
-            blocks += [self._encode(entry) for entry in entries[len(blocks):]]  # new goals
+            blocks += [encode(entry) for entry in entries[len(blocks):]]  # new goals
             for i in itertools.compress(itertools.count(),
                                         map(operator.is_not, entries, previous[start:])):
-                blocks[i] = self._encode(entries[i])  # a transition
+                blocks[i] = encode(entries[i])  # a transition
         self._last = (entries, blocks)
         if not blocks:
             return _CDR_LE + _LENGTH.pack(0)
@@ -131,15 +139,37 @@ class _StatusArray:
         return b"".join((_CDR_LE, _LENGTH.pack(len(blocks)), first[:_PADDING.start],
                          first[_PADDING.stop:], *blocks[1:]))
 
+    def _block(self, entry: Mapping[str, Any]) -> bytes:
+        """The entry's bytes as a later element of an array."""
+        info = entry["goal_info"]
+        found = self._goals.get(id(info))
+        if found is None or found[0] is not info:
+            found = self._goals[id(info)] = (info, self._encode(info))
+        return found[1][int(entry["status"])]
+
     @staticmethod
-    def _encode(entry: Mapping[str, Any]) -> bytes:
-        """The entry's bytes as a later element, made by rosbags: the tail of a two-element
-        array's CDR (once per goal and transition, not per array)."""
-        goal_id = entry["goal_info"]["goal_id"]["uuid"]
-        if len(goal_id) != 16:
-            raise ValueError(f"a goal id is 16 bytes, got {len(goal_id)}")
-        array = build(STATUS_TYPE, {"status_list": [entry, entry]})
-        return bytes(types.serialize(array, STATUS_TYPE)[-_LATER_ENTRY_SIZE:])
+    def _encode(info: Mapping[str, Any]) -> tuple[bytes, ...]:
+        """A goal's entry as a later element of an array, in each status (0 to 6), made by
+        rosbags: the elements after the first of an array listing the goal in every status."""
+        goal_id = np.asarray(info["goal_id"]["uuid"], dtype=np.uint8).reshape(-1)
+        if goal_id.size != 16:
+            raise ValueError(f"a goal id is 16 bytes, got {goal_id.size}")
+        stamp = info["stamp"]
+        goal_info = _GOAL_INFO(goal_id=_UUID(uuid=goal_id),
+                               stamp=_TIME(sec=int(stamp["sec"]), nanosec=int(stamp["nanosec"])))
+        statuses = [_GOAL_STATUS(goal_info=goal_info, status=status)
+                    for status in (0, *range(_STATUSES))]
+        data = bytes(types.serialize(_STATUS_ARRAY(status_list=statuses), STATUS_TYPE))
+        later = data[-_STATUSES * _LATER_ENTRY_SIZE:]
+        return tuple(later[i * _LATER_ENTRY_SIZE:(i + 1) * _LATER_ENTRY_SIZE]
+                     for i in range(_STATUSES))
+
+
+_STATUSES = 7  # action_msgs/GoalStatus' values, 0 (UNKNOWN) to 6 (ABORTED)
+_GOAL_INFO = types.message_class("action_msgs/msg/GoalInfo")
+_GOAL_STATUS = types.message_class("action_msgs/msg/GoalStatus")
+_STATUS_ARRAY = types.message_class(STATUS_TYPE)
+_UUID = types.message_class("unique_identifier_msgs/msg/UUID")
 
 
 def _converter(ros_type: str) -> Callable[[Any], Any]:
