@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -522,6 +522,10 @@ def interrupted_adapter(name: str, type: str, interrupt: typing.Any) -> AdapterE
 def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None, publisher: typing.Any = None, world_index: typing.SupportsInt | typing.SupportsIndex = 0) -> AdapterEntry:
     """
     Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish(); `world_index` is its world's in a VectorEnv (0 in a MujocoEnv).
+    """
+def pack_direct(items: list, direct: dict, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> tuple[list, list]:
+    """
+    A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to (ROS topic, type, convert) as [(ROS topic, type, offset_ns + round(time * 1e9), pack_message(message), convert)], and the others (and any the core does not pack) as they came: (batch, rest).
     """
 def pack_message(message: typing.Any) -> bytes:
     """

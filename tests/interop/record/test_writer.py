@@ -95,6 +95,33 @@ def test_a_message_nested_too_deep_is_a_type_error_and_keeps_the_python_form() -
     assert unpack_message(pack_message(message)) == message
 
 
+def test_pack_direct_packs_the_direct_topics_and_hands_back_the_rest_in_order() -> None:
+    # The recording writer's batch call: each message on a topic `direct` maps is packed as
+    # pack_message packs it, stamped offset + round(time * 1e9) (half to even, never below 0),
+    # with its route; the others, and what the core does not pack, come back as they came.
+    def convert(message: Any) -> Any:
+        return message
+
+    direct = {"/js": ("/ros/js", "sensor_msgs/msg/JointState", convert)}
+    huge = {"huge": 2**70}
+    items = [("/js", JOINT_STATE, 0.5), ("/other", {"a": 1}, 0.25), ("/js", huge, 0.75),
+             ("/js", JOINT_STATE, 2.5e-9), ("/js", JOINT_STATE, 0.0)]
+    packed, rest = _core.pack_direct(items, direct, -1)
+    assert rest == [items[1], items[2]] and rest[1][1] is huge
+    assert [entry[:3] for entry in packed] == [
+        ("/ros/js", "sensor_msgs/msg/JointState", max(0, -1 + round(time * 1e9)))
+        for _, _, time in (items[0], items[3], items[4])]
+    assert [entry[2] for entry in packed] == [499_999_999, 1, 0]  # 2.5 ns: half to even
+    assert all(entry[3] == _core.pack_message(JOINT_STATE) and entry[4] is convert
+               for entry in packed)
+    assert same(unpack_message(packed[0][3])["position"], JOINT_STATE["position"])
+    assert _core.pack_direct([], direct, 0) == ([], [])
+    with pytest.raises(TypeError, match="pack_direct"):
+        _core.pack_direct([("/js", JOINT_STATE)], direct, 0)
+    with pytest.raises(TypeError, match="pack_direct"):
+        _core.pack_direct([("/js", JOINT_STATE, 0.0)], {"/js": ("/ros/js", "t")}, 0)
+
+
 @pytest.mark.parametrize("damaged", [b"", b"MJP1", b"XXXXf", _core.pack_message(JOINT_STATE)[:-3],
                                      _core.pack_message(1.0) + b"N", b"MJP1?"],
                          ids=["empty", "magic_only", "no_magic", "cut", "trailing", "bad_tag"])

@@ -17,6 +17,7 @@ import contextlib
 import itertools
 import json
 import logging
+import operator
 import os
 import pickle
 import shutil
@@ -70,6 +71,7 @@ _BATCH_PAUSE_S = 0.02
 _TAKE_LIMIT = 1024
 
 _log = logging.getLogger("mjfast.recording")
+_ROS_TOPIC = operator.itemgetter(0)
 
 
 def _model_text(source: ModelSource) -> dict[str, str]:
@@ -358,17 +360,15 @@ class Recording:
                     state = state_module().SimState._make(physics, int(step_count), signature,
                                                            description, ())
                     self._write_state(state, time, step=int(step))
-            # A message on a direct topic is packed into the batch here (a few microseconds of
-            # the GIL, which the physics thread waits for); any other goes its routes' way.
-            env, add, counts = self._env, self._batch.append, self._counts
+            # The messages on direct topics are packed into the batch by the core, in one call
+            # (the GIL held a microsecond a message, which the physics thread waits for: a
+            # Python loop here held it five); any other goes its routes' way.
+            if messages and self._env.plugin_topics is self._table.declared:
+                packed, messages = _core.pack_direct(messages, self._direct, self._log_offset)
+                self._batch += packed
+                self._counts.update(map(_ROS_TOPIC, packed))
             for topic, message, time in messages:
-                direct = self._direct.get(topic)
-                if direct is None or env.plugin_topics is not self._table.declared:
-                    self._record_message(topic, message, time)
-                    continue
-                ros_topic, ros_type, convert = direct
-                add((ros_topic, ros_type, self._log_time(time), pack_message(message), convert))
-                counts[ros_topic] += 1
+                self._record_message(topic, message, time)
             while self._queue:
                 item = self._queue.popleft()
                 if item[0] == "command":
@@ -391,7 +391,7 @@ class Recording:
             self._queue.clear()
 
     def _log_time(self, time: float) -> int:
-        # (never before the epoch: a log time is unsigned)
+        # (never before the epoch: a log time is unsigned; _core.pack_direct makes the same)
         return max(0, self._log_offset + round(float(time) * 1e9))
 
     def _write(self, topic: str, ros_type: str, time: float, message: Any,
