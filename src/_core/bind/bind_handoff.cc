@@ -435,11 +435,18 @@ void bind_handoff(py::module_& module) {
             rest.append(item);
             continue;
           }
+          // Held while the message is packed (packing may run Python: numpy's attributes).
+          const auto held_route = py::reinterpret_borrow<py::tuple>(route);
           if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) != 3) {
             throw py::type_error("pack_direct: a route is a (ROS topic, type, convert) tuple");
           }
           const double time = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 2));
           if (time == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+          const double nanoseconds = std::nearbyint(time * 1e9);
+          if (!(std::fabs(nanoseconds) < 9.0e18)) {  // not finite, or past int64: Python's way
+            rest.append(item);
+            continue;
+          }
           py::bytes packed;
           try {
             packed = packer.pack(PyTuple_GET_ITEM(entry, 1));
@@ -455,12 +462,14 @@ void bind_handoff(py::module_& module) {
             continue;
           }
           // As Python's max(0, offset + round(time * 1e9)): round half to even, never negative.
-          const std::int64_t stamp =
-              offset_ns + static_cast<std::int64_t>(std::nearbyint(time * 1e9));
-          batch.append(py::make_tuple(py::handle(PyTuple_GET_ITEM(route, 0)),
-                                      py::handle(PyTuple_GET_ITEM(route, 1)),
+          std::int64_t stamp = 0;
+          if (__builtin_add_overflow(offset_ns, static_cast<std::int64_t>(nanoseconds), &stamp)) {
+            rest.append(item);  // past int64: Python's way
+            continue;
+          }
+          batch.append(py::make_tuple(held_route[0], held_route[1],
                                       stamp < 0 ? std::int64_t{0} : stamp, std::move(packed),
-                                      py::handle(PyTuple_GET_ITEM(route, 2))));
+                                      held_route[2]));
         }
         return py::make_tuple(std::move(batch), std::move(rest));
       },

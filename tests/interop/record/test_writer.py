@@ -116,6 +116,11 @@ def test_pack_direct_packs_the_direct_topics_and_hands_back_the_rest_in_order() 
                for entry in packed)
     assert same(unpack_message(packed[0][3])["position"], JOINT_STATE["position"])
     assert _core.pack_direct([], direct, 0) == ([], [])
+    # A time the core's int64 nanoseconds cannot hold goes Python's way (its own error there).
+    odd = [("/js", JOINT_STATE, float("inf")), ("/js", JOINT_STATE, 1e10),
+           ("/js", JOINT_STATE, float("nan"))]
+    assert _core.pack_direct(odd, direct, 0) == ([], odd)
+    assert _core.pack_direct(items[:1], direct, 2**63 - 1) == ([], items[:1])
     with pytest.raises(TypeError, match="pack_direct"):
         _core.pack_direct([("/js", JOINT_STATE)], direct, 0)
     with pytest.raises(TypeError, match="pack_direct"):
