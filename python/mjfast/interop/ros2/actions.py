@@ -143,7 +143,7 @@ class _StatusArray:
         """The entry's bytes as a later element of an array."""
         info = entry["goal_info"]
         found = self._goals.get(id(info))
-        if found is None or found[0] is not info:
+        if found is None:  # (a cached id is its dict's, which the cache keeps alive)
             found = self._goals[id(info)] = (info, self._encode(info))
         return found[1][int(entry["status"])]
 
