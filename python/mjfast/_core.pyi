@@ -523,9 +523,9 @@ def native_adapter(name: str, type: str, library_path: str, symbol: str, config_
     """
     Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish(); `world_index` is its world's in a VectorEnv (0 in a MujocoEnv).
     """
-def pack_direct(items: list, direct: dict, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> tuple[list, list]:
+def pack_direct(items: list, direct: dict, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> tuple[tuple[list, list, bytes], list]:
     """
-    A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to (ROS topic, type, convert) as [(ROS topic, type, offset_ns + round(time * 1e9), pack_message(message), convert)], and the others (and any the core does not pack) as they came: (batch, rest).
+    A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to a route (ROS topic, type, convert) as one block, (routes, counts, data): the routes used, how many messages each, and a record per message in `data`, in order: the route's index (uint32), offset_ns + round(time * 1e9) (int64, never below 0), the size (uint32) and pack_message(message), native byte order, unpadded; the others (and any the core does not pack) as they came: (block, rest).
     """
 def pack_message(message: typing.Any) -> bytes:
     """

@@ -149,12 +149,28 @@ constexpr bool kLittleEndian = false;
 constexpr bool kLittleEndian = true;
 #endif
 
+// A record's header in pack_direct's block (mjfast.interop.record.writer reads it as "=IqI").
+#pragma pack(push, 1)
+struct DirectRecord {
+  std::uint32_t route;
+  std::int64_t stamp;
+  std::uint32_t size;
+};
+#pragma pack(pop)
+static_assert(sizeof(DirectRecord) == 16, "pack_direct's record header is 16 bytes, unpadded");
+
 class MessagePacker {
  public:
   py::bytes pack(const py::handle& message) {
+    const std::vector<char>& out = pack_to_buffer(message.ptr());
+    return py::bytes(out.data(), static_cast<py::ssize_t>(out.size()));
+  }
+
+  // The packed message in this packer's buffer, valid until its next call.
+  const std::vector<char>& pack_to_buffer(PyObject* message) {
     out_.assign(kPackMagic, kPackMagic + sizeof kPackMagic);
-    put(message.ptr(), 0);
-    return py::bytes(out_.data(), out_.size());
+    put(message, 0);
+    return out_;
   }
 
  private:
@@ -417,14 +433,23 @@ void bind_handoff(py::module_& module) {
       "arrays of a numeric dtype); TypeError for anything else. unpack_message() is its inverse.");
   // The recording's writer thread (mjfast.interop.record.recorder) in one call per batch: its
   // per-message loop in Python held the GIL ~5 us a message, which the physics thread (a Python
-  // plugin every step) waited for, ~10% of its time at 10,000 messages a second.
+  // plugin every step) waited for, ~10% of its time at 10,000 messages a second. The packed
+  // messages come back as one block of bytes, not a tuple and a bytes object each: the batch is
+  // pickled to the bag's process with the GIL held, and a list of 200 tuples cost the physics
+  // thread as much again as packing them.
   module.def(
       "pack_direct",
       [](const py::list& items, const py::dict& direct, std::int64_t offset_ns) {
         thread_local MessagePacker packer;
-        py::list batch;
+        thread_local std::vector<char> block;  // reused by each call on a thread
+        block.clear();
+        py::list routes;  // in the order first used; their index is a record's
+        std::vector<std::size_t> counts;
         py::list rest;
-        for (const py::handle item : items) {
+        // By index, each item held: packing may run Python (numpy's attributes), and the list is
+        // the caller's (another thread could change it meanwhile, though none does).
+        for (py::ssize_t i = 0; i < PyList_GET_SIZE(items.ptr()); ++i) {
+          const auto item = py::reinterpret_borrow<py::object>(PyList_GET_ITEM(items.ptr(), i));
           PyObject* entry = item.ptr();
           if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 3) {
             throw py::type_error("pack_direct: an item is a (topic, message, time) tuple");
@@ -447,9 +472,15 @@ void bind_handoff(py::module_& module) {
             rest.append(item);
             continue;
           }
-          py::bytes packed;
+          // As Python's max(0, offset + round(time * 1e9)): round half to even, never negative.
+          std::int64_t stamp = 0;
+          if (__builtin_add_overflow(offset_ns, static_cast<std::int64_t>(nanoseconds), &stamp)) {
+            rest.append(item);  // past int64: Python's way
+            continue;
+          }
+          const std::vector<char>* packed = nullptr;
           try {
-            packed = packer.pack(PyTuple_GET_ITEM(entry, 1));
+            packed = &packer.pack_to_buffer(PyTuple_GET_ITEM(entry, 1));
           } catch (const py::type_error&) {
             rest.append(item);  // the caller packs it its own way
             continue;
@@ -461,23 +492,38 @@ void bind_handoff(py::module_& module) {
             rest.append(item);
             continue;
           }
-          // As Python's max(0, offset + round(time * 1e9)): round half to even, never negative.
-          std::int64_t stamp = 0;
-          if (__builtin_add_overflow(offset_ns, static_cast<std::int64_t>(nanoseconds), &stamp)) {
-            rest.append(item);  // past int64: Python's way
+          if (packed->size() > UINT32_MAX) {
+            rest.append(item);  // a record's size is 32 bits: Python's way
             continue;
           }
-          batch.append(py::make_tuple(held_route[0], held_route[1],
-                                      stamp < 0 ? std::int64_t{0} : stamp, std::move(packed),
-                                      held_route[2]));
+          std::uint32_t index = 0;
+          const auto known = static_cast<std::uint32_t>(counts.size());
+          while (index < known && routes[index].ptr() != route) ++index;
+          if (index == known) {
+            routes.append(held_route);
+            counts.push_back(0);
+          }
+          ++counts[index];
+          const DirectRecord header{index, stamp < 0 ? std::int64_t{0} : stamp,
+                                    static_cast<std::uint32_t>(packed->size())};
+          const char* head = reinterpret_cast<const char*>(&header);
+          block.insert(block.end(), head, head + sizeof header);
+          block.insert(block.end(), packed->begin(), packed->end());
         }
-        return py::make_tuple(std::move(batch), std::move(rest));
+        py::list count_list;
+        for (const std::size_t count : counts) count_list.append(count);
+        return py::make_tuple(
+            py::make_tuple(std::move(routes), std::move(count_list),
+                           py::bytes(block.data(), static_cast<py::ssize_t>(block.size()))),
+            std::move(rest));
       },
       py::arg("items"), py::arg("direct"), py::arg("offset_ns"),
-      "A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to (ROS "
-      "topic, type, convert) as [(ROS topic, type, offset_ns + round(time * 1e9), "
-      "pack_message(message), convert)], and the others (and any the core does not pack) as "
-      "they came: (batch, rest).");
+      "A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to a route "
+      "(ROS topic, type, convert) as one block, (routes, counts, data): the routes used, how many "
+      "messages each, and a record per message in `data`, in order: the route's index (uint32), "
+      "offset_ns + round(time * 1e9) (int64, never below 0), the size (uint32) and "
+      "pack_message(message), native byte order, unpadded; the others (and any the core does "
+      "not pack) as they came: (block, rest).");
   module.def(
       "unpack_message", [](const py::bytes& packed) { return MessageUnpacker(packed).unpack(); },
       py::arg("packed"),

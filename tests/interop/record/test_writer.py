@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mjfast._core_loader import _core
-from mjfast.interop.record.writer import pack_message, unpack_message
+from mjfast.interop.record.writer import batch_items, pack_message, unpack_message
 from mjfast.interop.ros2.cdr import JointStateCdr
 
 
@@ -98,29 +98,37 @@ def test_a_message_nested_too_deep_is_a_type_error_and_keeps_the_python_form() -
 def test_pack_direct_packs_the_direct_topics_and_hands_back_the_rest_in_order() -> None:
     # The recording writer's batch call: each message on a topic `direct` maps is packed as
     # pack_message packs it, stamped offset + round(time * 1e9) (half to even, never below 0),
-    # with its route; the others, and what the core does not pack, come back as they came.
+    # into one block with its route; the others, and what the core does not pack, come back as
+    # they came. batch_items reads the block back as the items it stands for, in order.
     def convert(message: Any) -> Any:
         return message
 
-    direct = {"/js": ("/ros/js", "sensor_msgs/msg/JointState", convert)}
+    direct = {"/js": ("/ros/js", "sensor_msgs/msg/JointState", convert),
+              "/clock": ("/clock", "rosgraph_msgs/msg/Clock", None)}
     huge = {"huge": 2**70}
     items = [("/js", JOINT_STATE, 0.5), ("/other", {"a": 1}, 0.25), ("/js", huge, 0.75),
-             ("/js", JOINT_STATE, 2.5e-9), ("/js", JOINT_STATE, 0.0)]
-    packed, rest = _core.pack_direct(items, direct, -1)
+             ("/clock", {"time": 1.0}, 1.0), ("/js", JOINT_STATE, 2.5e-9),
+             ("/js", JOINT_STATE, 0.0)]
+    (routes, counts, data), rest = _core.pack_direct(items, direct, -1)
     assert rest == [items[1], items[2]] and rest[1][1] is huge
-    assert [entry[:3] for entry in packed] == [
-        ("/ros/js", "sensor_msgs/msg/JointState", max(0, -1 + round(time * 1e9)))
-        for _, _, time in (items[0], items[3], items[4])]
-    assert [entry[2] for entry in packed] == [499_999_999, 1, 0]  # 2.5 ns: half to even
-    assert all(entry[3] == _core.pack_message(JOINT_STATE) and entry[4] is convert
-               for entry in packed)
-    assert same(unpack_message(packed[0][3])["position"], JOINT_STATE["position"])
-    assert _core.pack_direct([], direct, 0) == ([], [])
+    assert routes == [direct["/js"], direct["/clock"]] and routes[0] is direct["/js"]
+    assert counts == [3, 1]
+    packed = list(batch_items([("/before", "t", 7, b"x", None), (None, routes, data)]))
+    assert packed[0] == ("/before", "t", 7, b"x", None)
+    assert [entry[:3] for entry in packed[1:]] == [
+        (direct[topic][0], direct[topic][1], max(0, -1 + round(time * 1e9)))
+        for topic, _, time in (items[0], items[3], items[4], items[5])]
+    assert [entry[2] for entry in packed[1:]] == [499_999_999, 999_999_999, 1, 0]  # half to even
+    assert [entry[3] for entry in packed[1:]] == [
+        _core.pack_message(message) for _, message, _ in (items[0], items[3], items[4], items[5])]
+    assert [entry[4] for entry in packed[1:]] == [convert, None, convert, convert]
+    assert same(unpack_message(packed[1][3])["position"], JOINT_STATE["position"])
+    assert _core.pack_direct([], direct, 0) == (([], [], b""), [])
     # A time the core's int64 nanoseconds cannot hold goes Python's way (its own error there).
     odd = [("/js", JOINT_STATE, float("inf")), ("/js", JOINT_STATE, 1e10),
            ("/js", JOINT_STATE, float("nan"))]
-    assert _core.pack_direct(odd, direct, 0) == ([], odd)
-    assert _core.pack_direct(items[:1], direct, 2**63 - 1) == ([], items[:1])
+    assert _core.pack_direct(odd, direct, 0) == (([], [], b""), odd)
+    assert _core.pack_direct(items[:1], direct, 2**63 - 1) == (([], [], b""), items[:1])
     with pytest.raises(TypeError, match="pack_direct"):
         _core.pack_direct([("/js", JOINT_STATE)], direct, 0)
     with pytest.raises(TypeError, match="pack_direct"):

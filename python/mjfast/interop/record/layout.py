@@ -38,6 +38,7 @@ __all__ = [
     "bytes_message",
     "command_key",
     "ros2",
+    "state_message",
     "state_module",
 ]
 
@@ -73,6 +74,20 @@ def bytes_message(payload: bytes) -> Any:
     cls = types.message_class(BYTES_TYPE)
     layout = types.message_class("std_msgs/msg/MultiArrayLayout")(dim=[], data_offset=0)
     return cls(layout=layout, data=np.frombuffer(payload, dtype=np.uint8))
+
+
+def state_message(fields: Mapping[str, Any]) -> Any:
+    """A state's message on STATE_TOPIC from `{"state": SimState bytes, "step": int, "seq": int
+    or None}`: the bytes, and the step it was taken at and its order among the commands of that
+    step as two labelled dimensions of its layout (made in the bag's process: the recording's
+    writer thread ships the fields, and holds no GIL for a rosbags message)."""
+    _, types, _ = ros2()
+    message = bytes_message(fields["state"])
+    dimension = types.message_class("std_msgs/msg/MultiArrayDimension")
+    message.layout.dim = [dimension(label="step", size=int(fields["step"]), stride=0)]
+    if fields["seq"] is not None:
+        message.layout.dim.append(dimension(label="seq", size=int(fields["seq"]), stride=0))
+    return message
 
 
 def command_key(command: Mapping[str, Any]) -> tuple[int, int, int]:

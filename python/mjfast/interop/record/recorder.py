@@ -17,7 +17,6 @@ import contextlib
 import itertools
 import json
 import logging
-import operator
 import os
 import pickle
 import shutil
@@ -43,11 +42,17 @@ from mjfast.interop.record.layout import (
     STATE_TOPIC,
     bytes_message,
     ros2,
+    state_message,
     state_module,
 )
 from mjfast.interop.record.reader import RecordingFile, open_recording, replay
 from mjfast.interop.record.replay import ReplayResult
-from mjfast.interop.record.writer import BagWriterProcess, pack_message, unpack_message
+from mjfast.interop.record.writer import (
+    BagWriterProcess,
+    batch_items,
+    pack_message,
+    unpack_message,
+)
 from mjfast.sim.calls import sim_call
 
 if TYPE_CHECKING:
@@ -71,7 +76,6 @@ _BATCH_PAUSE_S = 0.02
 _TAKE_LIMIT = 1024
 
 _log = logging.getLogger("mjfast.recording")
-_ROS_TOPIC = operator.itemgetter(0)
 
 
 def _model_text(source: ModelSource) -> dict[str, str]:
@@ -173,7 +177,7 @@ class Recording:
                 first = env.get_state()
                 self._identities[env.model_generation] = (first.model_signature,
                                                           first.model_description)
-                self._batch: list[tuple[str, str, int, Any, Any]] = []
+                self._batch: list[Any] = []  # items and blocks (writer.batch_items)
                 self._recorder = _core.StepRecorder(RING_CAPACITY, self._state_every,
                                                     self._state_period, wait_when_full=True)
                 self._write_state(first, first.time)
@@ -364,9 +368,12 @@ class Recording:
             # (the GIL held a microsecond a message, which the physics thread waits for: a
             # Python loop here held it five); any other goes its routes' way.
             if messages and self._env.plugin_topics is self._table.declared:
-                packed, messages = _core.pack_direct(messages, self._direct, self._log_offset)
-                self._batch += packed
-                self._counts.update(map(_ROS_TOPIC, packed))
+                (routes, counts, data), messages = _core.pack_direct(messages, self._direct,
+                                                                     self._log_offset)
+                if data:
+                    self._batch.append((None, routes, data))  # one block (writer.batch_items)
+                    for route, count in zip(routes, counts, strict=True):
+                        self._counts[route[0]] += count
             for topic, message, time in messages:
                 self._record_message(topic, message, time)
             while self._queue:
@@ -381,7 +388,7 @@ class Recording:
             except (pickle.PicklingError, TypeError, AttributeError):
                 # A message type made at run time (rosbags cannot pickle it by name), or a
                 # message part that does not pickle: converted and serialised here instead.
-                self._bag.send([self._serialised_here(*item) for item in batch])
+                self._bag.send([self._serialised_here(*item) for item in batch_items(batch)])
             if self._bag.failed is not None:  # said at once; stop() raises it
                 _log.error("the recording to %s ended: %s", self.path, self._bag.failed)
         except Exception as error:  # a bug: the run goes on, the recording says so
@@ -446,13 +453,9 @@ class Recording:
     def _write_state(self, state: Any, time: float, step: int = 0,
                      seq: int | None = None) -> None:
         # Each state goes with the step it was taken at and its order among the commands of that
-        # step: a UInt8MultiArray's layout carries them as two labelled dimensions.
-        message = bytes_message(state.to_bytes())
-        dimension = self._types.message_class("std_msgs/msg/MultiArrayDimension")
-        message.layout.dim = [dimension(label="step", size=step, stride=0)]
-        if seq is not None:
-            message.layout.dim.append(dimension(label="seq", size=seq, stride=0))
-        self._write(STATE_TOPIC, BYTES_TYPE, time, message)
+        # step (layout.state_message, in the bag's process).
+        self._write(STATE_TOPIC, BYTES_TYPE, time,
+                    {"state": state.to_bytes(), "step": int(step), "seq": seq}, state_message)
 
     # -- the handle -----------------------------------------------------------------------------
 

@@ -27,8 +27,10 @@ mjfast and its own child only). In: first `{"path", "custom_data", "clock", "log
 then batches of
 `(topic, ros_type, timestamp_ns, message, convert)`: a rosbags message object or its CDR bytes
 (convert None), or a bus message (`pack_message`) and the module-level conversion function that
-makes it one; then None. Out: `("ready", None)` or `("error", text)` once the bag is open (or
-could not be), and `("closed", None | text)` once it is closed (`metadata.yaml` written).
+makes it one; and of blocks `(None, routes, data)`, the messages `_core.pack_direct` packed in
+one bytes object (`batch_items` reads them); then None. Out: `("ready", None)` or
+`("error", text)` once the bag is open (or could not be), and `("closed", None | text)` once it
+is closed (`metadata.yaml` written).
 """
 
 from __future__ import annotations
@@ -47,14 +49,18 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from mjfast._core_loader import _core
 
-__all__ = ["ROS_DISTRO", "BagWriterProcess", "main", "pack_message", "unpack_message"]
+__all__ = ["ROS_DISTRO", "BagWriterProcess", "batch_items", "main", "pack_message",
+           "unpack_message"]
 
 _LENGTH = struct.Struct("<Q")
+# A record's header in a block of _core.pack_direct: its route's index, log time, size.
+_RECORD = struct.Struct("=IqI")
 _CLOCK_TOPIC = "/clock"
 _CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 # A synthesised /clock at most this often (simulated), when no plugin publishes /clock.
@@ -118,6 +124,23 @@ def unpack_message(message: Any) -> Any:
     return unpack(message)
 
 
+def batch_items(batch: list[Any]) -> Iterator[tuple[str, str, int, Any, Any]]:
+    """A batch's items in order, each block `(None, routes, data)` of `_core.pack_direct` as the
+    `(ROS topic, type, timestamp, pack_message(message), convert)` of each of its records."""
+    for item in batch:
+        if item[0] is not None:
+            yield item
+            continue
+        _, routes, data = item
+        view, at = memoryview(data), 0
+        while at < len(view):
+            index, stamp, size = _RECORD.unpack_from(view, at)
+            at += _RECORD.size
+            topic, ros_type, convert = routes[index]
+            yield topic, ros_type, stamp, bytes(view[at:at + size]), convert
+            at += size
+
+
 def _write_frame(stream: IO[bytes], value: Any) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)))
@@ -169,7 +192,7 @@ class BagWriterProcess:
         self.failed: str | None = None
         self._last_word: tuple[str, Any] | None = None
 
-    def send(self, batch: list[tuple[str, str, int, Any, Any]]) -> None:
+    def send(self, batch: list[Any]) -> None:
         """Hands a batch to the child (waits only while its pipe is full)."""
         if self.failed is not None or not batch:
             return
@@ -304,10 +327,10 @@ class _Bag:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def write_batch(self, batch: list[tuple[str, str, int, Any, Any]]) -> None:
+    def write_batch(self, batch: list[Any]) -> None:
         """Converts and serialises a batch into the chunk in progress (in memory)."""
         try:
-            for topic, ros_type, timestamp, message, convert in batch:
+            for topic, ros_type, timestamp, message, convert in batch_items(batch):
                 if convert is not None:
                     try:
                         message = convert(unpack_message(message))
