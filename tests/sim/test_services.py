@@ -211,6 +211,34 @@ def test_resuming_ends_a_cancellable_step_in_progress(sim: mjfast.MujocoEnv) -> 
     assert "while the physics thread runs" in str(outcome[0])
 
 
+def test_a_resume_between_the_question_and_the_step_is_the_interruption(
+        sim: mjfast.MujocoEnv) -> None:
+    # simulate_steps' race (seen in CI): a chunk's question says go on, the simulation resumes,
+    # and the env refuses the chunk. The reason the question then gives ends the step, not the
+    # env's LogicError.
+    sim.start(None)
+    sim.pause()
+    asked = [0]
+
+    def reason() -> str | None:
+        asked[0] += 1
+        if asked[0] == 3:
+            sim.resume()  # after this answer, before its chunk
+            return None
+        return None if sim.paused else "the simulation was resumed"
+
+    try:
+        with services.cancellable(reason), \
+                pytest.raises(InterruptedError, match=r"^step: stopped after (\d+) of "
+                                                      r"4611686018427387904 steps: the simulation "
+                                                      r"was resumed$") as stopped:
+            sim.bus.call(f"{NS}/step", {"steps": 2**62})
+    finally:
+        sim.stop()
+    assert asked[0] == 4  # the refused chunk asked once more
+    assert int(str(stopped.value).split()[3]) > 0  # the two chunks before it
+
+
 def test_reset_takes_a_numpy_bool(sim: mjfast.MujocoEnv) -> None:
     sim.step(5)
     assert sim.bus.call(f"{NS}/reset", {"keep_time": np.bool_(True)}) == {"time": 5 * DT}

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import mujoco
 import numpy as np
 
+from mjfast.errors import LogicError
 from mjfast.model import joints, kinematics, options
 from mjfast.model.state import SimState
 from mjfast.plugin.base import check_outside_callbacks
@@ -205,7 +206,9 @@ def step_in_chunks(env: Any, steps: int, cancelled: Callable[[], str | None],
     """env.step(steps) in chunks of about _STEP_CHUNK_S (the first of one step), asking
     `cancelled` before each (InterruptedError("step: stopped after K of N steps: <reason>") once
     it gives a reason) and telling `progress` the steps done after each: the remote server's
-    cancellable `step` and simulation_interfaces' `simulate_steps` action (its feedback)."""
+    cancellable `step` and simulation_interfaces' `simulate_steps` action (its feedback). A
+    chunk that the env refuses (LogicError: resumed or closed between the question and the
+    step) is that interruption too when `cancelled` now gives a reason."""
     done, chunk = 0, 1
     while done < steps:
         reason = cancelled()
@@ -213,7 +216,14 @@ def step_in_chunks(env: Any, steps: int, cancelled: Callable[[], str | None],
             raise InterruptedError(f"step: stopped after {done} of {steps} steps: {reason}")
         n = min(chunk, steps - done)
         started = time.perf_counter()
-        env.step(n)
+        try:
+            env.step(n)
+        except LogicError:  # refused before stepping (it steps nothing then)
+            reason = cancelled()
+            if reason is None:
+                raise
+            raise InterruptedError(
+                f"step: stopped after {done} of {steps} steps: {reason}") from None
         done += n
         if progress is not None:
             progress(done)
