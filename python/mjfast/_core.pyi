@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'CdrDecoder', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -456,6 +456,16 @@ class HandoffRing:
     @property
     def waits(self) -> int:
         ...
+class CdrDecoder:
+    """
+    A ROS 2 type's little-endian CDR read into the bus's form (dicts, lists, numpy arrays): mjfast.interop.ros2.cdr.decoder(ros_type) makes one from the type's rosbags msgdef.
+    """
+    def __init__(self, program: tuple) -> None:
+        ...
+    def decode(self, data: bytes) -> typing.Any:
+        """
+        The message of `data` (its encapsulation header first); ValueError for bytes it cannot read.
+        """
 class VectorHold:
     def __enter__(self) -> None:
         ...

@@ -20,6 +20,7 @@ void bind_native(py::module_& module);
 void bind_render(py::module_& module);
 void bind_recorder(py::module_& module);
 void bind_handoff(py::module_& module);
+void bind_cdr(py::module_& module);
 void bind_vector_env(py::module_& module);
 
 class SceneProvider;

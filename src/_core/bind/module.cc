@@ -34,5 +34,6 @@ PYBIND11_MODULE(_core, module) {
   mjfast::bind_render(module);
   mjfast::bind_recorder(module);
   mjfast::bind_handoff(module);
+  mjfast::bind_cdr(module);
   mjfast::bind_vector_env(module);
 }

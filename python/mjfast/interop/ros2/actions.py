@@ -34,8 +34,8 @@ import numpy as np
 import zenoh
 
 from mjfast.bus.params import resolve_name
-from mjfast.interop.ros2 import types, wire
-from mjfast.interop.ros2.conversions import build, to_dict
+from mjfast.interop.ros2 import cdr, types, wire
+from mjfast.interop.ros2.conversions import build
 from mjfast.interop.routes import Outbound
 from mjfast.interop.zenoh_threads import declare_on_daemon_thread, join_drains
 
@@ -178,8 +178,8 @@ def _converter(ros_type: str) -> Callable[[Any], Any]:
     return convert
 
 
-def _goal_id(request: Any) -> bytes:
-    return bytes(np.asarray(request.goal_id.uuid, dtype=np.uint8).tobytes())
+def _goal_id(request: Mapping[str, Any]) -> bytes:
+    return bytes(np.asarray(request["goal_id"]["uuid"], dtype=np.uint8).tobytes())
 
 
 class ActionServices:
@@ -213,6 +213,8 @@ class ActionServices:
     def _declare(self, name: str, service_type: str,
                  handler: Callable[[Any, Any, wire.Attachment], None]) -> None:
         bridge = self._bridge
+        # A request as the bus's dicts, read in one walk of the core's (cdr.dict_decoder).
+        decode = cdr.dict_decoder(f"{service_type}_Request")
         dds, hash_ = types.dds_type_name(service_type), types.type_hash(service_type)
         key = wire.data_key(bridge.domain_id, name, dds, hash_)
         eid = next(bridge._entity_ids)
@@ -221,14 +223,15 @@ class ActionServices:
             name, dds, hash_, wire.QOS_DEFAULT))
 
         def on_query(query: Any) -> None:
-            self._on_query(query, service_type, handler)
+            self._on_query(query, decode, service_type, handler)
 
         queryable = declare_on_daemon_thread(
             lambda handler: bridge._session.declare_queryable(key, handler, complete=True),
             on_query, f"mjfast-ros2-action {name}", self._drains)
         self._entities += [queryable, token]
 
-    def _on_query(self, query: Any, service_type: str,
+    def _on_query(self, query: Any, decode: Callable[[bytes], dict[str, Any]],
+                  service_type: str,
                   handler: Callable[[Any, Any, wire.Attachment], None]) -> None:
         with self._bridge._work.running() as open_:
             if not open_:
@@ -239,8 +242,7 @@ class ActionServices:
                     raise ValueError("a service request needs rmw_zenoh's attachment")
                 request_id = wire.Attachment.decode(raw.to_bytes())
                 payload = query.payload
-                request = types.deserialize(payload.to_bytes() if payload is not None else b"",
-                                            f"{service_type}_Request")
+                request = decode(payload.to_bytes() if payload is not None else b"")
             except Exception as error:
                 self._bridge._counters.add("malformed")
                 with contextlib.suppress(zenoh.ZError):
@@ -266,7 +268,8 @@ class ActionServices:
         with contextlib.suppress(zenoh.ZError):
             query.reply(query.key_expr, payload, attachment=attachment)
 
-    def _send_goal(self, query: Any, request: Any, request_id: wire.Attachment) -> None:
+    def _send_goal(self, query: Any, request: Mapping[str, Any],
+                   request_id: wire.Attachment) -> None:
         response_type = self._send_goal_response_type
         answered = False
 
@@ -282,16 +285,18 @@ class ActionServices:
                                                             nanosec=stamp["nanosec"])))
 
         reply = self._bus.call(f"{self.action.name}/send_goal",
-                               {"goal_id": _goal_id(request), "goal": to_dict(request.goal),
+                               {"goal_id": _goal_id(request), "goal": request["goal"],
                                 "respond": respond})
         if not answered:  # a server that does not call `respond`
             self._reply(query, request_id, response_type, reply)
 
-    def _cancel_goal(self, query: Any, request: Any, request_id: wire.Attachment) -> None:
-        reply = self._bus.call(f"{self.action.name}/cancel_goal", to_dict(request))
+    def _cancel_goal(self, query: Any, request: Mapping[str, Any],
+                     request_id: wire.Attachment) -> None:
+        reply = self._bus.call(f"{self.action.name}/cancel_goal", request)
         self._reply(query, request_id, f"{CANCEL_TYPE}_Response", reply)
 
-    def _get_result(self, query: Any, request: Any, request_id: wire.Attachment) -> None:
+    def _get_result(self, query: Any, request: Mapping[str, Any],
+                    request_id: wire.Attachment) -> None:
         goal_id = _goal_id(request)
         with self._lock:
             self._waiting.setdefault(goal_id, []).append((query, request_id))

@@ -1,17 +1,28 @@
-"""CDR written faster than rosbags writes it, for the types that go out most often, with the same
-bytes: `fast_serializer(ros_type)` is `types.serializer(ros_type)` except where a faster one
-exists (sensor_msgs/msg/JointState: `JointStateCdr`). The ROS 2 bridge and the recording's bag
-writer both serialise through it; tests/interop/record/test_writer.py checks its bytes against
-rosbags'."""
+"""CDR written and read faster than rosbags does it, with the same bytes and values:
+
+- `fast_serializer(ros_type)` is `types.serializer(ros_type)` except where a faster one exists
+  (sensor_msgs/msg/JointState: `JointStateCdr`). The ROS 2 bridge and the recording's bag writer
+  both serialise through it; tests/interop/record/test_writer.py checks its bytes against
+  rosbags'.
+- `dict_decoder(ros_type)` reads a message into the bus's form, `to_dict(types.deserialize(...))`,
+  in one walk of the core's (`_core.CdrDecoder`, following the layout of rosbags' msgdef, which
+  `_program` compiles): a request on an action's round trip (a FollowJointTrajectory goal: ~95 us
+  of rosbags and to_dict). What the core cannot read (big-endian CDR, malformed bytes) is read by
+  rosbags, whose error names the fault. tests/interop/ros2/test_cdr.py compares the two on random
+  messages of many types."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from rosbags.interfaces import Nodetype
 
+from mjfast._core_loader import _core
 from mjfast.interop.ros2 import conversions, types
 
 
@@ -103,3 +114,61 @@ def _little_f64(values: Any) -> Any:
     if values.__class__ is np.ndarray and values.dtype.str == "<f8" and values.ndim == 1:
         return values  # (tobytes() copies it in C order whatever its strides)
     return np.ascontiguousarray(values, dtype="<f8").reshape(-1)
+
+
+# rosbags' primitive types as the core's program spells them (struct's codes; char is uint8 and
+# byte int8, as rosbags reads them).
+_PRIMITIVES = {"bool": "?", "byte": "b", "char": "B", "int8": "b", "uint8": "B", "int16": "h",
+               "uint16": "H", "int32": "i", "uint32": "I", "int64": "q", "uint64": "Q",
+               "float32": "f", "float64": "d"}
+
+
+def dict_decoder(ros_type: str) -> Callable[[bytes], dict[str, Any]]:
+    """CDR of `ros_type` (its encapsulation header first) as `to_dict` of rosbags'
+    deserialisation; rosbags' error for bytes neither reads. KeyError for an unknown type."""
+    native = _native_decoder(ros_type)
+
+    def decode(payload: bytes) -> dict[str, Any]:
+        if native is not None:
+            try:
+                return native.decode(payload)
+            except ValueError:
+                pass  # rosbags' reading, or its error
+        return conversions.to_dict(types.deserialize(payload, ros_type))
+
+    types.message_class(ros_type)  # the clear KeyError for an unknown type
+    return decode
+
+
+@functools.cache
+def _native_decoder(ros_type: str) -> Any:
+    """The core's decoder of `ros_type`, or None for a type with a part it does not read (a
+    wstring, a float128)."""
+    try:
+        return _core.CdrDecoder(_program((Nodetype.NAME, ros_type)))
+    except KeyError:
+        return None
+
+
+def _program(desc: Any) -> tuple[Any, ...]:
+    """A rosbags field description as the core's program: ("p", code), ("s",),
+    ("a", length, node), ("q", node), ("m", ((name, node), ...)) or, a constant, ("c", value);
+    KeyError for a primitive it does not read."""
+    kind, details = desc
+    if kind == Nodetype.BASE:
+        name = details[0]
+        return ("s",) if name == "string" else ("p", _PRIMITIVES[name])
+    if kind == Nodetype.NAME:
+        msgdef = types.typestore().get_msgdef(details)
+        fields = dict(msgdef.fields)
+        # As to_dict gives it: the message class's fields in order, its constants among them
+        # (rosbags makes each a field with its value as default), as ("c", value).
+        return ("m", tuple(
+            (name, _program(fields[name]) if name in fields else ("c", field.default))
+            for name, field in ((f.name, f) for f in dataclasses.fields(msgdef.cls))
+            if name != "__msgtype__"))
+    if kind == Nodetype.ARRAY:
+        return ("a", int(details[1]), _program(details[0]))
+    if kind == Nodetype.SEQUENCE:
+        return ("q", _program(details[0]))
+    raise KeyError(f"a rosbags field of kind {kind!r}")
