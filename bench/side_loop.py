@@ -8,6 +8,7 @@ window and the paced thread; what the thread does is the caller's.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -18,12 +19,28 @@ WINDOW_S = 0.5  # physics-rate measurement window per round
 SIDE_RATE_HZ = 1000.0
 
 
+def _thread_cpu_ns() -> dict[str, int]:
+    """Each thread of this process: nanoseconds it has run on a CPU (Linux's schedstat)."""
+    times = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as stat:
+                times[task] = int(stat.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):  # ended meanwhile
+            continue
+    return times
+
+
 def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | None = None,
                              side_rates: list[float] | None = None, *,
-                             realtime_factor: float | None = None) -> float:
+                             realtime_factor: float | None = None,
+                             physics_cpu: list[float] | None = None) -> float:
     """Wall time per physics step of env.start(realtime_factor) over WINDOW_S, with `work`
     called at SIDE_RATE_HZ on a Python thread (its achieved rate appended to `side_rates`), or
-    alone."""
+    alone. `physics_cpu`: the share of the window the physics thread ran on a CPU is appended
+    (the busiest thread of the process over the window, which an unpaced physics thread is; a
+    figure that the vCPUs' changing speed does not move, unlike the rate: time it waited for the
+    GIL or for a CPU is what it lost)."""
     stop = threading.Event()
     calls = [0]
     failures: list[BaseException] = []
@@ -53,11 +70,17 @@ def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | N
         # which lags the physics thread by as much as it likes (rates of 5,000 to 22,000 steps a
         # second were read off it for a thread steadily stepping 16,600).
         before = env.step_count
+        cpu_before = _thread_cpu_ns() if physics_cpu is not None else {}
         start = time.perf_counter()
         calls[0] = 0
         time.sleep(WINDOW_S)
         steps = env.step_count - before
         elapsed = time.perf_counter() - start
+        if physics_cpu is not None:
+            cpu_after = _thread_cpu_ns()
+            busiest = max(cpu_after[task] - cpu_before[task] for task in cpu_after
+                          if task in cpu_before)
+            physics_cpu.append(busiest / 1e9 / elapsed)
         call_count = calls[0]
     finally:
         stop.set()

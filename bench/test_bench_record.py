@@ -8,7 +8,10 @@
    the writer process's (mjfast.interop.record.writer), which need a core of their own for the
    figure to mean anything (unpaced, 100 Hz of a 5 ms step is ~10,000 messages a second). Where
    other processes take the cores, the stepping thread queues for one behind them (the rounds
-   are many, and the best of each side counts).
+   are many, and the best of each side counts). Reported beside it: the share of each round the
+   physics thread ran on a CPU, recording and not (the rest it waited, for the GIL that the
+   writer thread holds while it packs, or for a CPU), which the vCPUs' changing speed does not
+   move as it moves the rate.
 2. `mjfast replay --check` of a 10 s recording (JointState at 100 Hz, the default state every
    simulated second) beside running the same 10 s live with the same plugins, both from the env's
    construction to its close: at most 1.2.
@@ -23,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("rosbags", reason="recording needs the extra mjfast[ros2]")
@@ -49,30 +53,42 @@ def joint_state_env() -> mjfast.MujocoEnv:
 
 
 def test_physics_rate_while_recording(benchmark: Any, record: Any, bench_model: Any,
-                                      tmp_path: Path) -> None:
+                                      tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                      ) -> None:
     plain, recorded = joint_state_env(), joint_state_env()
     bags = (tmp_path / f"bag{i}" for i in itertools.count())
     written: list[Any] = []
 
+    shares: dict[str, list[float]] = {"without": [], "recording": []}
+
     def recording() -> float:
         handle = recorded.record(next(bags), state_every=100)
         try:
-            return seconds_per_physics_step(recorded)
+            return seconds_per_physics_step(recorded, physics_cpu=shares["recording"])
         finally:
             handle.stop()
             written.append(handle.statistics())
 
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_RECORD_RATE, RATE_ROUNDS,
-                                  {"without": lambda: seconds_per_physics_step(plain),
+                                  {"without": lambda: seconds_per_physics_step(
+                                      plain, physics_cpu=shares["without"]),
                                    "recording": recording})
     finally:
         plain.close()
         recorded.close()
     topic = "/mujoco_server/JointStatePublisher/joint_states"
     assert all(w[topic] > 0 and w["/mjfast/state"] > 1 and w["dropped"] == 0 for w in written)
+    # Reported beside the gated rate: the share of each round the physics thread ran on a CPU
+    # (the rest it waited, for the GIL or for a CPU), median of the rounds.
+    median = {name: float(np.median(values[1:])) for name, values in shares.items()}
     benchmark.extra_info.update(without_steps_per_s=1 / timings["without"].min_s,
-                                recording_steps_per_s=1 / timings["recording"].min_s)
+                                recording_steps_per_s=1 / timings["recording"].min_s,
+                                physics_cpu_share=median)
+    with capsys.disabled():
+        print(f"\n{bench_model.name}: the physics thread ran on a CPU {median['recording']:.3f} "
+              f"of the time while recording, {median['without']:.3f} without (median of "
+              f"{RATE_ROUNDS} rounds)")
 
 
 def test_replay_check_of_ten_seconds(benchmark: Any, record: Any, bench_model: Any,
