@@ -126,6 +126,7 @@ _PRIMITIVES = {"bool": "?", "byte": "b", "char": "B", "int8": "b", "uint8": "B",
 def dict_decoder(ros_type: str) -> Callable[[bytes], dict[str, Any]]:
     """CDR of `ros_type` (its encapsulation header first) as `to_dict` of rosbags'
     deserialisation; rosbags' error for bytes neither reads. KeyError for an unknown type."""
+    types.message_class(ros_type)  # the clear KeyError for an unknown type (none compiled)
     native = _native_decoder(ros_type)
 
     def decode(payload: bytes) -> dict[str, Any]:
@@ -136,14 +137,13 @@ def dict_decoder(ros_type: str) -> Callable[[bytes], dict[str, Any]]:
                 pass  # rosbags' reading, or its error
         return conversions.to_dict(types.deserialize(payload, ros_type))
 
-    types.message_class(ros_type)  # the clear KeyError for an unknown type
     return decode
 
 
 @functools.cache
 def _native_decoder(ros_type: str) -> Any:
-    """The core's decoder of `ros_type`, or None for a type with a part it does not read (a
-    wstring, a float128)."""
+    """The core's decoder of `ros_type` (a known type), or None for a type with a part it does
+    not read (a wstring, a float128)."""
     try:
         return _core.CdrDecoder(_program((Nodetype.NAME, ros_type)))
     except KeyError:
