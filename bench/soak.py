@@ -47,15 +47,17 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # before mujoco is imported: cameras 
 import argparse
 import ctypes
 import gc
+import itertools
 import json
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,8 +133,18 @@ def memory_case(case: str, count: int, plugins: bool) -> dict[str, Any]:
     if plugins:
         mjfast.register_plugin(RELAY_TYPE, Relay)
 
+    made = itertools.count(1)
+
+    def step() -> None:  # progress for the parent's hang watchdog, every 10 envs or reloads
+        done = next(made)
+        if done % 10 == 0:
+            progress(case, done)
+
     def together(make: Callable[[], Any], close: Callable[[Any], None], n: int) -> None:
-        alive = [make() for _ in range(n)]
+        alive = []
+        for _ in range(n):
+            alive.append(make())
+            step()
         for item in alive:
             close(item)
         alive.clear()
@@ -140,6 +152,7 @@ def memory_case(case: str, count: int, plugins: bool) -> dict[str, Any]:
     def one_at_a_time(make: Callable[[], Any], close: Callable[[Any], None], n: int) -> None:
         for _ in range(n):
             close(make())
+            step()
 
     def close_env(env: mjfast.MujocoEnv) -> None:
         env.close()
@@ -148,11 +161,13 @@ def memory_case(case: str, count: int, plugins: bool) -> dict[str, Any]:
         with make_env(xml, plugins) as env:
             for _ in range(n):
                 env.reload()
+                step()
 
     def reloads_bare(n: int) -> None:
         held = bare_objects(xml)
         for _ in range(n):
             held = bare_objects(xml)
+            step()
         del held
 
     if case == "reloads":
@@ -372,8 +387,7 @@ def soak_reloads(reloads: int) -> dict[str, Any]:
                 before = held_bytes()  # after a few reloads: first-use allocations are not held
             with disturbances.around():
                 env.reload()
-            if survived % 10 == 0:
-                progress("reloads", survived)
+            progress("reloads", survived)
         held = held_bytes() - before
     finally:
         workers.finish()
@@ -416,8 +430,7 @@ def soak_envs(envs: int) -> dict[str, Any]:
                 workers.env = None
                 workers.camera = None
                 env.close()
-            if survived % 10 == 0:
-                progress("envs", survived)
+            progress("envs", survived)
         del env
         held = held_bytes() - before
     finally:
@@ -428,32 +441,69 @@ def soak_envs(envs: int) -> dict[str, Any]:
 # -- the parent: children, figures, verdict ---------------------------------------------------
 
 
-def run_child(args: list[str], timeout: float) -> dict[str, Any]:
-    """Runs this script in a child interpreter; its result, or how it died and how far it got."""
-    command = [sys.executable, "-X", "faulthandler", __file__, "--child", *args]
+def run_child(args: list[str], stall: float, timeout: float, script: str = __file__
+              ) -> dict[str, Any]:
+    """Runs this script in a child interpreter; its result, or how it died and how far it got.
+
+    A child that prints no progress for `stall` seconds is hung (a slow machine only makes each
+    step slower; it still makes steps), and so is one still running after `timeout` seconds: it
+    gets SIGABRT, on which its faulthandler writes every thread's stack to the stderr reported.
+    """
+    command = [sys.executable, "-X", "faulthandler", script, "--child", *args]
     started = time.monotonic()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as expired:
-        out = expired.stdout.decode() if isinstance(expired.stdout, bytes) else expired.stdout
-        err = expired.stderr.decode() if isinstance(expired.stderr, bytes) else expired.stderr
-        return {"child": args, "died": f"timed out after {timeout:.0f} s (hang)",
-                "progress": last_progress(out or ""), "stderr_tail": (err or "")[-3000:]}
+    lines: list[str] = []
+    last_step = [started]  # when the child last said something (a progress line, or its result)
+
+    with tempfile.TemporaryFile("w+") as err:
+        child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
+        assert child.stdout is not None
+
+        def read(stdout: Any) -> None:
+            for line in stdout:
+                lines.append(line.rstrip("\n"))
+                last_step[0] = time.monotonic()
+
+        reader = threading.Thread(target=read, args=(child.stdout,), daemon=True)
+        reader.start()
+        hung = None
+        while child.poll() is None:
+            now = time.monotonic()
+            if now - last_step[0] > stall:
+                hung = f"no progress for {stall:.0f} s (hang)"
+            elif now - started > timeout:
+                hung = f"still running after {timeout:.0f} s"
+            if hung:
+                child.send_signal(signal.SIGABRT)  # faulthandler: the stacks, then the end
+                try:
+                    child.wait(10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                break
+            with suppress(subprocess.TimeoutExpired):
+                child.wait(0.5)
+        reader.join(10)
+        child.stdout.close()
+        err.seek(0)
+        stderr = err.read()
     elapsed = time.monotonic() - started
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("result "):
-            return {**json.loads(line[len("result "):]), "seconds": round(elapsed, 1)}
-    if done.returncode < 0:
-        how = f"killed by {signal.Signals(-done.returncode).name}"
+    if hung is None:
+        for line in reversed(lines):
+            if line.startswith("result "):
+                return {**json.loads(line[len("result "):]), "seconds": round(elapsed, 1)}
+    if hung is not None:
+        how = hung
+    elif child.returncode < 0:
+        how = f"killed by {signal.Signals(-child.returncode).name}"
     else:
-        how = f"exit status {done.returncode} without a result"
-    return {"child": args, "died": how, "progress": last_progress(done.stdout),
-            "stderr_tail": done.stderr[-3000:], "seconds": round(elapsed, 1)}
+        how = f"exit status {child.returncode} without a result"
+    return {"child": args, "died": how, "progress": last_progress(lines),
+            "stderr_tail": stderr[-6000:], "seconds": round(elapsed, 1)}
 
 
-def last_progress(stdout: str) -> str:
-    lines = [line for line in stdout.splitlines() if line.startswith("progress ")]
-    return lines[-1][len("progress "):] if lines else "none"
+def last_progress(lines: list[str]) -> str:
+    found = [line for line in lines if line.startswith("progress ")]
+    return found[-1][len("progress "):] if found else "none"
 
 
 def child_main(args: argparse.Namespace) -> int:
@@ -531,7 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("memory", "soak"))
     parser.add_argument("--plugins", action="store_true",
                         help="memory: envs with the soak's plugins and camera (default: none)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="per child, seconds")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="per child, seconds")
+    parser.add_argument("--stall", type=float, default=300.0,
+                        help="a child with no progress for this many seconds is hung")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -544,13 +596,15 @@ def main(argv: list[str] | None = None) -> int:
         extra = ["--plugins"] if args.plugins else []
         for case, count in (("together", args.envs), ("one_at_a_time", args.envs),
                             ("reloads", args.reloads)):
-            results["memory"].append(run_child([f"memory:{case}:{count}", *extra], args.timeout))
+            results["memory"].append(run_child([f"memory:{case}:{count}", *extra],
+                                                  args.stall, args.timeout))
         ok &= report_memory(results["memory"])
     if args.only in (None, "soak"):
         print("\nsoak (physics unpaced, control loop + Relay + NoOp, camera, statistics, reset):")
-        reloads = run_child(["soak-reloads", "--reloads", str(args.reloads)], args.timeout)
+        reloads = run_child(["soak-reloads", "--reloads", str(args.reloads)], args.stall,
+                            args.timeout)
         ok &= report_soak(reloads, args.reloads)
-        envs = run_child(["soak-envs", "--envs", str(args.envs)], args.timeout)
+        envs = run_child(["soak-envs", "--envs", str(args.envs)], args.stall, args.timeout)
         ok &= report_soak(envs, args.envs)
         results["soak"] = [reloads, envs]
     if args.json:
