@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'CdrDecoder', 'ControlState', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'CdrDecoder', 'ControlState', 'DueWindow', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -14,6 +14,24 @@ class CallbackFree:
         ...
     def __init__(self) -> None:
         ...
+class DueWindow:
+    """
+    A rate plugin's window of simulated times with nothing due, [low, high): a Python plugin that sets it as its __mjfast_due_window__ has its last_stage_callback called only at the other steps, and those steps take no GIL for it. Empty (every step due) until set.
+    """
+    def __init__(self) -> None:
+        ...
+    def get(self) -> tuple[float, float]:
+        """
+        (low, high)
+        """
+    def not_due(self, time: typing.SupportsFloat | typing.SupportsIndex) -> bool:
+        """
+        Whether a step at `time` skips the callback.
+        """
+    def set(self, low: typing.SupportsFloat | typing.SupportsIndex, high: typing.SupportsFloat | typing.SupportsIndex) -> None:
+        """
+        Sets the window: the steps whose time t has low <= t < high are not due.
+        """
 class AdapterEntry:
     @property
     def error(self) -> str:

@@ -104,6 +104,75 @@ def assert_multiples(times: list[float], period: float, first: int = 1) -> None:
     np.testing.assert_allclose(times, expected, rtol=0, atol=1e-9)
 
 
+# -- the rate plugins' schedule in the core ---------------------------------------------------
+
+
+def counting_last_stage(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The times at which RatePublisher.last_stage_callback (the Python method) is called."""
+    from mjfast.plugins._sensing import RatePublisher
+
+    calls: list[float] = []
+    original = RatePublisher.last_stage_callback
+
+    def counted(self: Any, model: Any, data: Any) -> None:
+        calls.append(float(data.time))
+        original(self, model, data)
+
+    monkeypatch.setattr(RatePublisher, "last_stage_callback", counted)
+    return calls
+
+
+def test_a_rate_plugin_is_called_at_its_due_steps_only(envs: list[Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 50 Hz publisher on a 500 Hz model: the core skips the 9 steps of 10 with nothing due
+    (no GIL, no call), across a reset and a restored state too, and the messages are the same
+    as the Python schedule's (every 0.02 s)."""
+    calls = counting_last_stage(monkeypatch)
+    env = make_env({"type": "mjfast/JointStatePublisher", "rate_hz": 50})
+    envs.append(env)
+    received = recorder(env, f"{NS}/JointStatePublisher/joint_states")
+    env.step(100)
+    assert_multiples([r["message"]["time"] for r in received], 1 / 50)
+    assert len(calls) == len(received) == 10
+    assert_multiples(calls, 1 / 50)
+    env.reset()  # the window follows the clock back to 0
+    env.step(20)
+    assert [r["message"]["time"] for r in received[10:]] == pytest.approx([0.02, 0.04],
+                                                                          abs=1e-9)
+    assert len(calls) == 12
+    saved = env.get_state()  # at t = 0.04, the next due time 0.06
+    env.step(25)  # due at 0.06, 0.08
+    env.set_state(saved)
+    env.step(10)  # again due at 0.06
+    assert [r["message"]["time"] for r in received[12:]] == pytest.approx([0.06, 0.08, 0.06],
+                                                                          abs=1e-9)
+    assert len(calls) == 15
+
+
+def test_a_rate_plugin_that_overrides_last_stage_callback_is_called_every_step(
+        envs: list[Any]) -> None:
+    from mjfast.plugins.joint_state_publisher import JointStatePublisher
+
+    seen: list[float] = []
+
+    class EveryStep(JointStatePublisher):
+        def last_stage_callback(self, model: Any, data: Any) -> None:
+            seen.append(float(data.time))
+            super().last_stage_callback(model, data)
+
+    mjfast.register_plugin("test/EveryStepJointStates", EveryStep)
+    try:
+        env = make_env({"type": "test/EveryStepJointStates", "rate_hz": 50})
+    finally:
+        mjfast.unregister_plugin("test/EveryStepJointStates")
+    envs.append(env)
+    received = recorder(env, f"{NS}/EveryStepJointStates/joint_states")
+    env.step(100)
+    assert len(seen) == 100
+    assert_multiples([r["message"]["time"] for r in received], 1 / 50)
+    assert len(received) == 10
+
+
 # -- SensorPublisher -----------------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import mujoco
 
+from mjfast._core_loader import _core
 from mjfast.model.names import labelled_id
 from mjfast.names import no_such_name, unknown
 from mjfast.plugin.base import MujocoPlugin
@@ -177,13 +178,24 @@ class RatePublisher(MujocoPlugin):
     each multiple of 1/rate_hz (SPEC §14), the schedule following the clock across resets.
 
     `load` calls `_start_schedule`; `_publish_due` publishes what a due step has. A step that is
-    not due costs one chained comparison and no call.
+    not due costs the stepping thread one comparison in the core and neither the GIL nor a call:
+    the window of times with nothing due is also the core's (`__mjfast_due_window__`, a
+    `_core.DueWindow`), unless a subclass overrides `last_stage_callback`, which is then called
+    at every step as any plugin's is.
     """
 
     def _start_schedule(self, rate_hz: float, model: mujoco.MjModel,
                         data: mujoco.MjData) -> None:
         self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
-        self._low, self._high = self._schedule.restart(float(data.time))
+        if type(self).last_stage_callback is RatePublisher.last_stage_callback:
+            self.__mjfast_due_window__ = _core.DueWindow()
+        self._set_window(*self._schedule.restart(float(data.time)))
+
+    def _set_window(self, low: float, high: float) -> None:
+        self._low, self._high = low, high
+        window = self.__dict__.get("__mjfast_due_window__")
+        if window is not None:
+            window.set(low, high)
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _publish_due")
@@ -192,11 +204,11 @@ class RatePublisher(MujocoPlugin):
         time = data.time
         if self._low <= time < self._high:
             return
-        self._low, self._high = self._schedule.restart(time)
+        self._set_window(*self._schedule.restart(time))
         self._publish_due(data, time)
 
     def reset(self) -> None:
-        self._low, self._high = self._schedule.restart(float(self.env.data.time))
+        self._set_window(*self._schedule.restart(float(self.env.data.time)))
 
     # State (SPEC §20): the schedule's window, so that a restored run publishes at the same steps.
     def get_state(self) -> dict[str, Any]:
@@ -204,4 +216,4 @@ class RatePublisher(MujocoPlugin):
 
     def set_state(self, value: Any) -> None:
         state = checked_state(self.name, value, {"low": float, "high": float})
-        self._low, self._high = float(state["low"]), float(state["high"])
+        self._set_window(float(state["low"]), float(state["high"]))

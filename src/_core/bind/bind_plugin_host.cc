@@ -112,6 +112,17 @@ py::tuple lifecycle_table() {
 void bind_plugin_host(py::module_& module) {
   module.attr("CALLBACKS") = callbacks_table();
   module.attr("LIFECYCLE") = lifecycle_table();
+  py::class_<DueWindow>(module, "DueWindow",
+                        "A rate plugin's window of simulated times with nothing due, [low, "
+                        "high): a Python plugin that sets it as its __mjfast_due_window__ has its "
+                        "last_stage_callback called only at the other steps, and those steps "
+                        "take no GIL for it. Empty (every step due) until set.")
+      .def(py::init<>())
+      .def("set", &DueWindow::set, py::arg("low"), py::arg("high"),
+           "Sets the window: the steps whose time t has low <= t < high are not due.")
+      .def("get", &DueWindow::get, "(low, high)")
+      .def("not_due", &DueWindow::not_due, py::arg("time"),
+           "Whether a step at `time` skips the callback.");
   py::class_<FactoryEntry, std::shared_ptr<FactoryEntry>>(module, "AdapterEntry")
       .def_readonly("name", &FactoryEntry::name)
       .def_readonly("type", &FactoryEntry::type)

@@ -138,6 +138,8 @@ PythonPluginAdapter::~PythonPluginAdapter() {
   for (auto& arguments : arguments_) arguments = py::object();
   native_ = nullptr;
   native_control_ = py::object();
+  due_window_ = nullptr;
+  due_window_object_ = py::object();
   node_ = py::object();
   data_ = py::object();
   model_ = py::object();
@@ -177,6 +179,18 @@ bool PythonPluginAdapter::load(const mjModel*, mjData*) {
     }
     native_ = native.cast<NativeControl*>();
     native_control_ = std::move(native);
+  }
+  // A rate plugin's window of times with nothing due (plugin_host/due_window.h), which it keeps
+  // up to date itself: its last_stage_callback is called at the other steps only.
+  py::object window = py::getattr(instance_, interned("__mjfast_due_window__"), py::none());
+  if (!window.is_none()) {
+    if (!py::isinstance<DueWindow>(window)) {
+      throw std::invalid_argument(
+          "__mjfast_due_window__ must be a mjfast._core.DueWindow, got " +
+          py::str(py::type::of(window).attr("__name__")).cast<std::string>());
+    }
+    due_window_ = window.cast<const DueWindow*>();
+    due_window_object_ = std::move(window);
   }
   return true;
 }

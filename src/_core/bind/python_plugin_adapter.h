@@ -15,6 +15,7 @@
 #include "bind/pybind11.hpp"
 #include "common/errors.h"
 #include "control/native_control.h"
+#include "plugin_host/due_window.h"
 #include "plugin_host/plugin_adapter.h"
 
 namespace mjfast {
@@ -85,7 +86,11 @@ class PythonPluginAdapter final : public IPluginAdapter {
   void control(const mjModel*, mjData*) override { call(Callback::kControl); }
   void passive(const mjModel*, mjData*) override { call(Callback::kPassive); }
   void render(const mjModel*, mjData*, mjvScene* scene) override;
-  void last_stage(const mjModel*, mjData*) override { call(Callback::kLastStage); }
+  // A step outside the plugin's due window (a rate plugin between two due times) costs no GIL.
+  void last_stage(const mjModel*, mjData* d) override {
+    if (due_window_ != nullptr && due_window_->not_due(d->time)) return;
+    call(Callback::kLastStage);
+  }
   void geom_changed(const mjModel*, mjData*, int geom_id) override;
   void reset(const mjModel*, mjData*) override { call(Callback::kReset); }
   void pre_step(const mjModel*, mjData*) override { call(Callback::kPreStep); }
@@ -121,6 +126,8 @@ class PythonPluginAdapter final : public IPluginAdapter {
   std::array<py::object, kCallbackCount> arguments_;
   py::object native_control_;  // keeps native_ alive while the host may call it
   NativeControl* native_ = nullptr;
+  py::object due_window_object_;  // keeps due_window_ alive while the host may read it
+  const DueWindow* due_window_ = nullptr;
 };
 
 }  // namespace mjfast

@@ -36,6 +36,8 @@
 //      out by a writer thread; a full 'wait' ring's producer waits on its condition with the GIL
 //      released, and so does a recording's stepping thread on StepRecorder's, for the writer),
 //      NativeHostServices::cameras_mutex_ (a native plugin's open cameras),
+//      DueWindow::mutex_ (plugin_host/due_window.h: a rate plugin's two due-window times, read
+//      by the stepping thread before a last_stage call and set by the plugin under the GIL),
 //      ControllerEvents::mutex_ (control/native_control.h: a SPEC §23 controller's hand-over and
 //      copies, taken by its control() once per step and by its plugin's thread), WorkerPool::mutex_
 //      (a batch's hand-out and count), VectorCore::failed_mutex_; in Python, Bus._lock and
