@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import mjfast
-from support import attached_arms_model
+from support import attached_arms_model, wait_for
 
 NS = "/mujoco_server"
 TIMESTEP = 0.002
@@ -171,6 +171,32 @@ def test_a_rate_plugin_that_overrides_last_stage_callback_is_called_every_step(
     assert len(seen) == 100
     assert_multiples([r["message"]["time"] for r in received], 1 / 50)
     assert len(received) == 10
+
+
+def test_the_due_window_follows_resets_and_restores_made_while_the_physics_thread_steps(
+        envs: list[Any]) -> None:
+    """The window is read by the physics thread at every step and moved by the thread that
+    resets and restores the env meanwhile (a race for tools/sanitize thread to see): publishing
+    goes on after each, every message at a multiple of the period."""
+    env = make_env({"type": "mjfast/JointStatePublisher", "rate_hz": 50})
+    envs.append(env)
+    times: list[float] = []
+    env.bus.subscribe(f"{NS}/JointStatePublisher/joint_states",
+                      lambda message: times.append(float(message["time"])))
+    env.step(30)
+    saved = env.get_state()  # t = 0.06
+    env.start(None)
+    try:
+        for k in range(40):
+            (env.reset if k % 2 else lambda: env.set_state(saved))()
+            published = len(times)
+            assert wait_for(lambda: len(times) > published + 2), k
+    finally:
+        env.stop()
+    period = 1 / 50
+    steps = np.round(np.asarray(times) / period)
+    np.testing.assert_allclose(steps * period, times, rtol=0, atol=1e-9)
+    assert (steps >= 1).all()
 
 
 # -- SensorPublisher -----------------------------------------------------------------------------
