@@ -374,6 +374,37 @@ def test_free_joint_state_rate_not_a_multiple_of_the_timestep_and_one_topic(make
     assert len(messages) == 2 * 30 + 2 * 6
 
 
+def test_free_joint_state_is_called_at_its_due_steps_only(make_env, monkeypatch):
+    """The core skips the steps before the next due time (no GIL, no call): at 30 Hz on a
+    500 Hz model, 30 calls in 500 steps, the same messages, and after a reset and a restored
+    state too."""
+    from mjfast.plugins.free_joint_state import FreeJointStatePublisher
+
+    calls = []
+    original = FreeJointStatePublisher.last_stage_callback
+
+    def counted(self, model, data):
+        calls.append(float(data.time))
+        original(self, model, data)
+
+    monkeypatch.setattr(FreeJointStatePublisher, "last_stage_callback", counted)
+    entry = {"name": "state", "type": "mjfast/FreeJointStatePublisher", "bodies": ["a"],
+             "rate_hz": 30}
+    env = make_env(TWO_BODIES_XML, params=plugins_param(entry))
+    messages = collect(env, "/mujoco_server/state/a")
+    env.step(500)
+    assert len(messages) == len(calls) == 30
+    assert calls == [m["time"] for m in messages]
+    env.reset()
+    saved = env.get_state()
+    env.step(100)
+    env.set_state(saved)
+    env.step(100)
+    assert len(messages) == 30 + 6 + 6
+    assert len(calls) == 42
+    assert [m["time"] for m in messages[36:]] == [m["time"] for m in messages[30:36]]
+
+
 @pytest.mark.parametrize("config, message", [
     ({"bodies": []}, "non-empty list"),
     ({"bodies": ["nope"]}, "no body named 'nope'"),

@@ -190,7 +190,7 @@ def test_the_due_window_follows_resets_and_restores_made_while_the_physics_threa
         for k in range(40):
             (env.reset if k % 2 else lambda: env.set_state(saved))()
             published = len(times)
-            assert wait_for(lambda: len(times) > published + 2), k
+            assert wait_for(lambda published=published: len(times) > published + 2), k
     finally:
         env.stop()
     period = 1 / 50
