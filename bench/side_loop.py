@@ -31,16 +31,26 @@ def _thread_cpu_ns() -> dict[str, int]:
     return times
 
 
+def _machine_cpu_ticks() -> tuple[int, int]:
+    """(all, steal) CPU ticks of the machine so far (Linux's /proc/stat): steal is the time the
+    hypervisor ran something else on our vCPUs while they had work."""
+    with open("/proc/stat") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:9]]
+    return sum(fields), fields[7]
+
+
 def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | None = None,
                              side_rates: list[float] | None = None, *,
                              realtime_factor: float | None = None,
-                             physics_cpu: list[float] | None = None) -> float:
+                             physics_cpu: list[float] | None = None,
+                             steal: list[float] | None = None) -> float:
     """Wall time per physics step of env.start(realtime_factor) over WINDOW_S, with `work`
     called at SIDE_RATE_HZ on a Python thread (its achieved rate appended to `side_rates`), or
     alone. `physics_cpu`: the share of the window the physics thread ran on a CPU is appended
     (the busiest thread of the process over the window, which an unpaced physics thread is; a
     figure that the vCPUs' changing speed does not move, unlike the rate: time it waited for the
-    GIL or for a CPU is what it lost)."""
+    GIL or for a CPU is what it lost). `steal`: the share of the machine's CPU time over the
+    window that its hypervisor took (a virtual machine's vCPUs lose it when they are busy)."""
     stop = threading.Event()
     calls = [0]
     failures: list[BaseException] = []
@@ -71,6 +81,7 @@ def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | N
         # second were read off it for a thread steadily stepping 16,600).
         before = env.step_count
         cpu_before = _thread_cpu_ns() if physics_cpu is not None else {}
+        ticks_before = _machine_cpu_ticks() if steal is not None else (0, 0)
         start = time.perf_counter()
         calls[0] = 0
         time.sleep(WINDOW_S)
@@ -81,6 +92,10 @@ def seconds_per_physics_step(env: mjfast.MujocoEnv, work: Callable[[], None] | N
             busiest = max(cpu_after[task] - cpu_before[task] for task in cpu_after
                           if task in cpu_before)
             physics_cpu.append(busiest / 1e9 / elapsed)
+        if steal is not None:
+            ticks, stolen = (after - before for after, before in
+                             zip(_machine_cpu_ticks(), ticks_before, strict=True))
+            steal.append(stolen / ticks if ticks > 0 else 0.0)
         call_count = calls[0]
     finally:
         stop.set()
