@@ -476,7 +476,7 @@ class HandoffRing:
         ...
 class CdrDecoder:
     """
-    A ROS 2 type's little-endian CDR read into the bus's form (dicts, lists, numpy arrays): mjfast.interop.ros2.cdr.decoder(ros_type) makes one from the type's rosbags msgdef.
+    A ROS 2 type's little-endian CDR read into the bus's form (dicts, lists, numpy arrays): mjfast.interop.ros2.cdr.dict_decoder(ros_type) makes one from the type's rosbags msgdef.
     """
     def __init__(self, program: tuple) -> None:
         ...

@@ -173,6 +173,24 @@ class RateSchedule:
                 (index + 1) * self.period - self._half_step)
 
 
+def open_due_window(plugin: MujocoPlugin, base: type) -> None:
+    """Gives `plugin` the core's window of times with nothing due (`_core.DueWindow`, as its
+    `__mjfast_due_window__`), so that the stepping thread skips its `last_stage_callback`
+    without the GIL between due steps; unless its class overrides `base`'s
+    `last_stage_callback`, which is then called at every step as any plugin's is. Load only:
+    the adapter picks the window up when `load` returns."""
+    if type(plugin).last_stage_callback is base.last_stage_callback:
+        plugin.__mjfast_due_window__ = _core.DueWindow()
+
+
+def set_due_window(plugin: MujocoPlugin, low: float, high: float) -> None:
+    """Moves `plugin`'s due window (if `open_due_window` gave it one): the steps whose time t
+    has low <= t < high are skipped."""
+    window = plugin.__dict__.get("__mjfast_due_window__")
+    if window is not None:
+        window.set(low, high)
+
+
 class RatePublisher(MujocoPlugin):
     """A plugin that publishes from `last_stage_callback` at the first step whose time reaches
     each multiple of 1/rate_hz (SPEC §14), the schedule following the clock across resets.
@@ -187,15 +205,12 @@ class RatePublisher(MujocoPlugin):
     def _start_schedule(self, rate_hz: float, model: mujoco.MjModel,
                         data: mujoco.MjData) -> None:
         self._schedule = RateSchedule(rate_hz, float(model.opt.timestep))
-        if type(self).last_stage_callback is RatePublisher.last_stage_callback:
-            self.__mjfast_due_window__ = _core.DueWindow()
+        open_due_window(self, RatePublisher)
         self._set_window(*self._schedule.restart(float(data.time)))
 
     def _set_window(self, low: float, high: float) -> None:
         self._low, self._high = low, high
-        window = self.__dict__.get("__mjfast_due_window__")
-        if window is not None:
-            window.set(low, high)
+        set_due_window(self, low, high)
 
     def _publish_due(self, data: mujoco.MjData, time: float) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement _publish_due")

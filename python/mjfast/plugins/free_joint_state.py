@@ -16,12 +16,11 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-from mjfast._core_loader import _core
 from mjfast.model.names import labelled_id, object_labels
 from mjfast.names import no_such_name
 from mjfast.plugin.base import MujocoPlugin
 from mjfast.plugin.topics import Topic
-from mjfast.plugins._sensing import checked_state, topic_of
+from mjfast.plugins._sensing import checked_state, open_due_window, set_due_window, topic_of
 
 __all__ = ["FreeJointStatePublisher"]
 
@@ -60,10 +59,8 @@ class FreeJointStatePublisher(MujocoPlugin):
                                   int(model.jnt_dofadr[joint])))
         self._period = 1.0 / self.rate_hz
         self._half_step = 0.5 * float(model.opt.timestep)
-        # The core skips the steps before the next due time without the GIL (_sensing.py's
-        # RatePublisher does the same), unless a subclass overrides last_stage_callback.
-        if type(self).last_stage_callback is FreeJointStatePublisher.last_stage_callback:
-            self.__mjfast_due_window__ = _core.DueWindow()
+        # The core skips the steps before the next due time without the GIL.
+        open_due_window(self, FreeJointStatePublisher)
         self._schedule_after(float(data.time))
         self._rotation = np.zeros(9)
         return True
@@ -79,15 +76,13 @@ class FreeJointStatePublisher(MujocoPlugin):
 
     def _set_next(self, due: float) -> None:
         self._next = due
-        window = self.__dict__.get("__mjfast_due_window__")
-        if window is not None:
-            # Not due: time + half_step < next (whatever time went back to), as the callback
-            # tests it. The bound is the largest time whose sum rounds below next, so that the
-            # core skips no step the callback would publish at (t + h rounds monotonically).
-            high = float(due) - self._half_step
-            while high + self._half_step >= due:
-                high = math.nextafter(high, -math.inf)
-            window.set(-math.inf, high)
+        # Not due: time + half_step < next (whatever time went back to), as the callback tests
+        # it. The bound is the largest time whose sum rounds below next, so that the core skips
+        # no step the callback would publish at (t + h rounds monotonically).
+        high = float(due) - self._half_step
+        while high + self._half_step >= due:
+            high = math.nextafter(high, -math.inf)
+        set_due_window(self, -math.inf, high)
 
     def last_stage_callback(self, model: mujoco.MjModel, data: mujoco.MjData) -> None:
         time = float(data.time)

@@ -29,7 +29,7 @@ namespace mjfast {
 namespace {
 
 // What a node of the program is: a primitive (its struct-module code), a string, a fixed-size
-// array, a sequence, or a message.
+// array, a sequence, a message, or a message type's constant.
 enum class Kind : std::uint8_t { kPrimitive, kString, kArray, kSequence, kMessage, kConstant };
 
 struct Node {
@@ -271,8 +271,8 @@ class CdrDecoder {
 void bind_cdr(py::module_& module) {
   py::class_<CdrDecoder>(module, "CdrDecoder",
                          "A ROS 2 type's little-endian CDR read into the bus's form (dicts, lists, "
-                         "numpy arrays): mjfast.interop.ros2.cdr.decoder(ros_type) makes one from "
-                         "the type's rosbags msgdef.")
+                         "numpy arrays): mjfast.interop.ros2.cdr.dict_decoder(ros_type) makes one "
+                         "from the type's rosbags msgdef.")
       .def(py::init<const py::tuple&>(), py::arg("program"))
       .def("decode", &CdrDecoder::decode, py::arg("data"),
            "The message of `data` (its encapsulation header first); ValueError for bytes it "
