@@ -20,18 +20,6 @@ import mjfast
 from support import BOX_XML, JOURNAL, TWO_LINK_ARM_XML, Journal, arm_xml, free_port, zenoh_router
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The long tests first (marked `long` or `slow_build`: tens of seconds to two minutes each),
-    the rest in their order. pytest-xdist deals the first tests out to its workers one by one;
-    collected where they are (most of them in tests/*.py, which come late), they started last and
-    left one worker running them alone for the run's last minutes."""
-    long = [item for item in items
-            if item.get_closest_marker("long") or item.get_closest_marker("slow_build")]
-    if long:
-        chosen = set(long)
-        items[:] = long + [item for item in items if item not in chosen]
-
-
 @pytest.fixture(autouse=True)
 def journal() -> Iterator[Journal]:
     """The recording plugins' journal, empty at the start of each test."""

@@ -228,7 +228,6 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-@pytest.mark.long
 def test_the_readme_runs_as_written(tmp_path: Path) -> None:
     """Every snippet of README.md, in order, in one scratch directory (README "A five-minute
     tour"): a snippet that stops working fails here. Blocks that cannot run here say why in an

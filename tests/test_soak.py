@@ -17,8 +17,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 SOAK = Path(__file__).resolve().parent.parent / "bench" / "soak.py"
 RELOADS, ENVS = 50, 15
 STALL_S, TIMEOUT_S = 45, 240
@@ -36,7 +34,6 @@ def _soak() -> Any:
     return soak
 
 
-@pytest.mark.long
 def test_soak_survives_reloads_and_env_lifecycles_with_no_command_lost(tmp_path):
     report = tmp_path / "soak.json"
     result = subprocess.run(

@@ -881,7 +881,6 @@ def _allocator_noise(growth: dict[str, int]) -> float:
     return max(growth["one"], 64 * 1024) / 4 + 2 * 1024 * 1024
 
 
-@pytest.mark.long
 @real_allocator
 def test_creating_and_closing_envs_holds_no_more_memory_than_bare_mujoco():
     # SPEC §18: 200 envs (with Python and native plugins) created and closed one at a time, and
@@ -933,7 +932,6 @@ MEMORY_TOGETHER_SCRIPT = MEMORY_PRELUDE + """
 """
 
 
-@pytest.mark.long
 @real_allocator
 def test_envs_alive_at_once_then_closed_hold_no_more_memory_than_bare_mujoco():
     # SPEC §18, the other pattern than the test above's: 300 envs alive at once, then all closed
@@ -978,7 +976,6 @@ def test_binding_a_model_leaves_nothing_in_pythons_type_cache():
     assert int(result.stdout) < 20, result.stdout
 
 
-@pytest.mark.long
 @real_allocator
 def test_the_memory_test_sees_a_leak():
     # The test above can fail: envs whose data is kept alive after close() are seen.

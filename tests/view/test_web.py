@@ -294,7 +294,6 @@ def test_pause_step_and_reset_buttons_drive_the_run(
     assert wait_for(lambda: not env.paused and env.info()["time"] > 0.05, timeout=10)
 
 
-@pytest.mark.long
 def test_two_tabs_watch_at_once_and_closing_tabs_leaves_the_run_alone(
         browser: Any, running: tuple[mjfast.MujocoEnv, Any]) -> None:
     env, viewer = running
