@@ -132,6 +132,9 @@ TARGETS = {
     # make_vec of 16 arm worlds / gymnasium's SyncVectorEnv of 16 (frame_skip 5): two cores'
     # worth; gated, like the other two-thread figures, only where both cores are free
     "gym_sync": Target(2.0, gated=GATE_PARALLEL),
+    # test_bench_lifecycle.py: MujocoEnv(xml) with 3 plugins + close() / compiling the xml and
+    # making two MjData
+    "env_create": Target(2.5),
 }
 # The noise allowance, the same for every gated ratio: a time ratio fails above bound +
 # NOISE_MARGIN, a throughput ratio below bound - NOISE_MARGIN. Two runs of one binary on this
@@ -296,6 +299,7 @@ GROUP_JTC_TRACKING = "7-joint quintic trajectory, JointTrajectoryController"
 GROUP_ACTION_ROUND_TRIP = "FollowJointTrajectory send_goal round trip"
 GROUP_SPAWN = "spawn of the arm into the humanoid's world"
 GROUP_AFTER_CYCLES = "stepping after 100 spawn/remove cycles"
+GROUP_ENV_CREATE = "create and close an env"
 ARM7 = ("arm7",)
 HUMANOID = ("humanoid",)
 RATIOS = [
@@ -421,6 +425,9 @@ RATIOS = [
           "controller", "bare", None, per_call=True, models=ARM7),
     Ratio(GROUP_ACTION_ROUND_TRIP, "send_goal round trip / std_srvs round trip (SDK client)",
           "send_goal", "std_srvs", "action_send_goal", models=ARM7),
+    # test_bench_lifecycle.py
+    Ratio(GROUP_ENV_CREATE, "MujocoEnv(xml, 3 plugins) + close / MjModel(xml) + 2 MjData",
+          "mjfast", "bare", "env_create", models=ARM7),
 ]
 
 _VARIANTS = {(r.group, v) for r in RATIOS for v in (r.variant, r.baseline)}

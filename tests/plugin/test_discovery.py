@@ -4,8 +4,10 @@ distribution, and the errors for missing, broken or wrong-kind plugins."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -39,6 +41,7 @@ class NativeDescriptor:
 def isolated_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(discovery, "_registry", {})
     monkeypatch.setattr(discovery, "_warned_duplicates", set())
+    monkeypatch.setattr(discovery, "_entry_point_cache", None)
 
 
 @pytest.fixture
@@ -287,3 +290,70 @@ def test_entry_points_are_read_fresh_each_call(
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "testpkg/Late" in available_plugins()
     assert issubclass(resolve_plugin("testpkg/Late"), ControlPlugin)
+
+
+@pytest.fixture
+def counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each read of the entry points that discovery makes, as a list that grows by one."""
+    reads: list[str] = []
+    read = discovery.metadata.entry_points
+
+    def counting(**selection: str) -> object:
+        reads.append(selection.get("group", ""))
+        return read(**selection)
+
+    monkeypatch.setattr(discovery.metadata, "entry_points", counting)
+    return reads
+
+
+def _settle(folder: Path, age_s: float = 3600.0) -> None:
+    """Stamp `folder` as modified `age_s` ago (0: now), as an install long past leaves it."""
+    stamp = time.time_ns() - int(age_s * 1e9)
+    os.utime(folder, ns=(stamp, stamp))
+
+
+def test_entry_points_are_read_once_while_nothing_on_sys_path_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_modules: None,
+    counted_reads: list[str]
+) -> None:
+    # Reading them costs ~5 ms, and importlib.metadata rebuilds its index of any sys.path entry
+    # it cannot stat on each read: three reads an env made the memory of 300 envs grow 5 MB.
+    first, second = _unique(), _unique()
+    source = "from mjfast.plugin.base import ControlPlugin\nclass P(ControlPlugin):\n    pass\n"
+    _install_dist(tmp_path, "mjfast_testpkg_one", {"testpkg/One": f"{first}:P"},
+                  {first: source})
+    _settle(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    assert "testpkg/One" in available_plugins()
+    assert issubclass(resolve_plugin("testpkg/One"), ControlPlugin)
+    available_plugins()
+    assert len(counted_reads) == 1, counted_reads
+    # An install into a folder already on sys.path moves the folder's mtime: read again.
+    _install_dist(tmp_path, "mjfast_testpkg_two", {"testpkg/Two": f"{second}:P"},
+                  {second: source})
+    assert "testpkg/Two" in available_plugins()
+    assert len(counted_reads) == 2, counted_reads
+    # So does a change of sys.path itself.
+    monkeypatch.setattr(sys, "path", sys.path[1:])
+    assert "testpkg/One" not in available_plugins()
+    assert len(counted_reads) == 3, counted_reads
+
+
+def test_a_read_in_the_same_clock_tick_as_an_install_is_not_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, clean_modules: None,
+    counted_reads: list[str]
+) -> None:
+    # File systems stamp mtimes from a coarse clock: an install just after a read can leave the
+    # folder's mtime as the read saw it. A read of a folder modified just now is not kept.
+    module = _unique()
+    source = "from mjfast.plugin.base import ControlPlugin\nclass Late(ControlPlugin):\n    pass\n"
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    _settle(tmp_path, age_s=0)
+    stamp = tmp_path.stat().st_mtime_ns
+    assert "testpkg/Late" not in available_plugins()
+    _install_dist(tmp_path, "mjfast_testpkg_late", {"testpkg/Late": f"{module}:Late"},
+                  {module: source})
+    os.utime(tmp_path, ns=(stamp, stamp))  # the install within the read's clock tick
+    assert "testpkg/Late" in available_plugins()
+    assert issubclass(resolve_plugin("testpkg/Late"), ControlPlugin)
+    assert len(counted_reads) == 3, counted_reads

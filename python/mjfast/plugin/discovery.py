@@ -7,7 +7,10 @@ does not instantiate, configure or load plugins; that is the env's plugin host.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
@@ -41,10 +44,18 @@ _log = logging.getLogger("mjfast.discovery")
 _lock = threading.Lock()
 _registry: dict[str, Any] = {}
 # Which duplicate entry points were already reported, so a warning is logged once per pair
-# instead of on every lookup (entry points are re-read on every call).
+# instead of on every read of the entry points.
 _warned_duplicates: set[tuple[str, str, str]] = set()
 # Classes whose misnamed callbacks were already reported (once per class and process).
 _warned_classes: set[type] = set()
+# Each sys.path entry, its absolute path and its mtime (None where it cannot be stat'ed).
+_PathFingerprint = tuple[tuple[str, str, int | None], ...]
+# The group's entry points as last read, and the sys.path fingerprint they were read under.
+_entry_point_cache: tuple[_PathFingerprint, dict[str, metadata.EntryPoint]] | None = None
+# A read is kept only if every entry's mtime is this much older than the read: file systems
+# stamp mtimes from a coarse clock (a jiffy; whole seconds on some), so a distribution installed
+# just after a read can leave its entry's mtime as it was (git's "racy" index entries).
+_MTIME_SETTLED_NS = 2_000_000_000
 
 
 def _is_plugin_object(obj: object) -> bool:
@@ -68,12 +79,51 @@ def _distribution_name(entry_point: metadata.EntryPoint) -> str:
     return dist.name if dist is not None else "<unknown distribution>"
 
 
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    """The group's entry points by name, read fresh from sys.path; the first of duplicates wins.
+def _path_fingerprint() -> _PathFingerprint:
+    """What the installed distributions depend on: each sys.path entry, where it points, and
+    its modification time (installing or removing a distribution adds or removes a folder in
+    its entry, which moves the entry's mtime); None for an entry that cannot be stat'ed."""
+    fingerprint: list[tuple[str, str, int | None]] = []
+    for entry in sys.path:
+        if not isinstance(entry, str):
+            continue
+        where = os.path.abspath(entry)  # '' is the working directory
+        try:
+            fingerprint.append((entry, where, os.stat(where).st_mtime_ns))
+        except OSError:
+            fingerprint.append((entry, where, None))
+    return tuple(fingerprint)
 
-    Deliberately uncached, so a distribution installed mid-session (or put on sys.path by a
-    test) is seen by the next call.
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    """The group's entry points by name, read from sys.path; the first of duplicates wins.
+
+    Read again whenever sys.path or the mtime of one of its entries has changed (and while an
+    entry's mtime is too recent to tell a later change from it), so a distribution installed
+    mid-session (or put on sys.path by a test) is seen by the next call. Not on every call:
+    reading them costs some 5 ms, and importlib.metadata rebuilds its index of each entry it
+    cannot stat ('', a missing zip) on every read, three per env created: the garbage of 300
+    envs made at once pinned some 5 MB of Python's arenas.
     """
+    global _entry_point_cache
+    fingerprint = _path_fingerprint()
+    with _lock:
+        cached = _entry_point_cache
+    if cached is not None and cached[0] == fingerprint:
+        return dict(cached[1])
+    read_at = time.time_ns()
+    found = _read_entry_points()
+    newest = max((mtime for _, _, mtime in fingerprint if mtime is not None), default=0)
+    with _lock:
+        _entry_point_cache = ((fingerprint, found) if newest < read_at - _MTIME_SETTLED_NS
+                              else None)
+    return dict(found)
+
+
+def _read_entry_points() -> dict[str, metadata.EntryPoint]:
+    # importlib.metadata keeps its index of each sys.path entry by the entry's mtime too, with
+    # the same coarse-clock blind spot: a read here is rare enough to start from a fresh index.
+    metadata.MetadataPathFinder().invalidate_caches()  # a plain method in 3.11, a classmethod later
     found: dict[str, metadata.EntryPoint] = {}
     for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
         first = found.get(entry_point.name)
