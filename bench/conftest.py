@@ -297,6 +297,7 @@ GROUP_GYM_VECTOR = "8-world gymnasium vector env"
 GROUP_GYM_SYNC = "16-world gymnasium vector env, sync"
 GROUP_JTC_TRACKING = "7-joint quintic trajectory, JointTrajectoryController"
 GROUP_ACTION_ROUND_TRIP = "FollowJointTrajectory send_goal round trip"
+GROUP_ACTION_FLOOR = "send_goal round trip, bare queryables"
 GROUP_SPAWN = "spawn of the arm into the humanoid's world"
 GROUP_AFTER_CYCLES = "stepping after 100 spawn/remove cycles"
 GROUP_ENV_CREATE = "create and close an env"
@@ -425,6 +426,10 @@ RATIOS = [
           "controller", "bare", None, per_call=True, models=ARM7),
     Ratio(GROUP_ACTION_ROUND_TRIP, "send_goal round trip / std_srvs round trip (SDK client)",
           "send_goal", "std_srvs", "action_send_goal", models=ARM7),
+    # the same client against bare queryables with prebuilt replies: the transport and client's
+    # floor under the ratio above
+    Ratio(GROUP_ACTION_FLOOR, "the same, both answered by a bare queryable (floor)",
+          "send_goal", "std_srvs", None, models=ARM7),
     # test_bench_lifecycle.py
     Ratio(GROUP_ENV_CREATE, "MujocoEnv(xml, 3 plugins) + close / MjModel(xml) + 2 MjData",
           "mjfast", "bare", "env_create", models=ARM7),

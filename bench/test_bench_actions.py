@@ -15,18 +15,22 @@
    every goal accepted, and the status array the SDK receives afterwards (transient local, its
    CDR decoded by the SDK) lists every goal sent, in order, the last EXECUTING and the others
    CANCELED (preempted).
+3. The same client's two round trips against bare queryables on the same keys, each answering
+   with a reply built beforehand (no server at all), reported: the floor the transport and the
+   SDK client put under the ratio of 2 (1.15 on the 2-vCPU development machine).
 A Zenoh router runs in a child process on a free loopback port. Run:
     .venv/bin/python -m pytest bench/test_bench_actions.py
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,7 @@ sys.path[:0] = [str(_TESTS), str(_TESTS / "interop" / "ros2")]
 
 GROUP_JTC_TRACKING = "7-joint quintic trajectory, JointTrajectoryController"
 GROUP_ACTION_ROUND_TRIP = "FollowJointTrajectory send_goal round trip"
+GROUP_ACTION_FLOOR = "send_goal round trip, bare queryables"
 
 JOINTS = [f"j{i}" for i in range(1, 8)]
 CALLS = 50
@@ -163,24 +168,14 @@ def check_status_array(sdk: Any, router: tuple[str, int], name: str, action_type
         watcher.close()
 
 
-def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
-                              router: tuple[str, int], sdk: Any,
-                              tmp_path: Path) -> None:
-    from test_actions import ActionClient
-
-    from action_client import ACTION, FJT, fjt_goal
-    from mjfast.ros2 import Bridge
-
-    model = mujoco.MjModel.from_xml_string(position_arm_xml())
-    # Every status array lists the goals kept (rcl_action's too). With the default result_timeout
-    # all are kept: the array grows with the goals sent, not with how fast they are answered (a
-    # planner sending a goal every 3 s keeps as many within the 900 s).
-    plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS}]
-    env = mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins})
-    bridge = Bridge(env, domain_id=DOMAIN, router=router[0])
-    # The client in a process of its own (bench/action_client.py), as a ROS 2 client is.
+@contextlib.contextmanager
+def client_child(router: tuple[str, int], folder: Path
+                 ) -> Iterator[tuple[Callable[[str], float], list[bytes]]]:
+    """bench/action_client.py in a process of its own, as a ROS 2 client is: yields `ask` and
+    `sent`. `ask(command)` (`send_goal` or `std_srvs`): the seconds per call of CALLS calls in a
+    row, each asserted answered (and accepted); the ids of the goals sent go to `sent`."""
     child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("action_client.py")),
-                              str(router[1]), str(tmp_path), str(DOMAIN)],
+                              str(router[1]), str(folder), str(DOMAIN)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdin is not None and child.stdout is not None
     sent: list[bytes] = []
@@ -196,11 +191,38 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
 
     try:
         assert child.stdout.readline() == "ready\n"
-        timings = record.measured(benchmark, bench_model.name, GROUP_ACTION_ROUND_TRIP,
-                                  CALL_ROUNDS, {"std_srvs": lambda: ask("std_srvs"),
-                                                "send_goal": lambda: ask("send_goal")})
+        yield ask, sent
         child.stdin.close()
         assert child.wait(timeout=30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        for pipe in (child.stdin, child.stdout):
+            if not pipe.closed:
+                pipe.close()
+
+
+def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
+                              router: tuple[str, int], sdk: Any,
+                              tmp_path: Path) -> None:
+    from test_actions import ActionClient
+
+    from action_client import ACTION, FJT, fjt_goal
+    from mjfast.ros2 import Bridge
+
+    model = mujoco.MjModel.from_xml_string(position_arm_xml())
+    # Every status array lists the goals kept (rcl_action's too). With the default result_timeout
+    # all are kept: the array grows with the goals sent, not with how fast they are answered (a
+    # planner sending a goal every 3 s keeps as many within the 900 s).
+    plugins = [{"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": JOINTS}]
+    env = mjfast.MujocoEnv(model, params={"MujocoPlugins": plugins})
+    bridge = Bridge(env, domain_id=DOMAIN, router=router[0])
+    try:
+        with client_child(router, tmp_path) as (ask, sent):
+            timings = record.measured(benchmark, bench_model.name, GROUP_ACTION_ROUND_TRIP,
+                                      CALL_ROUNDS, {"std_srvs": lambda: ask("std_srvs"),
+                                                    "send_goal": lambda: ask("send_goal")})
         # What a status subscriber then receives: every goal the child sent, in order.
         client = ActionClient(sdk, router, DOMAIN, ACTION, FJT, topics=False)
         goal = fjt_goal(client)
@@ -215,13 +237,50 @@ def test_send_goal_round_trip(benchmark: Any, record: Any, bench_model: Any,
         finally:
             client.close()
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(timeout=30)
-        for pipe in (child.stdin, child.stdout):
-            if not pipe.closed:
-                pipe.close()
         bridge.close()
         env.close()
+    benchmark.extra_info.update(send_goal_us=timings["send_goal"].min_s * 1e6,
+                                std_srvs_us=timings["std_srvs"].min_s * 1e6)
+
+
+def test_send_goal_round_trip_floor(benchmark: Any, record: Any, bench_model: Any,
+                                    router: tuple[str, int], tmp_path: Path) -> None:
+    """The same client's two round trips against a bare queryable for each service, which
+    answers with a reply built beforehand and does nothing else: what the transport and the
+    SDK client alone cost (the goal's serialisation, a larger request), reported beside the
+    gated ratio as the floor no server can go below."""
+    from test_bridge import client_session
+
+    from action_client import ACTION, FJT
+    from mjfast.ros2 import types as ros_types
+    from mjfast.ros2 import wire
+
+    answers = {"/mujoco_server/pause": ("std_srvs/srv/SetBool", {"success": True,
+                                                                "message": ""}),
+               f"{ACTION}/_action/send_goal": (f"{FJT}_SendGoal", {"accepted": True, "stamp":
+                   ros_types.message_class("builtin_interfaces/msg/Time")(sec=0, nanosec=0)})}
+    session = client_session(router)
+    answered = {name: 0 for name in answers}
+    try:
+        for name, (service_type, fields) in answers.items():
+            response = f"{service_type}_Response"
+            prebuilt = bytes(ros_types.serialize(ros_types.message_class(response)(**fields),
+                                                 response))
+
+            def reply(query: Any, prebuilt: bytes = prebuilt, name: str = name) -> None:
+                answered[name] += 1
+                query.reply(query.key_expr, prebuilt)
+
+            session.declare_queryable(
+                wire.data_key(DOMAIN, name, ros_types.dds_type_name(service_type),
+                              ros_types.type_hash(service_type)), reply, complete=True)
+        with client_child(router, tmp_path) as (ask, _):
+            timings = record.measured(benchmark, bench_model.name, GROUP_ACTION_FLOOR,
+                                      CALL_ROUNDS, {"std_srvs": lambda: ask("std_srvs"),
+                                                    "send_goal": lambda: ask("send_goal")})
+        # Each call was answered by the bare queryable (its key is the one rmw_zenoh uses).
+        assert set(answered.values()) == {(CALL_ROUNDS + 1) * CALLS}, answered
+    finally:
+        session.close()
     benchmark.extra_info.update(send_goal_us=timings["send_goal"].min_s * 1e6,
                                 std_srvs_us=timings["std_srvs"].min_s * 1e6)
