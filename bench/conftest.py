@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,17 @@ def arm_env(bench_model: BenchModel) -> Iterator[mjfast.MujocoEnv]:
     env = mjfast.MujocoEnv(bench_model.model)
     yield env
     env.close()
+
+
+def seconds_per_call(call: Callable[[], object], calls: int) -> Callable[[], float]:
+    """One timed round for `record.measured`: the seconds per call of `calls` calls of `call`."""
+    def measure() -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            call()
+        return (time.perf_counter() - start) / calls
+
+    return measure
 
 
 # -- MuJoCo's global callbacks ---------------------------------------------------------------------

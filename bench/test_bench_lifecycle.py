@@ -10,15 +10,13 @@ Goes through conftest.py's `record.measured` (the ratio printed in the one table
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import mujoco
 import pytest
 
 import mjfast
-from conftest import GROUP_ENV_CREATE, MODEL_XML
+from conftest import GROUP_ENV_CREATE, MODEL_XML, seconds_per_call
 
 CALLS = 40  # envs per round
 ROUNDS = 8  # interleaved rounds of each side, after one warm-up round
@@ -29,16 +27,6 @@ pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
 class _Idle(mjfast.MujocoPlugin):
     def load(self, model: mujoco.MjModel, data: mujoco.MjData) -> bool:
         return True
-
-
-def seconds_per_call(call: Callable[[], None]) -> Callable[[], float]:
-    def run() -> float:
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            call()
-        return (time.perf_counter() - start) / CALLS
-
-    return run
 
 
 def test_creating_an_env_against_compiling_its_model(
@@ -59,8 +47,8 @@ def test_creating_an_env_against_compiling_its_model(
 
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_ENV_CREATE, ROUNDS,
-                                  {"bare": seconds_per_call(bare),
-                                   "mjfast": seconds_per_call(env)})
+                                  {"bare": seconds_per_call(bare, CALLS),
+                                   "mjfast": seconds_per_call(env, CALLS)})
         benchmark.extra_info.update(bare_ms=timings["bare"].min_s * 1e3,
                                     mjfast_ms=timings["mjfast"].min_s * 1e3)
         assert made and set(made) == {3}  # every env had its three plugins

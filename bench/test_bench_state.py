@@ -12,8 +12,6 @@ Both go through conftest.py's `record.measured` (ratios printed in the one table
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import mujoco
@@ -21,6 +19,7 @@ import numpy as np
 import pytest
 
 import mjfast
+from conftest import seconds_per_call
 
 GROUP_STATE_ROUND_TRIP = "get_state+set_state round trip"
 GROUP_STATE_GET = "get_state"
@@ -31,16 +30,6 @@ ROUNDS = 10  # interleaved rounds of each side, after one warm-up round
 pytestmark = pytest.mark.parametrize("bench_model", ["humanoid"], indirect=True)
 
 SPEC = mujoco.mjtState.mjSTATE_INTEGRATION
-
-
-def seconds_per_call(call: Callable[[], None]) -> Callable[[], float]:
-    def run() -> float:
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            call()
-        return (time.perf_counter() - start) / CALLS
-
-    return run
 
 
 def stepped_env(bench_model: Any) -> mjfast.MujocoEnv:
@@ -67,8 +56,8 @@ def test_round_trip_against_bare_mj_get_set_state_and_forward(
 
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_STATE_ROUND_TRIP, ROUNDS,
-                                  {"bare": seconds_per_call(bare),
-                                   "mjfast": seconds_per_call(mjfast_round_trip)})
+                                  {"bare": seconds_per_call(bare, CALLS),
+                                   "mjfast": seconds_per_call(mjfast_round_trip, CALLS)})
         benchmark.extra_info.update(bare_us=timings["bare"].min_s * 1e6,
                                     mjfast_us=timings["mjfast"].min_s * 1e6)
         # Both left the state as it was, bit for bit, and stepping on gives the same as before.
@@ -95,8 +84,8 @@ def test_get_state_against_bare_mj_get_state(benchmark: Any, record: Any,
 
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_STATE_GET, ROUNDS,
-                                  {"bare": seconds_per_call(bare),
-                                   "mjfast": seconds_per_call(mjfast_get)})
+                                  {"bare": seconds_per_call(bare, CALLS),
+                                   "mjfast": seconds_per_call(mjfast_get, CALLS)})
         benchmark.extra_info.update(bare_us=timings["bare"].min_s * 1e6,
                                     mjfast_us=timings["mjfast"].min_s * 1e6)
         assert taken[1].physics.tobytes() == taken[0].tobytes()

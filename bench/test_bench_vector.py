@@ -22,6 +22,7 @@ import pytest
 from mujoco import rollout
 
 import mjfast
+from conftest import seconds_per_call
 
 # The groups and variants conftest.py's ratio table knows.
 GROUP_VECTOR_ROLLOUT = "8 worlds on 2 threads"
@@ -122,16 +123,6 @@ CALLS_PER_ROUND = 2000  # step() calls per timed round of the fixed-cost figures
 CALL_ROUNDS = 15
 
 
-def per_call(run: Callable[[], None]) -> Callable[[], float]:
-    """One round: seconds per call of `run`, CALLS_PER_ROUND calls."""
-    def measure() -> float:
-        start = time.perf_counter()
-        for _ in range(CALLS_PER_ROUND):
-            run()
-        return (time.perf_counter() - start) / CALLS_PER_ROUND
-    return measure
-
-
 @pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
 def test_vector_step_fixed_cost(benchmark: Any, record: Any, bench_model: Any) -> None:
     """What one VectorEnv.step() call costs before any physics: step(0) of one world on one
@@ -142,8 +133,10 @@ def test_vector_step_fixed_cost(benchmark: Any, record: Any, bench_model: Any) -
     env = mjfast.MujocoEnv(model)
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_VECTOR_FIXED, CALL_ROUNDS,
-                                  {"vector_step0": per_call(lambda: vector.step(0)),
-                                   "env_step1": per_call(lambda: env.step(1))})
+                                  {"vector_step0": seconds_per_call(lambda: vector.step(0),
+                                                                    CALLS_PER_ROUND),
+                                   "env_step1": seconds_per_call(lambda: env.step(1),
+                                                                 CALLS_PER_ROUND)})
         # step(0) steps nothing; the env's step(1) stepped.
         assert vector.world(0).step_count == 0 and float(vector.time[0]) == 0.0
         assert env.step_count > 0
@@ -174,8 +167,9 @@ def test_vector_step_overhead_on_two_threads(benchmark: Any, record: Any,
 
     try:
         timings = record.measured(benchmark, bench_model.name, GROUP_VECTOR_OVERHEAD, CALL_ROUNDS,
-                                  {"vector": per_call(lambda: vector.step(1)),
-                                   "serial_mj_step": per_call(bare)})
+                                  {"vector": seconds_per_call(lambda: vector.step(1),
+                                                              CALLS_PER_ROUND),
+                                   "serial_mj_step": seconds_per_call(bare, CALLS_PER_ROUND)})
         # The same worlds, the same steps: the same states (SPEC §21: bit for bit).
         steps = vector.world(0).step_count
         assert all(vector.world(i).step_count == steps for i in range(WORLDS))
