@@ -46,7 +46,7 @@ from side_loop import seconds_per_physics_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "interop" / "ros2"))
-from test_bridge import client_session, write_definitions
+from test_bridge import bare_service, client_session, write_definitions
 
 GROUP_ROS2_RATE = "1 kHz JointState over ROS 2"
 GROUP_ROS2_RATE_UNPACED = "1 kHz JointState over ROS 2, unpaced"
@@ -249,12 +249,8 @@ def test_std_srvs_round_trip(benchmark: Any, record: Any, bench_model: Any,
         query.key_expr, query.payload.to_bytes() if query.payload is not None else b""))
     service_type = "std_srvs/srv/SetBool"
     # The same service type answered by a bare queryable: a prebuilt reply, nothing else.
-    prebuilt = bytes(ros_types.serialize(ros_types.message_class(f"{service_type}_Response")(
-        success=True, message="paused"), f"{service_type}_Response"))
-    echo_key = wire.data_key(DOMAIN, "/bench/echo_service", ros_types.dds_type_name(service_type),
-                             ros_types.type_hash(service_type))
-    echo_session.declare_queryable(echo_key, lambda query: query.reply(query.key_expr, prebuilt),
-                                   complete=True)
+    bare_service(echo_session, DOMAIN, "/bench/echo_service", service_type,
+                 {"success": True, "message": "paused"})
     caller = client_session(router)
     service = ros.ROS2ServiceClient("/mujoco_server/pause", service_type, node_name="bench",
                                     domain_id=DOMAIN, router_port=router[1], timeout=10.0)

@@ -211,6 +211,25 @@ def client_session(router: tuple[str, int]) -> zenoh.Session:
     return zenoh.open(config)
 
 
+def bare_service(session: zenoh.Session, domain: int, name: str, service_type: str,
+                 response: dict[str, Any], answered: list[int] | None = None) -> None:
+    """A ROS 2 service `name` answered by a bare queryable on `session`, on the key rmw_zenoh
+    gives it: the `response` fields serialised once, that reply and nothing else (the
+    benchmarks' floor under a server). Each call appends 1 to `answered`, when given."""
+    response_type = f"{service_type}_Response"
+    prebuilt = bytes(ros_types.serialize(ros_types.message_class(response_type)(**response),
+                                         response_type))
+
+    def reply(query: zenoh.Query) -> None:
+        if answered is not None:
+            answered.append(1)
+        query.reply(query.key_expr, prebuilt)
+
+    session.declare_queryable(wire.data_key(domain, name, ros_types.dds_type_name(service_type),
+                                            ros_types.type_hash(service_type)),
+                              reply, complete=True)
+
+
 def liveliness_keys(router: tuple[str, int], domain: int) -> list[str]:
     with client_session(router) as session:
         replies = session.liveliness().get(f"@ros2_lv/{domain}/**", timeout=5.0)
