@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -303,21 +304,38 @@ def run_python(script: str, *, timeout: float = 60.0,
 
 
 def start_python(script: str, *, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """Starts `script` as run_python does, with pipes, for tests that talk to it."""
+    """Starts `script` as run_python does, with pipes, for tests that talk to it; with Python's
+    faulthandler on, so that finish_python can have a hung child say where its threads are."""
     child_env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [*map(str, TEST_PATHS), os.environ.get("PYTHONPATH", "")]), MUJOCO_GL="egl")
     child_env.update(env or {})
-    return subprocess.Popen([sys.executable, "-u", "-c", textwrap.dedent(script)],
+    return subprocess.Popen([sys.executable, "-u", "-X", "faulthandler", "-c",
+                             textwrap.dedent(script)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=TESTS_DIR.parent, env=child_env)
 
 
 def finish_python(child: subprocess.Popen[str], timeout: float = 30.0) -> tuple[str, str]:
-    """Waits for a start_python child (TimeoutExpired if it hangs) and returns the rest of its
-    stdout (what earlier readline() calls left) and its stderr. The child writes little, so its
-    pipes cannot fill while it runs."""
-    child.wait(timeout=timeout)
+    """Waits for a start_python child and returns the rest of its stdout (what earlier
+    readline() calls left) and its stderr. The child writes little, so its pipes cannot fill
+    while it runs. A child still running after `timeout` is made to dump every thread's stack
+    (SIGABRT, which faulthandler reports), killed if that does not end it, and the test fails
+    with its stderr: no child outlives its test, and a hang says where it hung."""
     assert child.stdout is not None and child.stderr is not None
+    try:
+        child.wait(timeout=timeout)
+    except subprocess.TimeoutExpired as hung:
+        child.send_signal(signal.SIGABRT)
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+        with child.stdout, child.stderr:
+            child.stdout.read()
+            stderr = child.stderr.read()
+        raise AssertionError(f"the child did not exit within {timeout} s; its stderr, with "
+                             f"its threads' stacks:\n{stderr[-20000:]}") from hung
     with child.stdout, child.stderr:
         return child.stdout.read(), child.stderr.read()
 
