@@ -6,7 +6,10 @@ from here to subclass them.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import platform
+import re
 import signal
 import socket
 import subprocess
@@ -338,6 +341,35 @@ def finish_python(child: subprocess.Popen[str], timeout: float = 30.0) -> tuple[
                              f"its threads' stacks:\n{stderr[-20000:]}") from hung
     with child.stdout, child.stderr:
         return child.stdout.read(), child.stderr.read()
+
+
+# tgkill(2)'s number: a signal to one thread of another process (signal.pthread_kill reaches only
+# this process's threads).
+_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def signal_a_thread(pid: int, signum: int) -> int:
+    """Sends `signum` to a thread of process `pid` other than its main one, as the kernel may
+    deliver a signal sent to the whole process (Linux does when the main thread has one pending
+    already); returns that thread's id. Only a thread that does not block `signum` is chosen."""
+    number = _TGKILL.get(platform.machine())
+    if number is None:
+        raise NotImplementedError(f"tgkill's system call number on {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    for task in sorted(Path(f"/proc/{pid}/task").iterdir(), key=lambda t: int(t.name)):
+        tid = int(task.name)
+        try:
+            status = (task / "status").read_text()
+        except FileNotFoundError:  # the thread ended meanwhile
+            continue
+        mask = re.search(r"^SigBlk:\s*([0-9a-f]+)$", status, re.MULTILINE)
+        assert mask is not None, status
+        if tid == pid or int(mask[1], 16) >> (signum - 1) & 1:
+            continue
+        if libc.syscall(number, pid, tid, signum) == 0:
+            return tid
+    raise AssertionError(f"process {pid} has no thread but its main one that takes signal "
+                         f"{signum}")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

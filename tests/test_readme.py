@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import mjfast
+from support import finish_python
 
 
 def failure_of(env: mjfast.MujocoEnv, name: str) -> mjfast.PluginLoadFailure:
@@ -85,6 +86,7 @@ class ReadmeRun:
             **os.environ, "PATH": f"{shims}{os.pathsep}{os.environ['PATH']}",
             "PYTHONPATH": os.pathsep.join([str(repository_python), str(self.site)]),
             "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"),  # as tests/conftest.py sets it
+            "PYTHONFAULTHANDLER": "1",  # a hung `serve` says where (see stop_serving)
         }
         self.server: subprocess.Popen[str] | None = None
         self.not_run: list[str] = []
@@ -153,7 +155,7 @@ class ReadmeRun:
         if process is None:
             return
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
+        out, err = finish_python(process, timeout=60)  # (one that hangs: its threads' stacks)
         assert process.returncode == 0 and "remote bus" in out, (process.returncode, err)
 
     # -- python, files, configuration -------------------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import signal
 import socket
 import threading
 import time
@@ -17,6 +16,7 @@ from mjfast.cli.parsing import DEFAULT_ENDPOINT
 from mjfast.cli.recording import check_record_target, start_recording
 from mjfast.cli.remote import import_remote
 from mjfast.cli.running import make_env, model_files, print_statistics
+from mjfast.cli.signals import stop_on_signals, wait_until_set
 from mjfast.cli.viewing import import_web, launch_web
 
 
@@ -31,59 +31,60 @@ def serve(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except BaseException:
         env.close()
         raise
-    stop = threading.Event()
-    previous = {signum: signal.signal(signum, lambda *_: stop.set())
-                for signum in (signal.SIGINT, signal.SIGTERM)}
-    bridge = None
     try:
-        if args.ros2 and not _ros2_shares_bus_session(args):
-            bridge = _start_ros2(args, env)  # no router: one line, before anything listens
-        try:
-            server = remote.BusServer(env, args.listen)
-        except OSError as error:  # a bad endpoint, or the port is taken
-            if bridge is not None:
-                bridge.close()
-            raise CliError(f"{one_line(str(error))}; choose another endpoint with --listen"
-                           f"{_free_endpoint_hint(args.listen)}") from error
-        if args.ros2 and bridge is None:
-            bridge = _start_ros2(args, env, session=server._session)
-        if bridge is not None:
-            err.write(f"mjfast: ROS 2 node {env.namespace} on domain {bridge.domain_id} via "
-                      f"{'its own router at ' if args.ros2_router else 'the router at '}"
-                      f"{bridge.router}\n")
-        started = time.perf_counter()
-        page = None
-        try:
-            start_recording(env, args, err)
-            with bad_input_is_one_line():
-                env.start(args.realtime)
-            page = launch_web(env, args.web, err) if args.web is not None else None
-            err.write(f"mjfast: serving {args.model} on {args.listen} (SIGINT or SIGTERM "
-                      f"stops it)\n")
-            err.flush()
-            stop.wait()
-        finally:
-            if page is not None:
-                page.close()
-            if bridge is not None:
-                bridge.close()  # before the server, which may own its session
-            # The server first: it stops taking calls and cancels the `step` calls in progress
-            # (their callers are told why), so that nothing steps the env while it stops.
-            try:
-                server.close()
-            finally:
-                env.stop()
-        print_statistics(env, time.perf_counter() - started, out)
-        figures = server.statistics()
-        out.write("\nremote bus\n" + "".join(
-            f"  {name.replace('_', ' '):<22}{value:,}\n" for name, value in figures.items()))
-        if bridge is not None:
-            _print_ros2(bridge, out)
+        with stop_on_signals() as stop:
+            _serve_until_stopped(env, args, remote, stop, out, err)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         env.close()
     return EXIT_OK
+
+
+def _serve_until_stopped(env: Any, args: argparse.Namespace, remote: Any,
+                         stop: threading.Event, out: TextIO, err: TextIO) -> None:
+    bridge = None
+    if args.ros2 and not _ros2_shares_bus_session(args):
+        bridge = _start_ros2(args, env)  # no router: one line, before anything listens
+    try:
+        server = remote.BusServer(env, args.listen)
+    except OSError as error:  # a bad endpoint, or the port is taken
+        if bridge is not None:
+            bridge.close()
+        raise CliError(f"{one_line(str(error))}; choose another endpoint with --listen"
+                       f"{_free_endpoint_hint(args.listen)}") from error
+    if args.ros2 and bridge is None:
+        bridge = _start_ros2(args, env, session=server._session)
+    if bridge is not None:
+        err.write(f"mjfast: ROS 2 node {env.namespace} on domain {bridge.domain_id} via "
+                  f"{'its own router at ' if args.ros2_router else 'the router at '}"
+                  f"{bridge.router}\n")
+    started = time.perf_counter()
+    page = None
+    try:
+        start_recording(env, args, err)
+        with bad_input_is_one_line():
+            env.start(args.realtime)
+        page = launch_web(env, args.web, err) if args.web is not None else None
+        err.write(f"mjfast: serving {args.model} on {args.listen} (SIGINT or SIGTERM "
+                  f"stops it)\n")
+        err.flush()
+        wait_until_set(stop)
+    finally:
+        if page is not None:
+            page.close()
+        if bridge is not None:
+            bridge.close()  # before the server, which may own its session
+        # The server first: it stops taking calls and cancels the `step` calls in progress
+        # (their callers are told why), so that nothing steps the env while it stops.
+        try:
+            server.close()
+        finally:
+            env.stop()
+    print_statistics(env, time.perf_counter() - started, out)
+    figures = server.statistics()
+    out.write("\nremote bus\n" + "".join(
+        f"  {name.replace('_', ' '):<22}{value:,}\n" for name, value in figures.items()))
+    if bridge is not None:
+        _print_ros2(bridge, out)
 
 
 def _spawn(env: Any, spawns: list[tuple[str, str, list[float] | None]]) -> None:

@@ -5,13 +5,12 @@ viewer with `--web`.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 import time
 from typing import Any, TextIO
 
 from mjfast.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, bad_input_is_one_line, one_line
 from mjfast.cli.running import make_env, model_files, print_statistics
+from mjfast.cli.signals import stop_on_signals, wait_until_set
 
 
 def view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -74,22 +73,18 @@ def _view_web(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     `serve`: with no window to close, an interrupt is the normal way to stop)."""
     import_web()
     env = make_env(*model_files(args))
-    stop = threading.Event()
-    previous = {signum: signal.signal(signum, lambda *_: stop.set())
-                for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        started = time.perf_counter()
-        with bad_input_is_one_line():
-            env.start(args.realtime)
-        page = launch_web(env, args.web, err)
-        try:
-            stop.wait()
-            env.stop()
-        finally:
-            page.close()
-        print_statistics(env, time.perf_counter() - started, out)
+        with stop_on_signals() as stop:
+            started = time.perf_counter()
+            with bad_input_is_one_line():
+                env.start(args.realtime)
+            page = launch_web(env, args.web, err)
+            try:
+                wait_until_set(stop)
+                env.stop()
+            finally:
+                page.close()
+            print_statistics(env, time.perf_counter() - started, out)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         env.close()
     return EXIT_OK
