@@ -357,8 +357,10 @@ class ActionServer:
             handle._result = result
             handle._ended_at = time.monotonic()
             self._ended.append(handle)
-        handle._done.set()
+        # The array showing the end goes out before a waiter on the result wakes: whoever has a
+        # result (handle.result(), get_result) has had the status that ended it on the bus.
         self._publish_status()
+        handle._done.set()
 
     def _publish_feedback(self, handle: GoalHandle, feedback: Any) -> None:
         self.node.publish(f"{self.name}/_action/feedback",
