@@ -215,20 +215,28 @@ class Relay(mjfast.ControlPlugin):
 
 @dataclass
 class Disturbances:
-    """An epoch bumped before and after anything that may drop a staged command."""
+    """An epoch bumped before and after anything that may drop a staged command, and how many
+    such things are under way (a reload may take longer than a command's timeout on a loaded
+    machine: a command written during it is interrupted when it ends, not lost meanwhile)."""
 
     epoch: int = 0
+    active: int = 0
+    longest_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @contextmanager
     def around(self) -> Iterator[None]:
         with self.lock:
             self.epoch += 1
+            self.active += 1
+        started = time.monotonic()
         try:
             yield
         finally:
             with self.lock:
                 self.epoch += 1
+                self.active -= 1
+                self.longest_s = max(self.longest_s, time.monotonic() - started)
 
 
 @dataclass
@@ -326,7 +334,7 @@ class Workers:
             if self.disturbances.epoch != epoch:
                 self.tally.interrupted += 1
                 return
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not self.disturbances.active:
                 self.tally.lost += 1
                 return
             time.sleep(0)  # the GIL to the others; the physics thread needs none
@@ -395,7 +403,8 @@ def soak_reloads(reloads: int) -> dict[str, Any]:
         env.close()
     relay = next(p for p in statistics["plugins"] if p["name"] == "relay")
     return {"part": "reloads", "survived": survived, "held_bytes": held,
-            "steps": statistics["env"].get("steps"), "relay": relay, **vars(workers.tally)}
+            "steps": statistics["env"].get("steps"), "relay": relay,
+            "longest_disturbance_s": disturbances.longest_s, **vars(workers.tally)}
 
 
 def soak_envs(envs: int) -> dict[str, Any]:
@@ -435,7 +444,8 @@ def soak_envs(envs: int) -> dict[str, Any]:
         held = held_bytes() - before
     finally:
         workers.finish()
-    return {"part": "envs", "survived": survived, "held_bytes": held, **vars(workers.tally)}
+    return {"part": "envs", "survived": survived, "held_bytes": held,
+            "longest_disturbance_s": disturbances.longest_s, **vars(workers.tally)}
 
 
 # -- the parent: children, figures, verdict ---------------------------------------------------
@@ -559,7 +569,8 @@ def report_soak(result: dict[str, Any], count: int) -> bool:
     part = result["part"]
     print(f"  {part}: survived {result['survived']}/{count}  commands applied "
           f"{result['applied']}, lost {result['lost']}, reordered {result['reordered']}, "
-          f"interrupted by reset/reload/close {result['interrupted']}")
+          f"interrupted by reset/reload/close {result['interrupted']} (the longest "
+          f"{result['longest_disturbance_s']:.2f} s)")
     print(f"    frames {result['frames']}, statistics() {result['statistics']}, "
           f"envs closed before serving {result['short_lived']}, "
           f"resets {result['resets']}, expected errors {result['expected_errors']} "
