@@ -348,6 +348,24 @@ def finish_python(child: subprocess.Popen[str], timeout: float = 30.0) -> tuple[
 _TGKILL = {"x86_64": 234, "aarch64": 131}
 
 
+# futex(2)'s number: what a thread waiting on a lock or an Event is asleep in.
+_FUTEX = {"x86_64": 202, "aarch64": 98}
+
+
+def wait_until_blocked(pid: int, looks: int = 5, timeout: float = 30.0) -> None:
+    """Returns once the main thread of process `pid` has been asleep in futex(2) (a lock's, an
+    Event's wait) at `looks` looks in a row, 10 ms apart: a signal sent now finds it waiting, not
+    on its way to the wait (where its interpreter loop would run the handler anyway)."""
+    number = str(_FUTEX[platform.machine()])
+    where = Path(f"/proc/{pid}/task/{pid}/syscall")
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while seen < looks:
+        assert time.monotonic() < deadline, f"process {pid}'s main thread never waited"
+        seen = seen + 1 if where.read_text().split()[0] == number else 0
+        time.sleep(0.01)
+
+
 def signal_a_thread(pid: int, signum: int) -> int:
     """Sends `signum` to a thread of process `pid` other than its main one, as the kernel may
     deliver a signal sent to the whole process (Linux does when the main thread has one pending

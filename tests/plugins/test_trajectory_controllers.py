@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -25,7 +26,16 @@ from mjfast.plugins.joint_trajectory_controller import (
     PATH_TOLERANCE_VIOLATED,
     SUCCESSFUL,
 )
-from support import CONTROLLER_DT, FINGER_ON_OBJECT_XML, controller_arm_xml, wait_for
+from support import (
+    CONTROLLER_DT,
+    FINGER_ON_OBJECT_XML,
+    controller_arm_xml,
+    finish_python,
+    signal_a_thread,
+    start_python,
+    wait_for,
+    wait_until_blocked,
+)
 
 NS = "/mujoco_server"
 ACTION = f"{NS}/arm/follow_joint_trajectory"
@@ -362,6 +372,34 @@ def test_statuses_in_order_and_feedback_at_the_monitor_rate(env: mjfast.MujocoEn
     run_until_done(env, handle)
     assert seen[-1] == [GoalStatus.SUCCEEDED]
     assert handle.feedback is not None
+
+
+def test_ctrl_c_ends_a_wait_for_a_result_whichever_thread_receives_it() -> None:
+    # Nothing steps the env: only the signal ends the wait. Sent to a thread that is not the
+    # main one, as the kernel may deliver a process's SIGINT: an untimed wait never saw it.
+    child = start_python("""
+        import mjfast
+        from support import controller_arm_xml
+
+        params = {"mujoco_server": {"MujocoPlugins": [
+            {"type": "mjfast/JointTrajectoryController", "name": "arm", "joints": ["a", "b"]}]}}
+        with mjfast.MujocoEnv(controller_arm_xml("position"), params=params) as env:
+            with env.acquire_plugin("arm") as plugin:
+                handle = plugin.send_goal({"trajectory": {"joint_names": ["a", "b"], "points": [
+                    {"positions": [0.5, 0.5], "time_from_start": 1.0}]}})
+            try:
+                print("waiting", flush=True)
+                handle.result()
+            except KeyboardInterrupt:
+                print("interrupted", handle.status.name, flush=True)
+    """)
+    assert child.stdout is not None
+    assert child.stdout.readline() == "waiting\n"
+    wait_until_blocked(child.pid)
+    signal_a_thread(child.pid, signal.SIGINT)
+    out, err = finish_python(child)
+    assert child.returncode == 0, err
+    assert out == "interrupted EXECUTING\n", err
 
 
 def test_a_new_goal_preempts_the_active_one(env: mjfast.MujocoEnv) -> None:

@@ -35,6 +35,7 @@ from support import (
     signal_a_thread,
     start_python,
     wait_for,
+    wait_until_blocked,
 )
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -383,6 +384,7 @@ def test_cli_web_serves_the_page_until_sigterm(command: str, tmp_path: Path) -> 
     finally:
         # To a thread but the main one, as the kernel may deliver a signal sent to the process:
         # the command still stops (it used to wait on for ever).
+        wait_until_blocked(child.pid)
         signal_a_thread(child.pid, signal.SIGTERM)
         out, err = finish_python(child)
     assert child.returncode == 0, err

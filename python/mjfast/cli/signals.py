@@ -1,12 +1,7 @@
-"""Commands that run until SIGINT or SIGTERM (`serve`, `view --web`): the wait for either.
-
-The kernel hands a signal sent to the process to any of its threads that does not block it, not
-always the main one (Linux picks another when the main thread has a signal pending already), and
-the program has many threads (Zenoh's, the physics thread, the bridges' writers). Python then
-only notes the signal; its handler runs when the main thread's interpreter loop next gets
-control. An untimed `Event.wait()` in the main thread is woken by nothing but the event, so such
-a signal was never handled and the command ran on (a `serve` that ignored SIGINT about once in 25
-under load). The wait here is in short timed slices, each of which returns to the interpreter.
+"""Commands that run until SIGINT or SIGTERM (`serve`, `view --web`): the handlers for their run,
+and the wait for either, which must not be an untimed wait (`mjfast._waiting`: a signal that the
+kernel hands to another thread was never handled, and `serve` ran on, about once in 25 SIGINTs
+under load).
 """
 
 from __future__ import annotations
@@ -16,8 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# How long a signal delivered to another thread may wait for its handler.
-_SLICE_S = 0.1
+from mjfast._waiting import wait_interruptibly
 
 
 @contextmanager
@@ -36,5 +30,4 @@ def stop_on_signals() -> Iterator[threading.Event]:
 
 def wait_until_set(stop: threading.Event) -> None:
     """Returns once `stop` is set, running the handler of a signal whichever thread got it."""
-    while not stop.wait(_SLICE_S):
-        pass
+    wait_interruptibly(stop)

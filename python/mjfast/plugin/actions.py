@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from mjfast._waiting import wait_interruptibly
+
 __all__ = ["ActionServer", "CancelResponse", "GoalHandle", "GoalStatus", "goal_id_of"]
 
 GOAL_ID_SIZE = 16
@@ -142,7 +144,7 @@ class GoalHandle:
         """The result once the goal has ended (a rejected goal's at once); TimeoutError naming
         the goal and its status if it has not ended within `timeout` seconds. Something must
         step the env meanwhile (another thread, or `env.start()`)."""
-        if not self._done.wait(timeout):
+        if not wait_interruptibly(self._done, timeout):  # (Ctrl-C gets through)
             raise TimeoutError(f"goal {uuid.UUID(bytes=self.goal_id)} of {self._server.name} "
                                f"did not end within {timeout} s (status {self._status.name})")
         return self._result

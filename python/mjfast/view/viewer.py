@@ -22,6 +22,7 @@ from typing import Any
 
 import mujoco
 
+from mjfast._waiting import wait_interruptibly
 from mjfast.errors import LogicError, MjfastError
 
 __all__ = ["DEFAULT_RATE_HZ", "NoDisplayError", "Viewer", "check_display", "launch_viewer"]
@@ -276,8 +277,8 @@ class Viewer:
         return not self._ended.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Waits until the viewer has ended; returns whether it has."""
-        return self._ended.wait(timeout)
+        """Waits until the viewer has ended; returns whether it has (Ctrl-C gets through)."""
+        return wait_interruptibly(self._ended, timeout)
 
     def close(self) -> None:
         """Closes the window; idempotent. The env keeps running."""

@@ -41,6 +41,7 @@ from support import (
     signal_a_thread,
     start_python,
     wait_for,
+    wait_until_blocked,
     zenoh_router,
 )
 
@@ -158,6 +159,7 @@ class Served:
              to_a_thread: bool = False) -> tuple[int, str, str]:
         """`signum` to the process, or (`to_a_thread`) to one of its threads but the main one."""
         if to_a_thread:
+            wait_until_blocked(self.child.pid)
             signal_a_thread(self.child.pid, signum)
         else:
             self.child.send_signal(signum)

@@ -33,6 +33,7 @@ import numpy as np
 import trimesh
 import viser
 
+from mjfast._waiting import wait_interruptibly
 from mjfast.errors import LogicError, MjfastError
 from mjfast.view.web import scene as shapes
 from mjfast.view.web.server import start_server, stop_server
@@ -142,8 +143,8 @@ class WebViewer:
         return not self._ended.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Waits until the viewer has ended; returns whether it has."""
-        return self._ended.wait(timeout)
+        """Waits until the viewer has ended; returns whether it has (Ctrl-C gets through)."""
+        return wait_interruptibly(self._ended, timeout)
 
     def close(self) -> None:
         """Stops the server (the pages show it disconnected); idempotent. The env keeps going."""
