@@ -326,9 +326,14 @@ class ActionServer:
             handle = self._goals.get(raw)
         if handle is None:
             return {"status": int(GoalStatus.UNKNOWN), "result": None}
-        handle._done.wait(None if timeout is None else float(timeout))
-        return {"status": int(handle._status),
-                "result": handle._result if handle._done.is_set() else None}
+        if handle._status not in TERMINAL:
+            handle._done.wait(None if timeout is None else float(timeout))
+        # The result is the goal's once its status is terminal (both set together, under the
+        # lock), which is before the ending array goes out and before _done is set: a get_result
+        # answered on that array (the ROS 2 bridge's) has it.
+        with self._lock:
+            status, result = handle._status, handle._result
+        return {"status": int(status), "result": result if status in TERMINAL else None}
 
     def goals(self) -> list[GoalHandle]:
         """The goals kept (not expired), oldest first."""
