@@ -3,15 +3,19 @@ core's bounded ring (keep the newest message per topic, or make the publisher wa
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 
 import mjfast
+from mjfast._core_loader import _core
 from mjfast.bus.handoff import HandedOffTap
 from mjfast.bus.node import Bus
+from mjfast.interop.record.writer import batch_items
 from support import arm_xml, plugins_param, wait_for
 
 
@@ -107,6 +111,64 @@ def test_latched_messages_stamps_and_a_consumer_without_a_writer(bus: Bus) -> No
     assert tap.take(0.0) == []
     tap.remove()
     bus.publish("/a", "after")
+    assert tap.take(0.0) == []
+
+
+def test_a_packed_route_hands_runs_of_packed_messages_over_as_blocks_in_their_place(
+        bus: Bus) -> None:
+    # A recording's tap (mjfast.interop.record.recorder): messages on the topics it gives a route
+    # for are packed as they are handed over (log time offset + round(stamp * 1e9)) and keep no
+    # Python object; take() gives each run of them as one block (pack_direct's), in its place
+    # among the others. A message the core does not pack, or a time its nanoseconds cannot hold,
+    # goes as any other.
+    route_a, route_b = ("/ros/a", "std_msgs/msg/A", None), ("/ros/b", "std_msgs/msg/B", None)
+    routes = {"/a": route_a, "/b": route_b}
+    stamps = iter([0.5, 1.0, 2.0, 3.0, float("inf"), 5.0, 6.0, 7.0])
+    tap = HandedOffTap(bus, None, policy="wait", writer=False, stamp=lambda: next(stamps),
+                       packed_route=routes.get, offset_ns=10)
+    unpackable = {"n": 3, "odd": object()}
+    kept = {"n": 1, "q": np.arange(3.0)}
+    held = sys.getrefcount(kept)
+    for topic, message in (("/x", "plain"), ("/a", kept), ("/b", {"n": 2}), ("/a", unpackable),
+                           ("/a", {"n": 4}), ("/a", {"n": 5}), ("/b", {"n": 6})):
+        bus.publish(topic, message)
+    bus.publish("/x", "newer")
+    assert sys.getrefcount(kept) == held  # packed: neither the ring nor the bus's latest keeps it
+    items = tap.take(0.0, 64)
+    assert [item[0] for item in items] == ["/x", None, "/a", "/a", None, "/x"]
+    assert items[0] == ("/x", "plain", 0.5) and items[5][:2] == ("/x", "newer")
+    assert items[2] == ("/a", unpackable, 3.0) and items[2][1] is unpackable
+    assert items[3][:2] == ("/a", {"n": 4})  # at an infinite time
+    first, second = items[1], items[4]
+    assert first[1] == [route_a, route_b] and first[1][0] is route_a and first[2] == [1, 1]
+    assert second[1] == [route_a, route_b] and second[2] == [1, 1]
+    records = list(batch_items([(None, first[1], first[3]), (None, second[1], second[3])]))
+    assert [record[:3] for record in records] == [
+        ("/ros/a", "std_msgs/msg/A", 1_000_000_010), ("/ros/b", "std_msgs/msg/B", 2_000_000_010),
+        ("/ros/a", "std_msgs/msg/A", 5_000_000_010), ("/ros/b", "std_msgs/msg/B", 6_000_000_010)]
+    assert [_core.unpack_message(record[3])["n"] for record in records] == [1, 2, 5, 6]
+    np.testing.assert_array_equal(_core.unpack_message(records[0][3])["q"], kept["q"])
+    assert tap.statistics()["handed"] == 8
+    tap.remove()
+    with pytest.raises(ValueError, match="packed_route"):
+        HandedOffTap(bus, lambda *_: None, policy="wait", packed_route=routes.get)
+
+
+def test_a_full_wait_ring_holds_a_packing_publisher_until_the_writer_takes(bus: Bus) -> None:
+    tap = HandedOffTap(bus, None, policy="wait", writer=False, capacity=1,
+                       packed_route=lambda topic: ("/ros/a", "t", None))
+    bus.publish("/a", {"n": 0})
+    publisher = publish_on_a_thread(bus, [("/a", {"n": i}) for i in range(1, 4)])
+    assert wait_for(lambda: tap.statistics()["waits"] >= 1)  # the ring is full: it waits
+    taken: list[Any] = []
+    while len(taken) < 4:
+        for _, routes, _counts, data in tap.take(1.0):
+            taken += [_core.unpack_message(record[3])["n"]
+                      for record in batch_items([(None, routes, data)])]
+    publisher.join(10)
+    assert not publisher.is_alive() and taken == [0, 1, 2, 3]  # nothing dropped, in order
+    tap.remove()
+    bus.publish("/a", {"n": 4})  # a closed ring keeps nothing
     assert tap.take(0.0) == []
 
 

@@ -46,6 +46,13 @@ class HandedOffTap:
     a loop of its own). `stamp()` (optional) is called on the publishing thread for each message
     and handed over with it (a recording's simulated time of the publish).
 
+    `packed_route(topic)` (optional, with `writer=False`; a recording's): called on the
+    publishing thread, it returns a route for a message the core is to pack there, or None. Such
+    a message is packed as it is handed over (`_core.HandoffRing.push_packed`, log time
+    `offset_ns` + its stamp), and `take()` hands runs of them over as blocks: the consumer then
+    needs the GIL for none of their packing, which the publishing thread, holding the GIL for
+    its Python plugins every step, would wait for.
+
     `remove()` (also `close()`) ends it: no message is handed over afterwards, and the writer
     delivers what was waiting, then ends; both idempotent. `statistics()` counts what was handed
     over, dropped and waited for."""
@@ -53,17 +60,23 @@ class HandedOffTap:
     def __init__(self, bus: Bus, function: Callable[..., Any] | None, *, policy: str,
                  latched: bool = True, capacity: int = DEFAULT_CAPACITY,
                  stamp: Callable[[], float] | None = None, writer: bool = True,
-                 name: str = "mjfast-tap-writer") -> None:
+                 name: str = "mjfast-tap-writer",
+                 packed_route: Callable[[str], Any] | None = None, offset_ns: int = 0) -> None:
         if policy not in HANDOFF_POLICIES:
             raise ValueError(f"handoff must be one of {', '.join(HANDOFF_POLICIES)}, got "
                              f"{policy!r}")
         if writer and not callable(function):
             raise TypeError(f"a bus tap must be callable, got {function!r}")
+        if writer and packed_route is not None:
+            raise ValueError("packed_route is for a tap without a writer (its take() hands the "
+                             "packed messages over as blocks)")
         self.function = function
         self.policy = policy
         self.failures = 0
         self._ring = _core.HandoffRing(capacity, policy)
         self._stamp = stamp
+        self._packed_route = packed_route
+        self._offset_ns = int(offset_ns)
         self._failed = ThrottledLog(_log)
         self._thread: threading.Thread | None = None
         if writer:
@@ -77,14 +90,22 @@ class HandedOffTap:
         return self._tap.active
 
     def _hand_over(self, topic: str, message: Any) -> None:
-        # The publishing thread's whole share: a reference into the ring (waiting for room only
-        # with policy "wait", the GIL released meanwhile).
+        # The publishing thread's whole share: a reference into the ring, or the message packed
+        # (waiting for room only with policy "wait", the GIL released meanwhile).
         stamp = self._stamp
-        self._ring.push(topic, message, stamp() if stamp is not None else 0.0)
+        time = stamp() if stamp is not None else 0.0
+        packed_route = self._packed_route
+        route = packed_route(topic) if packed_route is not None else None
+        if route is None:
+            self._ring.push(topic, message, time)
+        else:
+            self._ring.push_packed(topic, message, time, route, self._offset_ns)
 
-    def take(self, timeout: float = 0.0, limit: int = 64) -> list[tuple[str, Any, float]]:
-        """Up to `limit` waiting (topic, message, stamp), oldest first, waiting up to `timeout`
-        seconds for the first (the GIL released). For a consumer without the writer thread."""
+    def take(self, timeout: float = 0.0, limit: int = 64) -> list[tuple[Any, ...]]:
+        """Up to `limit` waiting items, oldest first, waiting up to `timeout` seconds for the
+        first (the GIL released); for a consumer without the writer thread. An item is (topic,
+        message, stamp), or a run of packed messages (see `packed_route`) as one block (None,
+        routes, counts, data), as `_core.pack_direct` makes them."""
         return self._ring.take(limit, timeout)
 
     def _write_loop(self) -> None:

@@ -2,7 +2,8 @@
 // thread to a writer thread (mjfast.bus.handoff). The ring holds references: pushing is a
 // reference count and a move under the ring's leaf lock, so the publishing thread never converts
 // or serialises anything; the writer takes the references back with the GIL released while it
-// waits.
+// waits. A recording's tap packs its messages as it pushes them instead (push_packed: a
+// microsecond of the publisher's GIL, and its writer needs none per message).
 #include <pybind11/numpy.h>
 
 #include <chrono>
@@ -23,21 +24,33 @@ namespace {
 
 // One waiting message: strong references to its topic and message (released with the GIL held,
 // by whoever ends up with them), and the stamp the producer gave it (the simulated time at the
-// publish, for a recording).
+// publish, for a recording). Or the message packed at the publish (push_packed): its route's
+// number in the ring's table, its bytes (pack_message's) and its log time in nanoseconds, no
+// Python object at all, so that the writer needs the GIL for none of it.
+constexpr std::uint32_t kNotPacked = UINT32_MAX;
 struct PyMessage {
   PyObject* topic = nullptr;
   PyObject* message = nullptr;
+  std::uint32_t route = kNotPacked;  // else a packed message (topic and message are null)
   double stamp = 0.0;
+  std::int64_t stamp_ns = 0;
+  std::vector<char> packed;
 
   PyMessage() = default;
   PyMessage(PyMessage&& other) noexcept
       : topic(std::exchange(other.topic, nullptr)),
         message(std::exchange(other.message, nullptr)),
-        stamp(other.stamp) {}
+        route(std::exchange(other.route, kNotPacked)),
+        stamp(other.stamp),
+        stamp_ns(other.stamp_ns),
+        packed(std::move(other.packed)) {}
   PyMessage& operator=(PyMessage&& other) noexcept {
     std::swap(topic, other.topic);
     std::swap(message, other.message);
+    std::swap(route, other.route);
     stamp = other.stamp;
+    stamp_ns = other.stamp_ns;
+    packed.swap(other.packed);
     return *this;
   }
   PyMessage(const PyMessage&) = delete;
@@ -48,87 +61,6 @@ struct PyMessage {
     Py_CLEAR(topic);
     Py_CLEAR(message);
   }
-};
-
-using Ring = HandoffRing<PyMessage>;
-
-class PyHandoffRing {
- public:
-  PyHandoffRing(std::size_t capacity, HandoffPolicy policy) : ring_(capacity, policy) {}
-  ~PyHandoffRing() {
-    // Dropped with the GIL held (Python's dealloc): what still waits is released here.
-    std::vector<Ring::Item> left;
-    const std::size_t count = ring_.take(left, ring_.capacity(), std::chrono::nanoseconds(0));
-    for (std::size_t i = 0; i < count; ++i) left[i].payload.release();
-  }
-
-  // True: handed over; false: the ring is closed (nothing kept).
-  bool push(const py::object& topic, const py::object& message, double stamp) {
-    PyMessage payload;
-    payload.topic = topic.inc_ref().ptr();
-    payload.message = message.inc_ref().ptr();
-    payload.stamp = stamp;
-    const std::uint32_t key = key_of(topic);
-    PyMessage displaced;
-    while (true) {
-      const Ring::Pushed pushed = ring_.try_push(key, payload, displaced);
-      if (pushed == Ring::Pushed::kTaken) return true;
-      if (pushed == Ring::Pushed::kDisplaced) {
-        displaced.release();
-        return true;
-      }
-      if (pushed == Ring::Pushed::kClosed) {
-        payload.release();
-        return false;
-      }
-      // Full (kWait): the writer needs the GIL to convert what it took, so it is released while
-      // this thread waits for room; the caller holds no lock the writer takes.
-      const bool open = without_gil([&] { return ring_.wait_for_room(); });
-      if (!open) {
-        payload.release();
-        return false;
-      }
-    }
-  }
-
-  py::list take(std::size_t max, double timeout_s) {
-    const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(timeout_s > 0.0 ? timeout_s : 0.0));
-    // Waits for the publishing thread, which may hold the GIL to push: released meanwhile.
-    const std::size_t count = without_gil([&] { return ring_.take(taken_, max, timeout); });
-    py::list out(count);
-    for (std::size_t i = 0; i < count; ++i) {
-      PyMessage& item = taken_[i].payload;
-      // The tuple takes over both references.
-      PyObject* entry = PyTuple_New(3);
-      if (entry == nullptr) {
-        for (std::size_t j = i; j < count; ++j) taken_[j].payload.release();
-        throw py::error_already_set();
-      }
-      PyTuple_SET_ITEM(entry, 0, std::exchange(item.topic, nullptr));
-      PyTuple_SET_ITEM(entry, 1, std::exchange(item.message, nullptr));
-      PyTuple_SET_ITEM(entry, 2, PyFloat_FromDouble(item.stamp));
-      PyList_SET_ITEM(out.ptr(), static_cast<py::ssize_t>(i), entry);
-    }
-    return out;
-  }
-
-  Ring& ring() { return ring_; }
-
- private:
-  // A topic's key: its number in the order topics were first pushed (GIL held).
-  std::uint32_t key_of(const py::object& topic) {
-    PyObject* found = PyDict_GetItemWithError(keys_.ptr(), topic.ptr());
-    if (found != nullptr) return static_cast<std::uint32_t>(PyLong_AsUnsignedLong(found));
-    if (PyErr_Occurred()) throw py::error_already_set();
-    const auto key = static_cast<std::uint32_t>(PyDict_Size(keys_.ptr()));
-    keys_[topic] = key;
-    return key;
-  }
-
-  Ring ring_;
-  py::dict keys_;
-  std::vector<Ring::Item> taken_;  // the writer's: reused by every take()
 };
 
 // ---- a bus message as bytes, for the recording's writer process ---------------------------------
@@ -161,6 +93,10 @@ static_assert(sizeof(DirectRecord) == 16, "pack_direct's record header is 16 byt
 
 class MessagePacker {
  public:
+  MessagePacker() = default;
+  MessagePacker(const MessagePacker&) = delete;  // out_ may point at own_
+  MessagePacker& operator=(const MessagePacker&) = delete;
+
   py::bytes pack(const py::handle& message) {
     const std::vector<char>& out = pack_to_buffer(message.ptr());
     return py::bytes(out.data(), static_cast<py::ssize_t>(out.size()));
@@ -168,44 +104,50 @@ class MessagePacker {
 
   // The packed message in this packer's buffer, valid until its next call.
   const std::vector<char>& pack_to_buffer(PyObject* message) {
-    out_.assign(kPackMagic, kPackMagic + sizeof kPackMagic);
+    pack_into(own_, message);
+    return own_;
+  }
+
+  // The packed message in `out` (replacing what it held).
+  void pack_into(std::vector<char>& out, PyObject* message) {
+    out_ = &out;
+    out.assign(kPackMagic, kPackMagic + sizeof kPackMagic);
     put(message, 0);
-    return out_;
   }
 
  private:
   template <class T>
   void raw(const T& value) {
     const char* bytes = reinterpret_cast<const char*>(&value);
-    out_.insert(out_.end(), bytes, bytes + sizeof(T));
+    out_->insert(out_->end(), bytes, bytes + sizeof(T));
   }
   void sized(char tag, const char* data, std::size_t size) {
     if (size > UINT32_MAX) throw py::type_error("pack_message: a part over 4 GiB");
-    out_.push_back(tag);
+    out_->push_back(tag);
     raw(static_cast<std::uint32_t>(size));
-    out_.insert(out_.end(), data, data + size);
+    out_->insert(out_->end(), data, data + size);
   }
   void count(char tag, std::size_t size) {
     if (size > UINT32_MAX) throw py::type_error("pack_message: a container over 2**32 items");
-    out_.push_back(tag);
+    out_->push_back(tag);
     raw(static_cast<std::uint32_t>(size));
   }
 
   void put(PyObject* value, int depth) {
     if (depth > kPackDepth) throw py::type_error("pack_message: nested deeper than 64");
     if (value == Py_None) {
-      out_.push_back('N');
+      out_->push_back('N');
     } else if (value == Py_True || value == Py_False) {
-      out_.push_back(value == Py_True ? 'T' : 'F');
+      out_->push_back(value == Py_True ? 'T' : 'F');
     } else if (PyFloat_CheckExact(value)) {
-      out_.push_back('f');
+      out_->push_back('f');
       raw(PyFloat_AS_DOUBLE(value));
     } else if (PyLong_CheckExact(value)) {
       int overflow = 0;
       const long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
       if (overflow != 0) throw py::type_error("pack_message: an int beyond 64 bits");
       if (number == -1 && PyErr_Occurred()) throw py::error_already_set();
-      out_.push_back('i');
+      out_->push_back('i');
       raw(static_cast<std::int64_t>(number));
     } else if (PyUnicode_CheckExact(value)) {
       Py_ssize_t size = 0;
@@ -270,15 +212,15 @@ class MessagePacker {
       array = py::array::ensure(array, py::array::c_style);
       if (!array) throw py::error_already_set();
     }
-    out_.push_back('a');
-    out_.push_back(static_cast<char>(dtype_text.size()));
-    out_.insert(out_.end(), dtype_text.begin(), dtype_text.end());
-    out_.push_back(static_cast<char>(array.ndim()));
+    out_->push_back('a');
+    out_->push_back(static_cast<char>(dtype_text.size()));
+    out_->insert(out_->end(), dtype_text.begin(), dtype_text.end());
+    out_->push_back(static_cast<char>(array.ndim()));
     for (py::ssize_t i = 0; i < array.ndim(); ++i) raw(static_cast<std::int64_t>(array.shape(i)));
     const auto size = static_cast<std::size_t>(array.nbytes());
     raw(static_cast<std::uint64_t>(size));
     const char* data = static_cast<const char*>(array.data());
-    out_.insert(out_.end(), data, data + size);
+    out_->insert(out_->end(), data, data + size);
   }
 
   static PyTypeObject* ndarray_type() {
@@ -288,7 +230,245 @@ class MessagePacker {
     return type;
   }
 
-  std::vector<char> out_;
+  std::vector<char> own_;             // pack_to_buffer's
+  std::vector<char>* out_ = &own_;   // where put() writes
+};
+
+// offset_ns + round(time * 1e9) as Python's max(0, offset + round(time * 1e9)) makes it (half to
+// even, never below 0) in `out`; false where int64 cannot hold it (not finite, or past its
+// range), for the caller to go Python's way.
+bool log_time_ns(double time, std::int64_t offset_ns, std::int64_t& out) {
+  const double nanoseconds = std::nearbyint(time * 1e9);
+  if (!(std::fabs(nanoseconds) < 9.0e18)) return false;
+  std::int64_t stamp = 0;
+  if (__builtin_add_overflow(offset_ns, static_cast<std::int64_t>(nanoseconds), &stamp)) {
+    return false;
+  }
+  out = stamp < 0 ? std::int64_t{0} : stamp;
+  return true;
+}
+
+// pack_message(message) into `out`; false, with nothing raised, for a message the core does not
+// pack (a TypeError or ValueError of the packer, or over a record's 32-bit size): the caller
+// hands it on its own way.
+bool pack_or_decline(std::vector<char>& out, PyObject* message) {
+  MessagePacker packer;
+  try {
+    packer.pack_into(out, message);
+  } catch (const py::type_error&) {
+    return false;
+  } catch (const py::value_error&) {
+    return false;
+  } catch (py::error_already_set& error) {
+    if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
+    return false;
+  }
+  return out.size() <= UINT32_MAX;
+}
+
+// A block of packed messages for the recording's bag process (pack_direct's, and take()'s for
+// push_packed ones; mjfast.interop.record.writer.batch_items reads it): the routes in the order
+// first used, how many records each, and per record a DirectRecord (the route's index in the
+// block) and the packed bytes. Routes are known here by an id of the caller's; add() needs no
+// GIL, result() turns the ids into the routes with `route_of(id)` (GIL held).
+class DirectBlock {
+ public:
+  // True where `route` is new to this block.
+  bool add(std::uintptr_t route, std::int64_t stamp_ns, const std::vector<char>& packed) {
+    std::uint32_t index = 0;
+    const auto known = static_cast<std::uint32_t>(routes_.size());
+    while (index < known && routes_[index] != route) ++index;
+    if (index == known) {
+      routes_.push_back(route);
+      counts_.push_back(0);
+    }
+    ++counts_[index];
+    const DirectRecord header{index, stamp_ns, static_cast<std::uint32_t>(packed.size())};
+    const char* head = reinterpret_cast<const char*>(&header);
+    data_.insert(data_.end(), head, head + sizeof header);
+    data_.insert(data_.end(), packed.begin(), packed.end());
+    return index == known;
+  }
+
+  // (routes, counts, data), and this block empty again (GIL held).
+  template <class RouteOf>
+  py::tuple result(RouteOf&& route_of) {
+    py::list routes;
+    py::list counts;
+    for (std::size_t i = 0; i < routes_.size(); ++i) {
+      routes.append(route_of(routes_[i]));
+      counts.append(counts_[i]);
+    }
+    py::tuple made = py::make_tuple(
+        std::move(routes), std::move(counts),
+        py::bytes(data_.data(), static_cast<py::ssize_t>(data_.size())));
+    routes_.clear();
+    counts_.clear();
+    data_.clear();
+    return made;
+  }
+
+ private:
+  std::vector<std::uintptr_t> routes_;
+  std::vector<std::size_t> counts_;
+  std::vector<char> data_;
+};
+
+using Ring = HandoffRing<PyMessage>;
+
+class PyHandoffRing {
+ public:
+  PyHandoffRing(std::size_t capacity, HandoffPolicy policy) : ring_(capacity, policy) {}
+  ~PyHandoffRing() {
+    // Dropped with the GIL held (Python's dealloc): what still waits is released here.
+    std::vector<Ring::Item> left;
+    const std::size_t count = ring_.take(left, ring_.capacity(), std::chrono::nanoseconds(0));
+    for (std::size_t i = 0; i < count; ++i) left[i].payload.release();
+  }
+
+  // True: handed over; false: the ring is closed (nothing kept).
+  bool push(const py::object& topic, const py::object& message, double stamp) {
+    PyMessage payload;
+    payload.topic = topic.inc_ref().ptr();
+    payload.message = message.inc_ref().ptr();
+    payload.stamp = stamp;
+    return push_item(key_of(topic), payload);
+  }
+
+  // push(), but the message is packed now, on the publishing thread, which holds the GIL anyway
+  // (a microsecond or so for a JointState), with `route` and its log time offset_ns +
+  // round(stamp * 1e9): the writer then takes bytes, and needs the GIL for none of the packing
+  // nor for the message's release, which it took a physics thread that needs the GIL every step
+  // (a Python plugin's) ~7% of its time to wait for. A message the core does not pack, or a time
+  // its nanoseconds cannot hold, goes as push() hands it, in its place in the order.
+  bool push_packed(const py::object& topic, const py::object& message, double stamp,
+                   const py::object& route, std::int64_t offset_ns) {
+    PyMessage payload;
+    if (!log_time_ns(stamp, offset_ns, payload.stamp_ns) ||
+        !pack_or_decline(payload.packed, message.ptr())) {
+      return push(topic, message, stamp);
+    }
+    payload.route = route_id(route);
+    payload.stamp = stamp;
+    return push_item(key_of(topic), payload);
+  }
+
+  // Up to `max` waiting items, oldest first, waiting up to `timeout_s` (the GIL released) for the
+  // first: each pushed message as (topic, message, stamp), and each run of packed ones as one
+  // block (None, routes, counts, data), pack_direct's (routes, counts, data), in its place.
+  py::list take(std::size_t max, double timeout_s) {
+    const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(timeout_s > 0.0 ? timeout_s : 0.0));
+    // Waits for the publishing thread, which may hold the GIL to push: released meanwhile, and
+    // while the packed messages are gathered into their blocks (no Python object in them).
+    std::vector<DirectBlock>& blocks = blocks_;
+    const std::size_t count = without_gil([&] {
+      const std::size_t taken = ring_.take(taken_, max, timeout);
+      blocks.clear();
+      bool run = false;
+      for (std::size_t i = 0; i < taken; ++i) {
+        PyMessage& item = taken_[i].payload;
+        if (item.route == kNotPacked) {
+          run = false;
+          continue;
+        }
+        if (!run) blocks.emplace_back();
+        run = true;
+        blocks.back().add(item.route, item.stamp_ns, item.packed);
+        std::vector<char>().swap(item.packed);  // (a slot keeps no buffer)
+      }
+      return taken;
+    });
+    const auto route_of = [&](std::uintptr_t id) { return routes_[id]; };
+    py::list out;
+    std::size_t block = 0;
+    bool in_run = false;
+    std::size_t i = 0;
+    try {
+      for (; i < count; ++i) {
+        PyMessage& item = taken_[i].payload;
+        if (item.route != kNotPacked) {  // in its block already
+          item.route = kNotPacked;
+          if (!in_run) {
+            const py::tuple made = blocks[block++].result(route_of);
+            out.append(py::make_tuple(py::none(), made[0], made[1], made[2]));
+          }
+          in_run = true;
+          continue;
+        }
+        in_run = false;
+        // The tuple takes over both references.
+        auto entry = py::reinterpret_steal<py::tuple>(PyTuple_New(3));
+        if (!entry) throw py::error_already_set();
+        PyTuple_SET_ITEM(entry.ptr(), 0, std::exchange(item.topic, nullptr));
+        PyTuple_SET_ITEM(entry.ptr(), 1, std::exchange(item.message, nullptr));
+        PyObject* stamp = PyFloat_FromDouble(item.stamp);
+        if (stamp == nullptr) throw py::error_already_set();
+        PyTuple_SET_ITEM(entry.ptr(), 2, stamp);
+        out.append(std::move(entry));
+      }
+    } catch (...) {
+      for (std::size_t j = i; j < count; ++j) {
+        taken_[j].payload.release();
+        taken_[j].payload.route = kNotPacked;
+      }
+      throw;
+    }
+    return out;
+  }
+
+  Ring& ring() { return ring_; }
+
+ private:
+  bool push_item(std::uint32_t key, PyMessage& payload) {
+    PyMessage displaced;
+    while (true) {
+      const Ring::Pushed pushed = ring_.try_push(key, payload, displaced);
+      if (pushed == Ring::Pushed::kTaken) return true;
+      if (pushed == Ring::Pushed::kDisplaced) {
+        displaced.release();
+        return true;
+      }
+      if (pushed == Ring::Pushed::kClosed) {
+        payload.release();
+        return false;
+      }
+      // Full (kWait): the writer needs the GIL to convert what it took, so it is released while
+      // this thread waits for room; the caller holds no lock the writer takes.
+      const bool open = without_gil([&] { return ring_.wait_for_room(); });
+      if (!open) {
+        payload.release();
+        return false;
+      }
+    }
+  }
+
+  // A topic's key: its number in the order topics were first pushed (GIL held).
+  std::uint32_t key_of(const py::object& topic) {
+    PyObject* found = PyDict_GetItemWithError(keys_.ptr(), topic.ptr());
+    if (found != nullptr) return static_cast<std::uint32_t>(PyLong_AsUnsignedLong(found));
+    if (PyErr_Occurred()) throw py::error_already_set();
+    const auto key = static_cast<std::uint32_t>(PyDict_Size(keys_.ptr()));
+    keys_[topic] = key;
+    return key;
+  }
+
+  // A packed message's route: its number in routes_, the routes by identity in the order first
+  // pushed (GIL held; a recording has a few, and a few more after each load).
+  std::uint32_t route_id(const py::object& route) {
+    for (std::size_t i = 0; i < routes_.size(); ++i) {
+      if (routes_[i].ptr() == route.ptr()) return static_cast<std::uint32_t>(i);
+    }
+    if (routes_.size() >= kNotPacked) throw py::value_error("push_packed: too many routes");
+    routes_.push_back(route);
+    return static_cast<std::uint32_t>(routes_.size() - 1);
+  }
+
+  Ring ring_;
+  py::dict keys_;
+  std::vector<py::object> routes_;  // GIL held to read or change
+  std::vector<Ring::Item> taken_;   // the writer's: reused by every take()
+  std::vector<DirectBlock> blocks_;  // the writer's: take()'s blocks
 };
 
 class MessageUnpacker {
@@ -409,8 +589,14 @@ void bind_handoff(py::module_& module) {
       .def("push", &PyHandoffRing::push, py::arg("topic"), py::arg("message"),
            py::arg("stamp") = 0.0,
            "Hands (topic, message, stamp) to the writer; False once closed (nothing kept).")
+      .def("push_packed", &PyHandoffRing::push_packed, py::arg("topic"), py::arg("message"),
+           py::arg("stamp"), py::arg("route"), py::arg("offset_ns"),
+           "push(), with the message packed now (pack_message) and kept with `route` and the log "
+           "time offset_ns + round(stamp * 1e9): take() hands runs of such messages over as "
+           "pack_direct's blocks. A message the core does not pack goes as push() hands it.")
       .def("take", &PyHandoffRing::take, py::arg("max") = 64, py::arg("timeout") = 0.0,
-           "Up to `max` waiting [(topic, message, stamp)], oldest first, waiting up to `timeout` "
+           "Up to `max` waiting items: each pushed message as (topic, message, stamp), each run of "
+           "packed ones as (None, routes, counts, data), oldest first, waiting up to `timeout` "
            "seconds (the GIL released) for the first.")
       .def(
           "close", [](PyHandoffRing& self) { self.ring().close(); },
@@ -440,11 +626,9 @@ void bind_handoff(py::module_& module) {
   module.def(
       "pack_direct",
       [](const py::list& items, const py::dict& direct, std::int64_t offset_ns) {
-        thread_local MessagePacker packer;
-        thread_local std::vector<char> block;  // reused by each call on a thread
-        block.clear();
-        py::list routes;  // in the order first used; their index is a record's
-        std::vector<std::size_t> counts;
+        thread_local std::vector<char> packed;  // reused by each call on a thread
+        DirectBlock block;
+        py::list held;  // the routes used, held (their pointers are the block's ids)
         py::list rest;
         // By index, each item held: packing may run Python (numpy's attributes), and the list is
         // the caller's (another thread could change it meanwhile, though none does).
@@ -461,61 +645,27 @@ void bind_handoff(py::module_& module) {
             continue;
           }
           // Held while the message is packed (packing may run Python: numpy's attributes).
-          const auto held_route = py::reinterpret_borrow<py::tuple>(route);
+          const auto held_route = py::reinterpret_borrow<py::object>(route);
           if (!PyTuple_CheckExact(route) || PyTuple_GET_SIZE(route) != 3) {
             throw py::type_error("pack_direct: a route is a (ROS topic, type, convert) tuple");
           }
           const double time = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 2));
           if (time == -1.0 && PyErr_Occurred()) throw py::error_already_set();
-          const double nanoseconds = std::nearbyint(time * 1e9);
-          if (!(std::fabs(nanoseconds) < 9.0e18)) {  // not finite, or past int64: Python's way
-            rest.append(item);
-            continue;
-          }
-          // As Python's max(0, offset + round(time * 1e9)): round half to even, never negative.
           std::int64_t stamp = 0;
-          if (__builtin_add_overflow(offset_ns, static_cast<std::int64_t>(nanoseconds), &stamp)) {
-            rest.append(item);  // past int64: Python's way
+          if (!log_time_ns(time, offset_ns, stamp) ||
+              !pack_or_decline(packed, PyTuple_GET_ITEM(entry, 1))) {
+            rest.append(item);  // the caller's way
             continue;
           }
-          const std::vector<char>* packed = nullptr;
-          try {
-            packed = &packer.pack_to_buffer(PyTuple_GET_ITEM(entry, 1));
-          } catch (const py::type_error&) {
-            rest.append(item);  // the caller packs it its own way
-            continue;
-          } catch (const py::value_error&) {
-            rest.append(item);
-            continue;
-          } catch (py::error_already_set& error) {
-            if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
-            rest.append(item);
-            continue;
+          if (block.add(reinterpret_cast<std::uintptr_t>(route), stamp, packed)) {
+            held.append(held_route);
           }
-          if (packed->size() > UINT32_MAX) {
-            rest.append(item);  // a record's size is 32 bits: Python's way
-            continue;
-          }
-          std::uint32_t index = 0;
-          const auto known = static_cast<std::uint32_t>(counts.size());
-          while (index < known && routes[index].ptr() != route) ++index;
-          if (index == known) {
-            routes.append(held_route);
-            counts.push_back(0);
-          }
-          ++counts[index];
-          const DirectRecord header{index, stamp < 0 ? std::int64_t{0} : stamp,
-                                    static_cast<std::uint32_t>(packed->size())};
-          const char* head = reinterpret_cast<const char*>(&header);
-          block.insert(block.end(), head, head + sizeof header);
-          block.insert(block.end(), packed->begin(), packed->end());
         }
-        py::list count_list;
-        for (const std::size_t count : counts) count_list.append(count);
-        return py::make_tuple(
-            py::make_tuple(std::move(routes), std::move(count_list),
-                           py::bytes(block.data(), static_cast<py::ssize_t>(block.size()))),
-            std::move(rest));
+        return py::make_tuple(block.result([](std::uintptr_t id) {
+                                return py::reinterpret_borrow<py::object>(
+                                    reinterpret_cast<PyObject*>(id));
+                              }),
+                              std::move(rest));
       },
       py::arg("items"), py::arg("direct"), py::arg("offset_ns"),
       "A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to a route "

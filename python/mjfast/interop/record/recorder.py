@@ -187,7 +187,9 @@ class Recording:
                 # (env.data read each time: a reload replaces it)
                 self._bus_tap = HandedOffTap(env.bus, None, policy="wait", writer=False,
                                              capacity=_MESSAGE_RING,
-                                             stamp=lambda: float(env.data.time))
+                                             stamp=lambda: float(env.data.time),
+                                             packed_route=self._packed_route,
+                                             offset_ns=self._log_offset)
                 env.bus.inbound_tap = self._inbound
                 # Every applied state-changing call from now on, at its step boundary.
                 self._call_listener = env.add_call_listener(self.call)
@@ -241,6 +243,9 @@ class Recording:
                         if len(found) == 1 and not found[0].transient_local
                         and self._shippable_converter(found[0].convert)}
         self._table = table
+        # For the publishing thread (_packed_route), in one assignment: the table's declarations
+        # and its direct topics together.
+        self._packing = (table.declared, self._direct)
         if not write_latched:
             return
         for topic, message in self._env.bus.latched().items():
@@ -253,6 +258,15 @@ class Recording:
         return {route.topic for found in self._routes.values() for route in found}
 
     # -- what the recording threads call --------------------------------------------------------
+
+    def _packed_route(self, topic: str) -> Any:
+        """On the publishing thread: the route of a message on `topic` that the core packs as it
+        is handed over (a direct topic of the route table, while that table is the current
+        plugins'), else None (the writer thread routes it)."""
+        declared, direct = self._packing
+        if self._env.plugin_topics is not declared:  # a load replaced the plugins
+            return None
+        return direct.get(topic)
 
     def _record_message(self, topic: str, message: Any, time: float) -> None:
         """A bus message the tap handed over (on the writer thread; the publisher's message is
@@ -364,18 +378,18 @@ class Recording:
                     state = state_module().SimState._make(physics, int(step_count), signature,
                                                            description, ())
                     self._write_state(state, time, step=int(step))
-            # The messages on direct topics are packed into the batch by the core, in one call
-            # (the GIL held a microsecond a message, which the physics thread waits for: a
-            # Python loop here held it five); any other goes its routes' way.
-            if messages and self._env.plugin_topics is self._table.declared:
-                (routes, counts, data), messages = _core.pack_direct(messages, self._direct,
-                                                                     self._log_offset)
-                if data:
-                    self._batch.append((None, routes, data))  # one block (writer.batch_items)
-                    for route, count in zip(routes, counts, strict=True):
-                        self._counts[route[0]] += count
-            for topic, message, time in messages:
-                self._record_message(topic, message, time)
+            # The messages on direct topics come packed by the core as they were handed over,
+            # a block for each run of them (HandedOffTap's packed_route); the others in between
+            # as they were published, in order.
+            handed: list[tuple[str, Any, float]] = []
+            for item in messages:
+                if item[0] is None:
+                    self._record_handed(handed)
+                    handed = []
+                    self._record_block(item[1], item[2], item[3])
+                else:
+                    handed.append(item)
+            self._record_handed(handed)
             while self._queue:
                 item = self._queue.popleft()
                 if item[0] == "command":
@@ -396,6 +410,22 @@ class Recording:
                 self._error = error
                 _log.error("the recording to %s failed: %s", self.path, error)
             self._queue.clear()
+
+    def _record_block(self, routes: list[Any], counts: list[int], data: bytes) -> None:
+        if data:
+            self._batch.append((None, routes, data))  # one block (writer.batch_items)
+            for route, count in zip(routes, counts, strict=True):
+                self._counts[route[0]] += count
+
+    def _record_handed(self, messages: list[tuple[str, Any, float]]) -> None:
+        """Messages handed over as they were published: those of direct topics packed into the
+        batch by the core in one call (published while a load replaced the plugins, before the
+        routes were rebuilt), any other its routes' way."""
+        if messages and self._env.plugin_topics is self._table.declared:
+            block, messages = _core.pack_direct(messages, self._direct, self._log_offset)
+            self._record_block(*block)
+        for topic, message, time in messages:
+            self._record_message(topic, message, time)
 
     def _log_time(self, time: float) -> int:
         # (never before the epoch: a log time is unsigned; _core.pack_direct makes the same)
