@@ -145,6 +145,7 @@ class Recording:
         # last written on each transient-local ROS 2 topic.
         self._table: Any = None
         self._routes: dict[str, tuple[Any, ...]] = {}
+        self._table_routes: dict[str, tuple[Any, ...]] = {}  # every table's, the newest first
         self._latched_written: dict[str, list[Any]] = {}
         self._shippable: dict[Any, bool] = {}  # converter -> whether the bag's process runs it
         if tap.recording is not None:
@@ -235,13 +236,19 @@ class Recording:
         routes = {source: tuple(route for route in source_routes
                                 if wanted is None or route.topic in wanted)
                   for source, source_routes in table.outbound.items()}
-        self._routes = {source: found for source, found in routes.items() if found}
+        current = {source: found for source, found in routes.items() if found}
         # The topics whose every message goes one way (one route, not transient-local, a
         # converter the bag's process runs): (ROS topic, type, converter), for _flush's loop.
         self._direct = {source: (found[0].topic, found[0].ros_type, found[0].convert)
-                        for source, found in self._routes.items()
+                        for source, found in current.items()
                         if len(found) == 1 and not found[0].transient_local
                         and self._shippable_converter(found[0].convert)}
+        # A message handed over before a load replaced the plugins may be taken after it, and is
+        # routed by the routes it was published under: a topic that the new plugins no longer
+        # declare keeps its earlier routes (a /tf_static published as the recording started,
+        # which a reload had made unknown before the writer took it, was never written).
+        self._table_routes = {**self._table_routes, **current}
+        self._routes = dict(self._table_routes)  # (and, by _record_message, resolved aliases)
         self._table = table
         # For the publishing thread (_packed_route), in one assignment: the table's declarations
         # and its direct topics together.
