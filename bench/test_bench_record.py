@@ -3,9 +3,9 @@
 1. Physics steps per second on the humanoid under `env.start(None)` while recording (JointState
    at 100 Hz through the conversion table, a state every 100 steps) beside the same env not
    recording: at least 0.95, nothing dropped. The stepping thread only copies (states and applied
-   commands into the core's ring, a bus message's reference into another); packing is the writer
-   thread's (in C++, a microsecond or two of the GIL a message), conversion, CDR and the MCAP file
-   the writer process's (mjfast.interop.record.writer), which need a core of their own for the
+   commands into the core's ring, a bus message packed in C++ into another: a microsecond or so of
+   the GIL it holds anyway); the writer thread gathers them with the GIL released, conversion, CDR
+   and the MCAP file are the writer process's (mjfast.interop.record.writer), which need a core of their own for the
    figure to mean anything (unpaced, 100 Hz of a 5 ms step is ~10,000 messages a second). Where
    other processes take the cores, the stepping thread queues for one behind them (the rounds
    are many, and the best of each side counts). Reported beside it: the share of each round the
