@@ -4,14 +4,14 @@
    at 100 Hz through the conversion table, a state every 100 steps) beside the same env not
    recording: at least 0.95, nothing dropped. The stepping thread only copies (states and applied
    commands into the core's ring, a bus message packed in C++ into another: a microsecond or so of
-   the GIL it holds anyway); the writer thread gathers them with the GIL released, conversion, CDR
-   and the MCAP file are the writer process's (mjfast.interop.record.writer), which need a core of their own for the
-   figure to mean anything (unpaced, 100 Hz of a 5 ms step is ~10,000 messages a second). Where
-   other processes take the cores, the stepping thread queues for one behind them (the rounds
-   are many, and the best of each side counts). Reported beside it: the share of each round the
-   physics thread ran on a CPU, recording and not (the rest it waited, for the GIL that the
-   writer thread holds while it packs, or for a CPU), which the vCPUs' changing speed does not
-   move as it moves the rate.
+   the GIL it holds anyway); the writer thread gathers them with the GIL released; conversion,
+   CDR and the MCAP file are the writer process's (mjfast.interop.record.writer), which need a
+   core of their own for the figure to mean anything (unpaced, 100 Hz of a 5 ms step is ~10,000
+   messages a second). Where other processes take the cores, the stepping thread queues for one
+   behind them (the rounds are many, and the best of each side counts). Reported beside it: the
+   share of each round the physics thread ran on a CPU, recording and not (the rest it waited,
+   for the GIL that the writer thread holds, or for a CPU), which the vCPUs' changing speed does
+   not move as it moves the rate.
 2. `mjfast replay --check` of a 10 s recording (JointState at 100 Hz, the default state every
    simulated second) beside running the same 10 s live with the same plugins, both from the env's
    construction to its close: at most 1.2.

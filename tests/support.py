@@ -343,12 +343,10 @@ def finish_python(child: subprocess.Popen[str], timeout: float = 30.0) -> tuple[
         return child.stdout.read(), child.stderr.read()
 
 
-# tgkill(2)'s number: a signal to one thread of another process (signal.pthread_kill reaches only
-# this process's threads).
+# System call numbers: tgkill(2), a signal to one thread of another process (signal.pthread_kill
+# reaches only this process's threads); futex(2), what a thread waiting on a lock or an Event is
+# asleep in.
 _TGKILL = {"x86_64": 234, "aarch64": 131}
-
-
-# futex(2)'s number: what a thread waiting on a lock or an Event is asleep in.
 _FUTEX = {"x86_64": 202, "aarch64": 98}
 
 

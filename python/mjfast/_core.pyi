@@ -452,9 +452,13 @@ class HandoffRing:
         """
         Hands (topic, message, stamp) to the writer; False once closed (nothing kept).
         """
+    def push_packed(self, topic: typing.Any, message: typing.Any, stamp: typing.SupportsFloat | typing.SupportsIndex, route: typing.Any, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> bool:
+        """
+        push(), with the message packed now (pack_message) and kept with `route` and the log time offset_ns + round(stamp * 1e9): take() hands runs of such messages over as pack_direct's blocks. A message the core does not pack goes as push() hands it.
+        """
     def take(self, max: typing.SupportsInt | typing.SupportsIndex = 64, timeout: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> list:
         """
-        Up to `max` waiting [(topic, message, stamp)], oldest first, waiting up to `timeout` seconds (the GIL released) for the first.
+        Up to `max` waiting items: each pushed message as (topic, message, stamp), each run of packed ones as (None, routes, counts, data), oldest first, waiting up to `timeout` seconds (the GIL released) for the first.
         """
     @property
     def capacity(self) -> int:
@@ -551,7 +555,7 @@ def native_adapter(name: str, type: str, library_path: str, symbol: str, config_
     """
     Load a native plugin (dlopen, ABI check, instantiation); RuntimeError naming the library and the reason on failure. `camera_opener(name)` -> OffscreenCamera serves the plugin's open_offscreen_camera() during its load(); `publisher(topic, message)` its publish(); `world_index` is its world's in a VectorEnv (0 in a MujocoEnv).
     """
-def pack_direct(items: list, direct: dict, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> tuple[tuple[list, list, bytes], list]:
+def pack_direct(items: list, direct: dict, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> tuple[tuple, list]:
     """
     A writer's batch of [(topic, message, time)]: those whose topic `direct` maps to a route (ROS topic, type, convert) as one block, (routes, counts, data): the routes used, how many messages each, and a record per message in `data`, in order: the route's index (uint32), offset_ns + round(time * 1e9) (int64, never below 0), the size (uint32) and pack_message(message), native byte order, unpadded; the others (and any the core does not pack) as they came: (block, rest).
     """

@@ -366,8 +366,10 @@ class ActionServer:
             self._ended.append(handle)
         # The array showing the end goes out before a waiter on the result wakes: whoever has a
         # result (handle.result(), get_result) has had the status that ended it on the bus.
-        self._publish_status()
-        handle._done.set()
+        try:
+            self._publish_status()
+        finally:
+            handle._done.set()
 
     def _publish_feedback(self, handle: GoalHandle, feedback: Any) -> None:
         self.node.publish(f"{self.name}/_action/feedback",

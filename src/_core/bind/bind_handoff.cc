@@ -230,8 +230,8 @@ class MessagePacker {
     return type;
   }
 
-  std::vector<char> own_;             // pack_to_buffer's
-  std::vector<char>* out_ = &own_;   // where put() writes
+  std::vector<char> own_;           // pack_to_buffer's
+  std::vector<char>* out_ = &own_;  // where put() writes
 };
 
 // offset_ns + round(time * 1e9) as Python's max(0, offset + round(time * 1e9)) makes it (half to
@@ -299,9 +299,9 @@ class DirectBlock {
       routes.append(route_of(routes_[i]));
       counts.append(counts_[i]);
     }
-    py::tuple made = py::make_tuple(
-        std::move(routes), std::move(counts),
-        py::bytes(data_.data(), static_cast<py::ssize_t>(data_.size())));
+    py::tuple made =
+        py::make_tuple(std::move(routes), std::move(counts),
+                       py::bytes(data_.data(), static_cast<py::ssize_t>(data_.size())));
     routes_.clear();
     counts_.clear();
     data_.clear();
@@ -466,8 +466,8 @@ class PyHandoffRing {
 
   Ring ring_;
   py::dict keys_;
-  std::vector<py::object> routes_;  // GIL held to read or change
-  std::vector<Ring::Item> taken_;   // the writer's: reused by every take()
+  std::vector<py::object> routes_;   // GIL held to read or change
+  std::vector<Ring::Item> taken_;    // the writer's: reused by every take()
   std::vector<DirectBlock> blocks_;  // the writer's: take()'s blocks
 };
 
@@ -662,9 +662,8 @@ void bind_handoff(py::module_& module) {
           }
         }
         return py::make_tuple(block.result([](std::uintptr_t id) {
-                                return py::reinterpret_borrow<py::object>(
-                                    reinterpret_cast<PyObject*>(id));
-                              }),
+          return py::reinterpret_borrow<py::object>(reinterpret_cast<PyObject*>(id));
+        }),
                               std::move(rest));
       },
       py::arg("items"), py::arg("direct"), py::arg("offset_ns"),

@@ -145,7 +145,8 @@ class Recording:
         # last written on each transient-local ROS 2 topic.
         self._table: Any = None
         self._routes: dict[str, tuple[Any, ...]] = {}
-        self._table_routes: dict[str, tuple[Any, ...]] = {}  # every table's, the newest first
+        # Every route table's routes (a topic several declare: the newest table's).
+        self._table_routes: dict[str, tuple[Any, ...]] = {}
         self._latched_written: dict[str, list[Any]] = {}
         self._shippable: dict[Any, bool] = {}  # converter -> whether the bag's process runs it
         if tap.recording is not None:
