@@ -93,10 +93,6 @@ static_assert(sizeof(DirectRecord) == 16, "pack_direct's record header is 16 byt
 
 class MessagePacker {
  public:
-  MessagePacker() = default;
-  MessagePacker(const MessagePacker&) = delete;  // out_ may point at own_
-  MessagePacker& operator=(const MessagePacker&) = delete;
-
   py::bytes pack(const py::handle& message) {
     const std::vector<char>& out = pack_to_buffer(message.ptr());
     return py::bytes(out.data(), static_cast<py::ssize_t>(out.size()));
@@ -104,50 +100,44 @@ class MessagePacker {
 
   // The packed message in this packer's buffer, valid until its next call.
   const std::vector<char>& pack_to_buffer(PyObject* message) {
-    pack_into(own_, message);
-    return own_;
-  }
-
-  // The packed message in `out` (replacing what it held).
-  void pack_into(std::vector<char>& out, PyObject* message) {
-    out_ = &out;
-    out.assign(kPackMagic, kPackMagic + sizeof kPackMagic);
+    out_.assign(kPackMagic, kPackMagic + sizeof kPackMagic);
     put(message, 0);
+    return out_;
   }
 
  private:
   template <class T>
   void raw(const T& value) {
     const char* bytes = reinterpret_cast<const char*>(&value);
-    out_->insert(out_->end(), bytes, bytes + sizeof(T));
+    out_.insert(out_.end(), bytes, bytes + sizeof(T));
   }
   void sized(char tag, const char* data, std::size_t size) {
     if (size > UINT32_MAX) throw py::type_error("pack_message: a part over 4 GiB");
-    out_->push_back(tag);
+    out_.push_back(tag);
     raw(static_cast<std::uint32_t>(size));
-    out_->insert(out_->end(), data, data + size);
+    out_.insert(out_.end(), data, data + size);
   }
   void count(char tag, std::size_t size) {
     if (size > UINT32_MAX) throw py::type_error("pack_message: a container over 2**32 items");
-    out_->push_back(tag);
+    out_.push_back(tag);
     raw(static_cast<std::uint32_t>(size));
   }
 
   void put(PyObject* value, int depth) {
     if (depth > kPackDepth) throw py::type_error("pack_message: nested deeper than 64");
     if (value == Py_None) {
-      out_->push_back('N');
+      out_.push_back('N');
     } else if (value == Py_True || value == Py_False) {
-      out_->push_back(value == Py_True ? 'T' : 'F');
+      out_.push_back(value == Py_True ? 'T' : 'F');
     } else if (PyFloat_CheckExact(value)) {
-      out_->push_back('f');
+      out_.push_back('f');
       raw(PyFloat_AS_DOUBLE(value));
     } else if (PyLong_CheckExact(value)) {
       int overflow = 0;
       const long long number = PyLong_AsLongLongAndOverflow(value, &overflow);
       if (overflow != 0) throw py::type_error("pack_message: an int beyond 64 bits");
       if (number == -1 && PyErr_Occurred()) throw py::error_already_set();
-      out_->push_back('i');
+      out_.push_back('i');
       raw(static_cast<std::int64_t>(number));
     } else if (PyUnicode_CheckExact(value)) {
       Py_ssize_t size = 0;
@@ -212,15 +202,15 @@ class MessagePacker {
       array = py::array::ensure(array, py::array::c_style);
       if (!array) throw py::error_already_set();
     }
-    out_->push_back('a');
-    out_->push_back(static_cast<char>(dtype_text.size()));
-    out_->insert(out_->end(), dtype_text.begin(), dtype_text.end());
-    out_->push_back(static_cast<char>(array.ndim()));
+    out_.push_back('a');
+    out_.push_back(static_cast<char>(dtype_text.size()));
+    out_.insert(out_.end(), dtype_text.begin(), dtype_text.end());
+    out_.push_back(static_cast<char>(array.ndim()));
     for (py::ssize_t i = 0; i < array.ndim(); ++i) raw(static_cast<std::int64_t>(array.shape(i)));
     const auto size = static_cast<std::size_t>(array.nbytes());
     raw(static_cast<std::uint64_t>(size));
     const char* data = static_cast<const char*>(array.data());
-    out_->insert(out_->end(), data, data + size);
+    out_.insert(out_.end(), data, data + size);
   }
 
   static PyTypeObject* ndarray_type() {
@@ -230,8 +220,7 @@ class MessagePacker {
     return type;
   }
 
-  std::vector<char> own_;           // pack_to_buffer's
-  std::vector<char>* out_ = &own_;  // where put() writes
+  std::vector<char> out_;
 };
 
 // offset_ns + round(time * 1e9) as Python's max(0, offset + round(time * 1e9)) makes it (half to
@@ -252,9 +241,12 @@ bool log_time_ns(double time, std::int64_t offset_ns, std::int64_t& out) {
 // pack (a TypeError or ValueError of the packer, or over a record's 32-bit size): the caller
 // hands it on its own way.
 bool pack_or_decline(std::vector<char>& out, PyObject* message) {
-  MessagePacker packer;
+  // Packed into the thread's own buffer, which keeps its size from one message to the next, and
+  // copied out once: packing into `out` itself grew it a few times a message.
+  thread_local MessagePacker packer;
+  const std::vector<char>* packed = nullptr;
   try {
-    packer.pack_into(out, message);
+    packed = &packer.pack_to_buffer(message);
   } catch (const py::type_error&) {
     return false;
   } catch (const py::value_error&) {
@@ -263,7 +255,9 @@ bool pack_or_decline(std::vector<char>& out, PyObject* message) {
     if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
     return false;
   }
-  return out.size() <= UINT32_MAX;
+  if (packed->size() > UINT32_MAX) return false;
+  out.assign(packed->begin(), packed->end());
+  return true;
 }
 
 // A block of packed messages for the recording's bag process (pack_direct's, and take()'s for
