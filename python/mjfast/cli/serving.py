@@ -11,12 +11,13 @@ import threading
 import time
 from typing import Any, TextIO
 
+from mjfast._waiting import wait_interruptibly
 from mjfast.cli.errors import EXIT_OK, CliError, bad_input_is_one_line, one_line
 from mjfast.cli.parsing import DEFAULT_ENDPOINT
 from mjfast.cli.recording import check_record_target, start_recording
 from mjfast.cli.remote import import_remote
 from mjfast.cli.running import make_env, model_files, print_statistics
-from mjfast.cli.signals import stop_on_signals, wait_until_set
+from mjfast.cli.signals import stop_on_signals
 from mjfast.cli.viewing import import_web, launch_web
 
 
@@ -67,7 +68,7 @@ def _serve_until_stopped(env: Any, args: argparse.Namespace, remote: Any,
         err.write(f"mjfast: serving {args.model} on {args.listen} (SIGINT or SIGTERM "
                   f"stops it)\n")
         err.flush()
-        wait_until_set(stop)
+        wait_interruptibly(stop)
     finally:
         if page is not None:
             page.close()

@@ -1,7 +1,7 @@
-"""Commands that run until SIGINT or SIGTERM (`serve`, `view --web`): the handlers for their run,
-and the wait for either, which must not be an untimed wait (`mjfast._waiting`: a signal that the
-kernel hands to another thread was never handled, and `serve` ran on, about once in 25 SIGINTs
-under load).
+"""Commands that run until SIGINT or SIGTERM (`serve`, `view --web`): the handlers for their run.
+They wait for either with `mjfast._waiting.wait_interruptibly`, never an untimed wait (a signal
+that the kernel hands to another thread was never handled, and `serve` ran on, about once in 25
+SIGINTs under load).
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from mjfast._waiting import wait_interruptibly
 
 
 @contextmanager
@@ -26,8 +24,3 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def wait_until_set(stop: threading.Event) -> None:
-    """Returns once `stop` is set, running the handler of a signal whichever thread got it."""
-    wait_interruptibly(stop)

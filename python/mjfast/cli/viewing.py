@@ -8,9 +8,10 @@ import argparse
 import time
 from typing import Any, TextIO
 
+from mjfast._waiting import wait_interruptibly
 from mjfast.cli.errors import EXIT_INTERRUPTED, EXIT_OK, CliError, bad_input_is_one_line, one_line
 from mjfast.cli.running import make_env, model_files, print_statistics
-from mjfast.cli.signals import stop_on_signals, wait_until_set
+from mjfast.cli.signals import stop_on_signals
 
 
 def view(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -80,7 +81,7 @@ def _view_web(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 env.start(args.realtime)
             page = launch_web(env, args.web, err)
             try:
-                wait_until_set(stop)
+                wait_interruptibly(stop)
                 env.stop()
             finally:
                 page.close()
