@@ -237,27 +237,24 @@ bool log_time_ns(double time, std::int64_t offset_ns, std::int64_t& out) {
   return true;
 }
 
-// pack_message(message) into `out`; false, with nothing raised, for a message the core does not
-// pack (a TypeError or ValueError of the packer, or over a record's 32-bit size): the caller
-// hands it on its own way.
-bool pack_or_decline(std::vector<char>& out, PyObject* message) {
-  // Packed into the thread's own buffer, which keeps its size from one message to the next, and
-  // copied out once: packing into `out` itself grew it a few times a message.
+// pack_message(message), in the calling thread's own buffer (which keeps its size from one
+// message to the next; valid until the thread's next call); null, with nothing raised, for a
+// message the core does not pack (a TypeError or ValueError of the packer, or over a record's
+// 32-bit size): the caller hands it on its own way.
+const std::vector<char>* pack_or_decline(PyObject* message) {
   thread_local MessagePacker packer;
   const std::vector<char>* packed = nullptr;
   try {
     packed = &packer.pack_to_buffer(message);
   } catch (const py::type_error&) {
-    return false;
+    return nullptr;
   } catch (const py::value_error&) {
-    return false;
+    return nullptr;
   } catch (py::error_already_set& error) {
     if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError)) throw;
-    return false;
+    return nullptr;
   }
-  if (packed->size() > UINT32_MAX) return false;
-  out.assign(packed->begin(), packed->end());
-  return true;
+  return packed->size() <= UINT32_MAX ? packed : nullptr;
 }
 
 // A block of packed messages for the recording's bag process (pack_direct's, and take()'s for
@@ -338,10 +335,13 @@ class PyHandoffRing {
   bool push_packed(const py::object& topic, const py::object& message, double stamp,
                    const py::object& route, std::int64_t offset_ns) {
     PyMessage payload;
+    const std::vector<char>* packed = nullptr;
     if (!log_time_ns(stamp, offset_ns, payload.stamp_ns) ||
-        !pack_or_decline(payload.packed, message.ptr())) {
+        (packed = pack_or_decline(message.ptr())) == nullptr) {
       return push(topic, message, stamp);
     }
+    // Copied out once: packing straight into the payload's new buffer grew it a few times.
+    payload.packed.assign(packed->begin(), packed->end());
     payload.route = route_id(route);
     payload.stamp = stamp;
     return push_item(key_of(topic), payload);
@@ -620,7 +620,6 @@ void bind_handoff(py::module_& module) {
   module.def(
       "pack_direct",
       [](const py::list& items, const py::dict& direct, std::int64_t offset_ns) {
-        thread_local std::vector<char> packed;  // reused by each call on a thread
         DirectBlock block;
         py::list held;  // the routes used, held (their pointers are the block's ids)
         py::list rest;
@@ -646,12 +645,13 @@ void bind_handoff(py::module_& module) {
           const double time = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 2));
           if (time == -1.0 && PyErr_Occurred()) throw py::error_already_set();
           std::int64_t stamp = 0;
+          const std::vector<char>* packed = nullptr;
           if (!log_time_ns(time, offset_ns, stamp) ||
-              !pack_or_decline(packed, PyTuple_GET_ITEM(entry, 1))) {
+              (packed = pack_or_decline(PyTuple_GET_ITEM(entry, 1))) == nullptr) {
             rest.append(item);  // the caller's way
             continue;
           }
-          if (block.add(reinterpret_cast<std::uintptr_t>(route), stamp, packed)) {
+          if (block.add(reinterpret_cast<std::uintptr_t>(route), stamp, *packed)) {
             held.append(held_route);
           }
         }
