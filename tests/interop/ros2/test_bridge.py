@@ -867,10 +867,16 @@ config.insert_json5("mode", '"client"')
 config.insert_json5("connect/endpoints", json.dumps([endpoint]))
 config.insert_json5("scouting/multicast/enabled", "false")
 session = zenoh.open(config)
+from mjfast.interop.ros2.bridge import _SERVICE_QUEUE, _SERVICE_WORKERS
 first = env.model_generation
 replies = flood(session, domain, "/mujoco_server/reload", 4000)
+# Closed once a few reloads ran and every call has reached the bridge: all but those waiting in
+# its queue or running are answered (a call still on its way when the node leaves the graph has
+# no one to answer it, as with any ROS 2 server that goes; under load, 4 once were).
 deadline = time.monotonic() + 30
-while env.model_generation < first + 3 and time.monotonic() < deadline:
+while (env.model_generation < first + 3
+       or sum(replies.values()) < 4000 - _SERVICE_QUEUE - _SERVICE_WORKERS) \
+        and time.monotonic() < deadline:
     time.sleep(0.01)
 started = time.monotonic()
 bridge.close()
