@@ -16,7 +16,7 @@ from mjfast._core_loader import _core
 from mjfast.bus.handoff import HandedOffTap
 from mjfast.bus.node import Bus
 from mjfast.interop.record.writer import batch_items
-from support import arm_xml, plugins_param, wait_for
+from support import arm_xml, plugins_param, run_python, wait_for
 
 
 class Gate:
@@ -202,6 +202,47 @@ def test_a_raising_function_is_counted_and_the_writer_goes_on(
     assert tap.statistics()["failures"] == 1
     assert "cannot convert" in caplog.text
     tap.remove()
+
+
+def test_takers_on_several_threads_each_get_their_own_items() -> None:
+    # take() is a consumer's: a recording's writer thread, or whoever calls a writer-less tap's
+    # take(). Two of them at once (each waiting with the GIL released) once shared the ring's
+    # scratch space and freed the same messages twice; each item now goes to exactly one taker.
+    # In a child: before the fix the interpreter died (double free).
+    result = run_python("""
+        import threading
+        from mjfast._core_loader import _core
+
+        ring = _core.HandoffRing(64, "wait")
+        route = ("/ros/a", "std_msgs/msg/A", None)
+        total, takers = 20_000, 3
+        got = [[] for _ in range(takers)]
+        done = threading.Event()
+
+        def take(out):
+            while not done.is_set() or ring.waiting:
+                for item in ring.take(16, 0.001):
+                    out.extend([item[1]] if item[0] is not None else
+                               [("block", n) for n in item[2]])
+
+        threads = [threading.Thread(target=take, args=(got[i],)) for i in range(takers)]
+        for thread in threads:
+            thread.start()
+        for n in range(total):
+            if n % 2:
+                ring.push("/x", n, 0.0)
+            else:
+                ring.push_packed("/a", {"n": n}, 0.0, route, 0)
+        done.set()
+        for thread in threads:
+            thread.join(30)
+        plain = sorted(m for out in got for m in out if not isinstance(m, tuple))
+        packed = sum(n for out in got for m in out if isinstance(m, tuple) for n in [m[1]])
+        assert plain == list(range(1, total, 2)), len(plain)
+        assert packed == total // 2, packed
+        print("ok")
+    """, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
 def test_bad_arguments_are_refused(bus: Bus) -> None:

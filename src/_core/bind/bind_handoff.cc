@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -354,9 +355,14 @@ class PyHandoffRing {
     const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(timeout_s > 0.0 ? timeout_s : 0.0));
     // Waits for the publishing thread, which may hold the GIL to push: released meanwhile, and
-    // while the packed messages are gathered into their blocks (no Python object in them).
+    // while the packed messages are gathered into their blocks (no Python object in them). One
+    // taker at a time: taken_ and blocks_ are its scratch space until it returns (a second
+    // taker's ring_.take into them freed the first one's messages twice). The taker's mutex is
+    // taken with the GIL released and held while taking the GIL back (env_core.h's lock order).
+    std::unique_lock<std::mutex> taking(taker_mutex_, std::defer_lock);
     std::vector<DirectBlock>& blocks = blocks_;
     const std::size_t count = without_gil([&] {
+      taking.lock();
       const std::size_t taken = ring_.take(taken_, max, timeout);
       blocks.clear();
       bool run = false;
@@ -461,8 +467,9 @@ class PyHandoffRing {
   Ring ring_;
   py::dict keys_;
   std::vector<py::object> routes_;   // GIL held to read or change
-  std::vector<Ring::Item> taken_;    // the writer's: reused by every take()
-  std::vector<DirectBlock> blocks_;  // the writer's: take()'s blocks
+  std::mutex taker_mutex_;           // one take() at a time (env_core.h: 6a)
+  std::vector<Ring::Item> taken_;    // the taker's: reused by every take()
+  std::vector<DirectBlock> blocks_;  // the taker's: take()'s blocks
 };
 
 class MessageUnpacker {
