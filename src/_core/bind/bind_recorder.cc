@@ -2,6 +2,7 @@
 // recording's writer thread.
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "bind/bindings.h"
@@ -13,10 +14,14 @@ namespace mjfast {
 
 namespace {
 
-// The writer thread's side: the entries of the last drain, whose buffers are reused.
+// The writer thread's side: the entries of the last drain, whose buffers are reused. One drain()
+// at a time (drain_mutex, env_core.h's 6a, taken with the GIL released): `drained` is its
+// scratch space until it returns, which a second drainer would refill under the first one's
+// reading.
 struct DrainingRecorder {
   std::shared_ptr<StepRecorder> recorder;
   std::vector<StepRecorder::Entry> drained;
+  std::unique_ptr<std::mutex> drain_mutex = std::make_unique<std::mutex>();
 };
 
 }  // namespace
@@ -61,8 +66,10 @@ void bind_recorder(py::module_& module) {
           "drain",
           [](DrainingRecorder& self) {
             std::size_t count = 0;
+            std::unique_lock<std::mutex> draining(*self.drain_mutex, std::defer_lock);
             {
               py::gil_scoped_release release;  // the ring's leaf lock: no GIL held waiting on it
+              draining.lock();
               count = self.recorder->drain(self.drained);
             }
             py::list out;

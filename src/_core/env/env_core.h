@@ -26,9 +26,11 @@
 //   5. RenderCore::bound_mutex_    the cameras' binding; held by the capture (after_step).
 //   6. PluginHost::mutex_          physics-side dispatch (one StepLock per step); generation
 //                                  changes; acquire_plugin holds 4 and 6 for its block.
-//  6a. PyHandoffRing::taker_mutex_ (bind_handoff.cc) one take() of a ring at a time: taken
-//                                  with the GIL released, held while taking the ring's leaf mutex
-//                                  (7) and then the GIL (8) back to build what it returns.
+//  6a. PyHandoffRing::taker_mutex_ (bind_handoff.cc) one take() of a ring at a time, and
+//      DrainingRecorder::drain_mutex (bind_recorder.cc) one drain() of a recording's
+//                                  StepRecorder: taken with the GIL released, held while taking
+//                                  the ring's leaf mutex (7) and then the GIL (8) back to build
+//                                  what it returns.
 //   7. leaves, held for a copy or a swap and never while taking another lock or calling out:
 //      RenderCore::queue_mutex_ (-> its stats_mutex_), CameraHandle::mutex_ (-> its
 //      FrameStore::mutex_), PhysicsThread::mutex_ (physics_thread.h), stats_mutex_, pending_mutex_,

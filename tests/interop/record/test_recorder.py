@@ -33,6 +33,7 @@ from support import (  # noqa: E402
     arm_xml,
     plugins_param,
     run_cli,
+    run_python,
     wait_for,
 )
 
@@ -1103,3 +1104,43 @@ def test_env_at_after_a_reload_to_another_model(make_env: Any, tmp_path: Path) -
         np.testing.assert_array_equal(restored.data.qpos, qpos)
     finally:
         restored.close()
+
+
+def test_drainers_on_several_threads_each_get_their_own_entries() -> None:
+    # A recording's StepRecorder is drained by its writer thread; two drainers at once (each
+    # waiting for the ring with the GIL released) once shared the binding's scratch entries, one
+    # refilling them while the other read them. Each entry now goes to exactly one drainer. In a
+    # child, as what it guards against is a crash.
+    result = run_python("""
+        import threading
+        import mjfast
+        from mjfast._core_loader import _core
+        from support import arm_xml
+
+        env = mjfast.MujocoEnv(arm_xml())
+        recorder = _core.StepRecorder(64, 1, 0.0, wait_when_full=True)
+        recorder.attach(env._core)
+        steps = 20_000
+        got = [[] for _ in range(3)]
+        done = threading.Event()
+
+        def drain(out):
+            while not done.is_set():
+                out.extend(entry[2] for entry in recorder.drain() if entry[0] == "state")
+            out.extend(entry[2] for entry in recorder.drain() if entry[0] == "state")
+
+        threads = [threading.Thread(target=drain, args=(out,)) for out in got]
+        for thread in threads:
+            thread.start()
+        env.step(steps)
+        done.set()
+        for thread in threads:
+            thread.join(30)
+        _core.StepRecorder.detach(env._core)
+        counts = sorted(count for out in got for count in out)
+        # One state a step, each drained once: consecutive step counts, none twice.
+        assert len(counts) == steps, len(counts)
+        assert counts == list(range(counts[0], counts[0] + steps)), counts[:5]
+        print("ok")
+    """, timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
