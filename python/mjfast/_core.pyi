@@ -460,6 +460,10 @@ class HandoffRing:
         """
         Up to `max` waiting items: each pushed message as (topic, message, stamp), each run of packed ones as (None, routes, counts, data), oldest first, waiting up to `timeout` seconds (the GIL released) for the first.
         """
+    def wait_ready(self, timeout: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> bool:
+        """
+        Waits up to `timeout` seconds (the GIL released) until an item waits, without taking it: True when one does, False when the time ran out or the ring is closed and empty.
+        """
     @property
     def capacity(self) -> int:
         ...

@@ -22,7 +22,8 @@ from support import arm_xml, plugins_param, run_python, wait_for
 class Gate:
     """A tap function that records what it gets and on which thread, and blocks while closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: set[str] | None = None) -> None:
+        self.blocks = blocks  # the topics it blocks (default: all)
         self.open = threading.Event()
         self.open.set()
         self.entered = threading.Event()
@@ -32,7 +33,8 @@ class Gate:
     def __call__(self, topic: str, message: Any) -> None:
         self.threads.add(threading.get_ident())
         self.entered.set()
-        assert self.open.wait(10)
+        if self.blocks is None or topic in self.blocks:
+            assert self.open.wait(10)
         self.seen.append((topic, message))
 
 
@@ -61,8 +63,50 @@ def test_the_tap_function_runs_on_the_writer_thread_in_order(bus: Bus) -> None:
     assert not tap.active
     bus.publish("/a", 99)
     assert gate.seen[-1] == ("/a", 4)  # removed: nothing more is handed over
-    assert tap.statistics() == {"handed": 5, "dropped": 0, "waits": 0, "waiting": 0,
-                                "failures": 0}
+    assert tap.statistics() == {"handed": 5, "inline": 0, "dropped": 0, "waits": 0,
+                                "waiting": 0, "failures": 0}
+
+
+def test_an_inline_topic_goes_out_on_its_publisher_thread_after_what_waits(bus: Bus) -> None:
+    # inline_topics (the ROS 2 bridge's action status arrays): a publisher outside any plugin
+    # callback delivers the message itself when nothing waits, never ahead of a message handed
+    # over before it; a plugin callback's publish (the stepping thread's) is handed over.
+    gate = Gate(blocks={"/x"})
+    tap = HandedOffTap(bus, gate, policy="keep_newest")
+    tap.inline_topics = frozenset({"/s"})
+    bus.publish("/s", 0)
+    assert gate.seen == [("/s", 0)] and gate.threads == {threading.get_ident()}
+    with _core.CallbackFree():  # as inside a plugin's step callback
+        bus.publish("/s", 1)
+    assert wait_for(lambda: len(gate.seen) == 2) and len(gate.threads) == 2
+    assert tap.statistics()["inline"] == 1 and tap.statistics()["handed"] == 1
+    # The writer is delivering /x 2 (taken: the ring is empty): /s 3 from another thread
+    # waits for that delivery (without the delivery lock it went out at once, ahead of it).
+    gate.open.clear()
+    gate.entered.clear()
+    bus.publish("/x", 2)
+    assert gate.entered.wait(10)
+    publisher = publish_on_a_thread(bus, [("/s", 3)])
+    publisher.join(0.2)
+    assert publisher.is_alive() and len(gate.seen) == 2
+    gate.open.set()
+    publisher.join(10)
+    assert wait_for(lambda: len(gate.seen) == 4)
+    assert gate.seen[2:] == [("/x", 2), ("/s", 3)]
+    # And behind a message that waits in the ring, it is handed over after it.
+    gate.open.clear()
+    gate.entered.clear()
+    bus.publish("/x", 4)
+    assert gate.entered.wait(10)
+    bus.publish("/x", 5)
+    publisher = publish_on_a_thread(bus, [("/s", 6)])
+    gate.open.set()
+    publisher.join(10)
+    assert wait_for(lambda: len(gate.seen) == 7)
+    assert gate.seen[4:] == [("/x", 4), ("/x", 5), ("/s", 6)]
+    tap.remove()
+    tap.hand_over("/s", 7)  # removed: nothing more goes out, inline or not
+    assert len(gate.seen) == 7
 
 
 def test_a_full_keep_newest_ring_never_holds_the_publisher_and_keeps_the_newest(

@@ -8,6 +8,16 @@ choice: `keep_newest` (the bridge, the remote bus: never makes the publisher wai
 newest message per topic as a keep-last QoS does, counts the rest in `dropped`) or `wait` (a
 recording: nothing is lost, the publisher waits for the writer and the waits are counted). It
 does not know what the consumer does with a message.
+
+`inline_topics` (a writer's tap): messages on these topics that a thread outside any plugin
+callback publishes while nothing waits in the ring are delivered by that thread itself, with no
+hand-over (a writer's wake-up, the GIL passed back and forth, a slot that keep_newest may give to
+a newer message): for rare messages that should go out soon and not be replaced (an action's
+status arrays, published by the thread that accepts, cancels or ends a goal). A plugin
+callback's publish (the stepping thread's) is always handed over, and so is a message published
+while others wait. The writer takes and delivers under the tap's delivery lock, and an inline
+publisher delivers under it only when the ring is empty, so that the messages of a topic go out
+in the order they were published.
 """
 
 from __future__ import annotations
@@ -73,6 +83,12 @@ class HandedOffTap:
         self.function = function
         self.policy = policy
         self.failures = 0
+        # Replaced, never changed: read unlocked by every publish (a frozenset of bus topics).
+        self.inline_topics: frozenset[str] = frozenset()
+        self._inline = 0
+        # Held while one message is delivered, by the writer (take and delivery) or by an inline
+        # publisher (see the module's docstring); reentrant, for a function that publishes.
+        self._delivering = threading.RLock()
         self._ring = _core.HandoffRing(capacity, policy)
         self._stamp = stamp
         self._packed_route = packed_route
@@ -92,6 +108,14 @@ class HandedOffTap:
     def _hand_over(self, topic: str, message: Any) -> None:
         # The publishing thread's whole share: a reference into the ring, or the message packed
         # (waiting for room only with policy "wait", the GIL released meanwhile).
+        if topic in self.inline_topics and self._thread is not None and \
+                not _core.in_plugin_callback():
+            with self._delivering:
+                # Nothing of this topic can be ahead of it (and a removed tap's ring is closed).
+                if self._ring.waiting == 0 and not self._ring.closed:
+                    self._inline += 1
+                    self._deliver(topic, message)
+                    return
         stamp = self._stamp
         time = stamp() if stamp is not None else 0.0
         packed_route = self._packed_route
@@ -109,27 +133,24 @@ class HandedOffTap:
         return self._ring.take(limit, timeout)
 
     def _write_loop(self) -> None:
-        ring, function = self._ring, self.function
-        assert function is not None
+        ring = self._ring
         keep_newest = self.policy == "keep_newest"
         behind = max(1, ring.capacity // 2)
         clock, sleep = time.perf_counter, time.sleep
+        delivering, deliver = self._delivering, self._deliver
         while True:
-            # One message at a time: each take() releases the GIL, so the publishing thread
-            # (whose plugins need it every step) never waits behind a batch of conversions.
-            items = ring.take(1, _IDLE_S)
-            if not items:
+            # One message at a time: each wait releases the GIL, so the publishing thread
+            # (whose plugins need it every step) never waits behind a batch of conversions. The
+            # wait is outside the delivery lock, the take and the delivery under it.
+            if not ring.wait_ready(_IDLE_S):
                 if ring.closed:
                     return
                 continue
-            topic, message, _ = items[0]
             start = clock()
-            try:
-                function(topic, message)
-            except Exception:
-                self.failures += 1
-                self._failed.report(("tap", topic), "tap %r raised on topic %s (its writer "
-                                    "goes on)", function, topic, exc_info=True)
+            with delivering:
+                items = ring.take(1, 0.0)
+                if items:
+                    deliver(items[0][0], items[0][1])
             if keep_newest and ring.waiting >= behind and not ring.closed:
                 # Behind (half the ring waits): the publisher outpaces this writer for good (a
                 # simulation faster than real time), not for a moment. What waits will be
@@ -141,6 +162,16 @@ class HandedOffTap:
                 sleep(min((clock() - start) * (1.0 - _BEHIND_DUTY) / _BEHIND_DUTY,
                           _BEHIND_SLEEP_S))
 
+    def _deliver(self, topic: str, message: Any) -> None:
+        function = self.function
+        assert function is not None
+        try:
+            function(topic, message)
+        except Exception:
+            self.failures += 1
+            self._failed.report(("tap", topic), "tap %r raised on topic %s (its writer goes on)",
+                                function, topic, exc_info=True)
+
     def hand_over(self, topic: str, message: Any) -> None:
         """Hands `message` to the consumer as if it had been published on `topic` now (what a
         consumer must not miss again: the latched messages after a reload)."""
@@ -151,13 +182,14 @@ class HandedOffTap:
         self._tap.publish(topic, message)
 
     def statistics(self) -> dict[str, int]:
-        """`handed` (messages handed to the writer), `dropped` (replaced by a newer one of the
-        same topic, or the oldest displaced, by a full keep_newest ring), `waits` (publishes
-        that waited for room in a full wait ring), `waiting` (not taken yet), `failures`."""
+        """`handed` (messages handed to the writer), `inline` (delivered by their publisher:
+        `inline_topics`), `dropped` (replaced by a newer one of the same topic, or the oldest
+        displaced, by a full keep_newest ring), `waits` (publishes that waited for room in a
+        full wait ring), `waiting` (not taken yet), `failures`."""
         ring = self._ring
-        return {"handed": int(ring.pushed), "dropped": int(ring.dropped),
-                "waits": int(ring.waits), "waiting": int(ring.waiting),
-                "failures": self.failures}
+        return {"handed": int(ring.pushed), "inline": self._inline,
+                "dropped": int(ring.dropped), "waits": int(ring.waits),
+                "waiting": int(ring.waiting), "failures": self.failures}
 
     def remove(self, timeout: float | None = None) -> None:
         """Ends the tap; the writer delivers what waits, then ends (joined here, unless this is

@@ -602,6 +602,16 @@ void bind_handoff(py::module_& module) {
       .def(
           "close", [](PyHandoffRing& self) { self.ring().close(); },
           "Refuses pushes from now on and wakes every waiter; what waits can still be taken.")
+      .def(
+          "wait_ready",
+          [](PyHandoffRing& self, double timeout_s) {
+            const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                std::chrono::duration<double>(timeout_s > 0.0 ? timeout_s : 0.0));
+            return without_gil([&] { return self.ring().wait_ready(timeout); });
+          },
+          py::arg("timeout") = 0.0,
+          "Waits up to `timeout` seconds (the GIL released) until an item waits, without taking "
+          "it: True when one does, False when the time ran out or the ring is closed and empty.")
       .def_property_readonly("closed", [](PyHandoffRing& self) { return self.ring().closed(); })
       .def_property_readonly("capacity", [](PyHandoffRing& self) { return self.ring().capacity(); })
       .def_property_readonly("waiting", [](PyHandoffRing& self) { return self.ring().waiting(); })

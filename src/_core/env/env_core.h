@@ -70,7 +70,11 @@
 // route table is built, which takes Bus._lock to see the subscribers, and may be taken with
 // Bridge._lock held); node.py's Bus._latch_lock (an RLock held
 // while the bus taps, these consumers, get latched messages, so that each gets them in order;
-// the taps call no env); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
+// the taps call no env); handoff.py's HandedOffTap._delivering (an RLock held while its
+// function delivers one message, by its writer thread, or by a publisher outside any plugin
+// callback delivering an inline topic's message itself, which may hold Bus._latch_lock and
+// ActionServer._status_lock; the function, a tap's, waits for none of 1-7 and takes
+// Bridge._lock); viewer.py's _window_lock; web/: WebViewer._close_lock (held while the
 // web server stops) and server.py's _START_LOCK (held while a web server starts);
 // cli/remote.py's echo lock; ros2/simulation_services.py's StepAction._lock (the running
 // simulate_steps goal; a leaf) and StepAction._shared_lock (an env's action made or shut down:

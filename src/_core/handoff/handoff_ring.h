@@ -129,6 +129,17 @@ class HandoffRing {
     return count;
   }
 
+  // Waits up to `timeout` until an item waits, without taking it: true when one does, false when
+  // the time ran out or the ring is closed and empty. For a writer that takes and delivers under
+  // a lock of its own, which it does not hold while it waits.
+  bool wait_ready(std::chrono::nanoseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (size_ == 0 && !closed_ && timeout.count() > 0) {
+      ready_.wait_for(lock, timeout, [&] { return closed_ || size_ > 0; });
+    }
+    return size_ > 0;
+  }
+
   // Wakes every waiter; pushes are refused from now on, what waits can still be taken.
   void close() {
     {

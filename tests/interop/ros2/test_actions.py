@@ -361,6 +361,10 @@ def test_an_independent_client_moves_the_arm_along_a_trajectory(
             assert [bytes(g.goal_id.uuid) for g in cancel.goals_canceling] == [long_id]
             assert client.get_result.call(goal_id=client.uuid(long_id)).status == 5  # CANCELED
             assert bridge.statistics()["failed_calls"] == 0
+            # The arrays of the goals' acceptance, cancel and end went out on the threads that
+            # made those transitions, none handed to the bridge's writer (HandedOffTap's
+            # inline_topics), and in order (seen above).
+            assert bridge._tap.statistics()["inline"] >= 6
         finally:
             client.close()
 

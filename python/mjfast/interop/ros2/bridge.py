@@ -251,6 +251,7 @@ class Bridge:
         self._drains: list[threading.Thread] = []  # the inbound subscribers'
         self._service_drains: list[threading.Thread] = []
         self._tap: Any = None
+        self._inline_topics: frozenset[str] = frozenset()
         self._reloads: Any = None
         self._lock = threading.RLock()
         self._entity_ids = itertools.count(1)
@@ -294,6 +295,7 @@ class Bridge:
             # put are the tap's writer thread's, which keeps the newest message per topic when
             # it falls behind (a keep-last QoS; counted in statistics()["dropped"]).
             self._tap = self._bus.add_tap(self._forward, handoff="keep_newest")
+            self._tap.inline_topics = self._inline_topics
             # A reload from anywhere (Python, the remote bus, this bridge) is a new model
             # generation: its /robot_description goes out even if no plugin publishes after it.
             self._reloads = env.add_call_listener(self._on_call)
@@ -332,11 +334,20 @@ class Bridge:
             outbound = {source: [(route, self._publishers[route.topic]) for route in found]
                         for source, found in table.outbound.items()}
             # The declared actions' feedback and status topics (not recorded: bridge-only).
-            for route in self._action_routes():
+            action_routes = self._action_routes()
+            for route in action_routes:
                 entry = self._publishers.get(route.topic)
                 if entry is None:
                     entry = self._publishers[route.topic] = self._declare_publisher(route)
                 outbound.setdefault(route.source, []).append((route, entry))
+            # A status array goes out on the thread that accepted, canceled or ended the goal
+            # (when that is not a plugin callback's: HandedOffTap's inline_topics), after the
+            # arrays before it: none is replaced by a newer one in a full ring (every transition
+            # is published, SPEC §23), and a goal's round trip does not wait for the writer.
+            self._inline_topics = frozenset(route.source for route in action_routes
+                                            if route.ros_type == actions.STATUS_TYPE)
+            if self._tap is not None:
+                self._tap.inline_topics = self._inline_topics
             self._outbound = {source: tuple(found) for source, found in outbound.items()}
             for inbound in table.inbound:
                 self._inbound.append(self._declare_subscriber(inbound))
