@@ -51,7 +51,9 @@ GROUP_ACTION_FLOOR = "send_goal round trip, bare queryables"
 
 JOINTS = [f"j{i}" for i in range(1, 8)]
 CALLS = 50
-CALL_ROUNDS = 5
+# The best of 10 rounds a side: with 5, the best rounds still moved with the machine's load
+# (five runs on the 2-vCPU machine gated 1.42-1.70 with 5 rounds, 1.36-1.45 with 10).
+CALL_ROUNDS = 10
 DOMAIN = 78
 
 pytestmark = pytest.mark.parametrize("bench_model", ["arm7"], indirect=True)
