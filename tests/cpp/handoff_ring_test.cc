@@ -138,6 +138,25 @@ TEST(HandoffRing, TakeWaitsForTheFirstItem) {
   EXPECT_EQ(seen.size() + ring.dropped(), 1000u);
 }
 
+TEST(HandoffRing, WaitReadyWaitsForAnItemWithoutTakingIt) {
+  Ring ring(4, HandoffPolicy::kWait);
+  EXPECT_FALSE(ring.wait_ready(milliseconds(0)));   // empty: at once
+  EXPECT_FALSE(ring.wait_ready(milliseconds(20)));  // empty: the time runs out
+  std::thread producer([&] {
+    int payload = 7;
+    int displaced = 0;
+    ring.try_push(3, payload, displaced);
+  });
+  EXPECT_TRUE(ring.wait_ready(milliseconds(5000)));
+  producer.join();
+  EXPECT_TRUE(ring.wait_ready(milliseconds(0)));  // still there: not taken
+  EXPECT_EQ(ring.waiting(), 1u);
+  ring.close();
+  EXPECT_TRUE(ring.wait_ready(milliseconds(0)));  // closed, but an item still waits
+  EXPECT_EQ(take_all(ring), (std::vector<std::pair<std::uint32_t, int>>{{3, 7}}));
+  EXPECT_FALSE(ring.wait_ready(milliseconds(5000)));  // closed and empty: at once
+}
+
 TEST(HandoffRing, RefusesZeroSlots) {
   EXPECT_THROW(Ring(0, HandoffPolicy::kWait), std::invalid_argument);
 }

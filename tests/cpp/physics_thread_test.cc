@@ -23,7 +23,11 @@ class FakeTarget : public SteppingTarget {
 
   void thread_started() override { ++started; }
   void thread_ending() override { ++ending; }
-  bool held() const override { return hold.load(); }
+  bool held() const override {
+    const bool held_now = hold.load();
+    if (held_now) ++held_seen;
+    return held_now;
+  }
   bool boundary_due() const override { return hold.load(); }
   std::optional<Step> step_at_boundary() override {
     Step step{};
@@ -56,7 +60,8 @@ class FakeTarget : public SteppingTarget {
   void restart_measure() override { ++measure_restarts; }
 
   std::atomic<bool> hold{false};
-  int fault_at = 0;       // the step (1-based) that faults; 0: none
+  mutable std::atomic<int> held_seen{0};  // held() calls that found the target held
+  int fault_at = 0;                       // the step (1-based) that faults; 0: none
   int interrupt_at = 0;   // the step after which after_step() ends the thread; 0: none
   double sim_time = 0.0;  // the thread's only
   std::atomic<int> steps{0};
@@ -139,8 +144,12 @@ TEST(PhysicsThreadTest, AHeldTargetIsNotSteppedUntilReleased) {
   EXPECT_TRUE(thread.running());
   thread.signal([&] { target.hold = false; });
   EXPECT_TRUE(eventually([&] { return target.steps.load() > 10; }));
+  // Once the thread has seen the hold (a step in flight may end first), no step follows: 30 ms
+  // more give it the chance to step wrongly. (Read after a fixed 10 ms, as before, the count
+  // missed a step still in flight when the machine was loaded: failed once beside a CI run.)
+  const int seen_before = target.held_seen.load();
   thread.signal([&] { target.hold = true; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(eventually([&] { return target.held_seen.load() > seen_before; }));
   const int held_at = target.steps.load();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(target.steps.load(), held_at);
