@@ -84,7 +84,11 @@ getattr(threading, "_register_atexit", atexit.register)(_close_the_owners)
 
 def close_session(session: Any) -> None:
     """Closes a Zenoh session, retrying for a moment while a Zenoh call on another thread still
-    holds it (zenoh-python's "Already borrowed")."""
+    holds it (zenoh-python's "Already borrowed"). A close that Zenoh gave up waiting for (its
+    "close operation timed out", after 10 s of its own tasks not ending: seen closing a client
+    that four threads were calling with 800 KB messages, on a loaded machine) leaves the
+    session closed to its users, and is said in the log, not raised: the caller's close has
+    done what it can."""
     deadline = time.monotonic() + _CLOSE_RETRY_S
     while True:
         try:
@@ -94,6 +98,12 @@ def close_session(session: Any) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+        except zenoh.ZError as error:
+            if not session.is_closed():
+                raise
+            _log.warning("closing a Zenoh session: %s (it is closed; what was in flight is "
+                         "dropped)", error)
+            return
 
 
 def join_drains(threads: list[threading.Thread], timeout: float = _JOIN_AT_EXIT_S) -> None:

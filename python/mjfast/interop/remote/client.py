@@ -23,6 +23,7 @@ from mjfast.interop.remote import keys
 from mjfast.interop.remote.codec import decode, encode
 from mjfast.interop.remote.server import DEFAULT_ENDPOINT, MAX_TIMEOUT_S, zenoh_config
 from mjfast.interop.zenoh_threads import (
+    close_session,
     close_when_the_program_ends,
     declare_on_daemon_thread,
     no_close_at_the_end,
@@ -229,7 +230,7 @@ class Client:
             subscriptions, self._subscriptions = self._subscriptions, []
         for subscription in subscriptions:
             subscription.close()
-        self._session.close()
+        close_session(self._session)
         no_close_at_the_end(self)
 
     def __enter__(self) -> Client:
