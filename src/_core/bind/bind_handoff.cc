@@ -308,6 +308,12 @@ class DirectBlock {
 
 using Ring = HandoffRing<PyMessage>;
 
+// A wait of `seconds` from Python (take's and wait_ready's timeout); negative: none.
+std::chrono::nanoseconds wait_of(double seconds) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(seconds > 0.0 ? seconds : 0.0));
+}
+
 class PyHandoffRing {
  public:
   PyHandoffRing(std::size_t capacity, HandoffPolicy policy) : ring_(capacity, policy) {}
@@ -352,8 +358,7 @@ class PyHandoffRing {
   // first: each pushed message as (topic, message, stamp), and each run of packed ones as one
   // block (None, routes, counts, data), pack_direct's (routes, counts, data), in its place.
   py::list take(std::size_t max, double timeout_s) {
-    const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-        std::chrono::duration<double>(timeout_s > 0.0 ? timeout_s : 0.0));
+    const std::chrono::nanoseconds timeout = wait_of(timeout_s);
     // Waits for the publishing thread, which may hold the GIL to push: released meanwhile, and
     // while the packed messages are gathered into their blocks (no Python object in them). One
     // taker at a time: taken_ and blocks_ are its scratch space until it returns (a second
@@ -605,8 +610,7 @@ void bind_handoff(py::module_& module) {
       .def(
           "wait_ready",
           [](PyHandoffRing& self, double timeout_s) {
-            const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                std::chrono::duration<double>(timeout_s > 0.0 ? timeout_s : 0.0));
+            const std::chrono::nanoseconds timeout = wait_of(timeout_s);
             return without_gil([&] { return self.ring().wait_ready(timeout); });
           },
           py::arg("timeout") = 0.0,
