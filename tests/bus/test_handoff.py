@@ -3,8 +3,11 @@ core's bounded ring (keep the newest message per topic, or make the publisher wa
 
 from __future__ import annotations
 
+import functools
+import gc
 import sys
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -196,6 +199,50 @@ def test_a_packed_route_hands_runs_of_packed_messages_over_as_blocks_in_their_pl
     tap.remove()
     with pytest.raises(ValueError, match="packed_route"):
         HandedOffTap(bus, lambda *_: None, policy="wait", packed_route=routes.get)
+
+
+def test_a_raising_stamp_or_route_is_the_taps_failure_and_the_next_message_goes(
+        bus: Bus, caplog: pytest.LogCaptureFixture) -> None:
+    # The ring's hand_over calls both in the core, as the bus's tap function: what they raise
+    # reaches the bus as a tap's error (logged, counted), and the next publish is handed over.
+    stamps = iter([ValueError("no time"), 1.0, 2.0])
+    routes = iter([KeyError("no route"), None])  # (none asked for while the stamp raises)
+
+    def stamp() -> float:
+        value = next(stamps)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def route(topic: str) -> Any:
+        value = next(routes)
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    tap = HandedOffTap(bus, None, policy="wait", writer=False, stamp=stamp, packed_route=route)
+    for topic, message in (("/a", "first"), ("/b", "second"), ("/c", "third")):
+        bus.publish(topic, message)
+    assert tap.take(0.0) == [("/c", "third", 2.0)]
+    assert "no time" in caplog.text and "no route" in caplog.text
+    assert bus._taps[0].failures == 2
+    tap.remove()
+
+
+def test_a_ring_in_a_cycle_with_the_callables_it_holds_is_collected() -> None:
+    # A recording's stamp reads its env, whose bus holds the tap that holds the ring: the ring
+    # shows the garbage collector what it holds, so an env never closed does not stay forever.
+    class Owner:
+        time = 0.5
+
+    owner = Owner()
+    owner.ring = _core.HandoffRing(4, "wait")  # type: ignore[attr-defined]
+    owner.ring.set_hand_over(functools.partial(getattr, owner, "time"), None, 0)  # type: ignore[attr-defined]
+    owner.ring.hand_over("/a", "kept")  # type: ignore[attr-defined]
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
 
 
 def test_a_full_wait_ring_holds_a_packing_publisher_until_the_writer_takes(bus: Bus) -> None:

@@ -90,40 +90,36 @@ class HandedOffTap:
         # publisher (see the module's docstring); reentrant, for a function that publishes.
         self._delivering = threading.RLock()
         self._ring = _core.HandoffRing(capacity, policy)
-        self._stamp = stamp
-        self._packed_route = packed_route
-        self._offset_ns = int(offset_ns)
+        # The stamp and the packed route are asked for by the ring's hand_over, in the core.
+        self._ring.set_hand_over(stamp, packed_route, int(offset_ns))
         self._failed = ThrottledLog(_log)
         self._thread: threading.Thread | None = None
         if writer:
             self._thread = threading.Thread(target=self._write_loop, daemon=True, name=name)
             self._thread.start()
+        # What the bus calls on the publishing thread for every message: a writer's tap looks at
+        # its inline topics first; a tap without a writer (a recording's) is the ring's
+        # hand_over itself, with no Python frame between the bus and the core.
+        self._function = self._hand_over if writer else self._ring.hand_over
         # Last: from here on every publish (and, with `latched`, each kept message now) is handed.
-        self._tap = bus.add_tap(self._hand_over, latched=latched)
+        self._tap = bus.add_tap(self._function, latched=latched)
 
     @property
     def active(self) -> bool:
         return self._tap.active
 
     def _hand_over(self, topic: str, message: Any) -> None:
-        # The publishing thread's whole share: a reference into the ring, or the message packed
-        # (waiting for room only with policy "wait", the GIL released meanwhile).
-        if topic in self.inline_topics and self._thread is not None and \
-                not _core.in_plugin_callback():
+        # A writer's tap, on the publishing thread: a message of an inline topic delivered here,
+        # else the ring's hand_over (a reference into the ring, or the message packed; waiting
+        # for room only with policy "wait", the GIL released meanwhile).
+        if topic in self.inline_topics and not _core.in_plugin_callback():
             with self._delivering:
                 # Nothing of this topic can be ahead of it (and a removed tap's ring is closed).
                 if self._ring.waiting == 0 and not self._ring.closed:
                     self._inline += 1
                     self._deliver(topic, message)
                     return
-        stamp = self._stamp
-        time = stamp() if stamp is not None else 0.0
-        packed_route = self._packed_route
-        route = packed_route(topic) if packed_route is not None else None
-        if route is None:
-            self._ring.push(topic, message, time)
-        else:
-            self._ring.push_packed(topic, message, time, route, self._offset_ns)
+        self._ring.hand_over(topic, message)
 
     def take(self, timeout: float = 0.0, limit: int = 64) -> list[tuple[Any, ...]]:
         """Up to `limit` waiting items, oldest first, waiting up to `timeout` seconds for the
@@ -175,7 +171,7 @@ class HandedOffTap:
     def hand_over(self, topic: str, message: Any) -> None:
         """Hands `message` to the consumer as if it had been published on `topic` now (what a
         consumer must not miss again: the latched messages after a reload)."""
-        self._hand_over(topic, message)
+        self._function(topic, message)
 
     def publish(self, topic: str, message: Any) -> None:
         """Publishes on the bus for every subscriber and every tap but this one."""

@@ -174,16 +174,25 @@ class Bus:
         with self._latch_lock if latched_by is not None else contextlib.nullcontext():
             for tap in taps:
                 if tap.active and tap is not origin:
-                    self._call_tap(tap, topic, message)
+                    # (_call_tap's body, written out: a frame less on the publishing thread, the
+                    # physics thread for a plugin's publish, for every tap of every message)
+                    try:
+                        tap.function(topic, message)
+                    except Exception:
+                        self._tap_failed(tap, topic)
 
     def _call_tap(self, tap: Tap, topic: str, message: Any) -> None:
         try:
             tap.function(topic, message)
         except Exception:
-            tap.failures += 1
-            self._failures.report(("tap", topic, id(tap)),
-                             "tap %r raised on topic %s; delivering to the others",
-                             tap.function, topic, exc_info=True)
+            self._tap_failed(tap, topic)
+
+    def _tap_failed(self, tap: Tap, topic: str) -> None:
+        """In the except block of a tap's call that raised."""
+        tap.failures += 1
+        self._failures.report(("tap", topic, id(tap)),
+                              "tap %r raised on topic %s; delivering to the others",
+                              tap.function, topic, exc_info=True)
 
     # -- taps and latched topics ------------------------------------------------------------
 

@@ -354,6 +354,60 @@ class PyHandoffRing {
     return push_item(key_of(topic), payload);
   }
 
+  // What hand_over() calls for each message: `stamp()` (None: 0.0) and `packed_route(topic)`
+  // (None: every message as push() hands it), with their log time offset (GIL held; set before
+  // the ring is given to a bus, and cleared by close()).
+  void set_hand_over(const py::object& stamp, const py::object& packed_route,
+                     std::int64_t offset_ns) {
+    stamp_ = stamp;
+    packed_route_ = packed_route;
+    offset_ns_ = offset_ns;
+  }
+
+  // A bus tap's whole share of a publish (the bus calls this as the tap's function): the stamp
+  // and the route asked for, then push() or push_packed(), with no Python frame between (the
+  // physics thread pays each frame on every message: at a 100 Hz JointState of a 5 ms step, a
+  // few tenths of a percent of its rate). An error of either callable is the caller's, as a
+  // tap's is.
+  void hand_over(const py::object& topic, const py::object& message) {
+    double stamp = 0.0;
+    if (!stamp_.is_none()) {
+      const auto made = py::reinterpret_steal<py::object>(PyObject_CallNoArgs(stamp_.ptr()));
+      if (!made) throw py::error_already_set();
+      stamp = PyFloat_AsDouble(made.ptr());
+      if (stamp == -1.0 && PyErr_Occurred()) throw py::error_already_set();
+    }
+    if (!packed_route_.is_none()) {
+      const auto route = py::reinterpret_steal<py::object>(
+          PyObject_CallOneArg(packed_route_.ptr(), topic.ptr()));
+      if (!route) throw py::error_already_set();
+      if (!route.is_none()) {
+        push_packed(topic, message, stamp, route, offset_ns_);
+        return;
+      }
+    }
+    push(topic, message, stamp);
+  }
+
+  // close(): no more pushes, and hand_over's callables let go (they may hold the env that holds
+  // this ring's tap).
+  void close() {
+    ring_.close();
+    stamp_ = py::none();
+    packed_route_ = py::none();
+  }
+
+  // Python's garbage collector sees hand_over's callables (tp_traverse, tp_clear).
+  int traverse(visitproc visit, void* arg) {
+    Py_VISIT(stamp_.ptr());
+    Py_VISIT(packed_route_.ptr());
+    return 0;
+  }
+  void clear() {
+    stamp_ = py::none();
+    packed_route_ = py::none();
+  }
+
   // Up to `max` waiting items, oldest first, waiting up to `timeout_s` (the GIL released) for the
   // first: each pushed message as (topic, message, stamp), and each run of packed ones as one
   // block (None, routes, counts, data), pack_direct's (routes, counts, data), in its place.
@@ -470,6 +524,9 @@ class PyHandoffRing {
   }
 
   Ring ring_;
+  py::object stamp_ = py::none();         // hand_over's (GIL held to read or change)
+  py::object packed_route_ = py::none();  // hand_over's
+  std::int64_t offset_ns_ = 0;
   py::dict keys_;
   std::vector<py::object> routes_;   // GIL held to read or change
   std::mutex taker_mutex_;           // one take() at a time (env_core.h: 6a)
@@ -584,7 +641,26 @@ HandoffPolicy policy_of(const std::string& name) {
 }  // namespace
 
 void bind_handoff(py::module_& module) {
-  py::class_<PyHandoffRing>(module, "HandoffRing")
+  // Garbage-collected: hand_over's callables (a recording's stamp reads its env, whose bus holds
+  // the tap that holds this ring) would otherwise keep an env that was never closed alive.
+  py::class_<PyHandoffRing>(
+      module, "HandoffRing", py::custom_type_setup([](PyHeapTypeObject* heap_type) {
+        auto* type = &heap_type->ht_type;
+        type->tp_flags |= Py_TPFLAGS_HAVE_GC;
+        type->tp_traverse = [](PyObject* self, visitproc visit, void* arg) {
+#if PY_VERSION_HEX >= 0x03090000
+          Py_VISIT(Py_TYPE(self));
+#endif
+          if (!py::detail::is_holder_constructed(self)) return 0;
+          return py::cast<PyHandoffRing&>(py::handle(self)).traverse(visit, arg);
+        };
+        type->tp_clear = [](PyObject* self) {
+          if (py::detail::is_holder_constructed(self)) {
+            py::cast<PyHandoffRing&>(py::handle(self)).clear();
+          }
+          return 0;
+        };
+      }))
       .def(py::init([](std::size_t capacity, const std::string& policy) {
              if (capacity == 0) throw py::value_error("a handoff ring needs capacity >= 1, got 0");
              return new PyHandoffRing(capacity, policy_of(policy));
@@ -604,9 +680,17 @@ void bind_handoff(py::module_& module) {
            "Up to `max` waiting items: each pushed message as (topic, message, stamp), each run of "
            "packed ones as (None, routes, counts, data), oldest first, waiting up to `timeout` "
            "seconds (the GIL released) for the first.")
-      .def(
-          "close", [](PyHandoffRing& self) { self.ring().close(); },
-          "Refuses pushes from now on and wakes every waiter; what waits can still be taken.")
+      .def("set_hand_over", &PyHandoffRing::set_hand_over, py::arg("stamp"),
+           py::arg("packed_route"), py::arg("offset_ns") = 0,
+           "What hand_over() calls for each message: stamp() (None: 0.0) and "
+           "packed_route(topic) (None, or a route of None: push()), and the packed messages' log "
+           "time offset.")
+      .def("hand_over", &PyHandoffRing::hand_over, py::arg("topic"), py::arg("message"),
+           "A bus tap's function: push_packed() with stamp() and packed_route(topic)'s route "
+           "where that is not None, else push() with the stamp.")
+      .def("close", &PyHandoffRing::close,
+           "Refuses pushes from now on and wakes every waiter (what waits can still be taken); "
+           "hand_over's callables are let go.")
       .def(
           "wait_ready",
           [](PyHandoffRing& self, double timeout_s) {
