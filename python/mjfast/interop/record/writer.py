@@ -65,6 +65,12 @@ _CLOCK_TOPIC = "/clock"
 _CLOCK_TYPE = "rosgraph_msgs/msg/Clock"
 # A synthesised /clock at most this often (simulated), when no plugin publishes /clock.
 _CLOCK_PERIOD_NS = 10_000_000
+# A rosgraph_msgs/msg/Clock in CDR: the little-endian encapsulation header, then its one
+# builtin_interfaces/msg/Time (int32 sec, uint32 nanosec). Written so for every synthesised
+# /clock (as many as the messages it follows, at 100 Hz of simulated time): the conversion and
+# rosbags' serialiser cost ~4 us of the bag process's CPU, taken beside the physics thread.
+_CLOCK_CDR = struct.Struct("<4siI")
+_CDR_LITTLE_ENDIAN = b"\x00\x01\x00\x00"
 _START_TIMEOUT_S = 120.0
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)  # (Linux's; named in Python 3.10+)
 _PIPE_BYTES = 1 << 20
@@ -345,10 +351,20 @@ class _Bag:
                 if self._clock and (last is None or timestamp < last
                                     or timestamp >= last + _CLOCK_PERIOD_NS):
                     self._last_clock = timestamp
-                    self._write(_CLOCK_TOPIC, _CLOCK_TYPE, timestamp, self._conversions.clock(
-                        {"time": (timestamp - self._offset) / 1e9}))
+                    self._write(_CLOCK_TOPIC, _CLOCK_TYPE, timestamp,
+                                self._clock_message(timestamp - self._offset))
         except Exception as failure:  # the rest is dropped, the parent told
             self.failed = f"{type(failure).__name__}: {failure}"
+
+    def _clock_message(self, nanoseconds: int) -> Any:
+        """The /clock at `nanoseconds` of simulated time: its CDR (rosbags' bytes, made here),
+        or, beyond an int32 of seconds, the conversion's message (rosbags' serialiser then says
+        what is wrong)."""
+        seconds, nanosecond = divmod(nanoseconds, 1_000_000_000)
+        try:
+            return _CLOCK_CDR.pack(_CDR_LITTLE_ENDIAN, seconds, nanosecond)
+        except struct.error:
+            return self._conversions.clock({"time": nanoseconds / 1e9})
 
     def _write(self, topic: str, ros_type: str, timestamp: int, message: Any) -> None:
         connection = self._connections.get(topic)
