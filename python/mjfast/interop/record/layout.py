@@ -80,9 +80,16 @@ def state_message(fields: Mapping[str, Any]) -> Any:
     """A state's message on STATE_TOPIC from `{"state": SimState bytes, "step": int, "seq": int
     or None}`: the bytes, and the step it was taken at and its order among the commands of that
     step as two labelled dimensions of its layout (made in the bag's process: the recording's
-    writer thread ships the fields, and holds no GIL for a rosbags message)."""
+    writer thread ships the fields, and holds no GIL for a rosbags message). A state the core
+    copied (no plugin states) may come as its parts instead of "state": "physics" (float64
+    bytes), "step_count", "signature" and "description", made into its bytes here too."""
     _, types, _ = ros2()
-    message = bytes_message(fields["state"])
+    data = fields.get("state")
+    if data is None:
+        data = state_module().SimState._make(
+            np.frombuffer(fields["physics"], dtype=np.float64), int(fields["step_count"]),
+            fields["signature"], fields["description"], ()).to_bytes()
+    message = bytes_message(data)
     dimension = types.message_class("std_msgs/msg/MultiArrayDimension")
     message.layout.dim = [dimension(label="step", size=int(fields["step"]), stride=0)]
     if fields["seq"] is not None:

@@ -381,11 +381,12 @@ class Recording:
                         "fields": {name: np.frombuffer(raw, dtype=np.float64)
                                    for name, raw in values.items()}})
                 else:
-                    physics = np.frombuffer(values, dtype=np.float64)
+                    # Its parts: the bag's process makes the state's bytes (layout.state_message).
                     signature, description = self._identities.get(int(generation), ("", ""))
-                    state = state_module().SimState._make(physics, int(step_count), signature,
-                                                           description, ())
-                    self._write_state(state, time, step=int(step))
+                    self._write(STATE_TOPIC, BYTES_TYPE, time, {
+                        "physics": values, "step_count": int(step_count),
+                        "signature": signature, "description": description,
+                        "step": int(step), "seq": None}, state_message)
             # The messages on direct topics come packed by the core as they were handed over,
             # a block for each run of them (HandedOffTap's packed_route); the others in between
             # as they were published, in order.
