@@ -4,7 +4,9 @@
    JointStatePublisher at 1 kHz bridged to ROS 2 (a subscriber on the graph), beside the same env
    without the bridge: at least 0.99, and the subscriber receives every message. The same
    unpaced (`start(None)`): at least 0.9 (the physics thread only hands each message to the
-   bridge's writer thread, which keeps the newest per topic when it falls behind).
+   bridge's writer thread, which keeps the newest per topic when it falls behind), with the
+   subscriber in another process (the SDK's, in this one, decoded each of thousands of messages
+   a second with the GIL the physics thread needs: 0.83-0.89 with it here, 0.90-0.93 without).
 2. One JointState publish through the bridge (what the bridge adds to a plugin's `bus.publish`:
    lookup, conversion, CDR, attachment, put) beside `serialize_cdr` of the prebuilt message + a
    bare Zenoh put of its bytes, both keys with a subscriber: at most 1.3.
@@ -153,20 +155,30 @@ def test_physics_rate_with_joint_states_over_ros2(benchmark: Any, record: Any, b
     plain, bridged = joint_state_env(), joint_state_env()
     bridge = Bridge(bridged, domain_id=DOMAIN, router=router[0])
     received: list[Any] = []
-    subscriber = ros.ROS2Subscriber("/joint_states", "sensor_msgs/msg/JointState",
-                                    received.append, node_name="bench", domain_id=DOMAIN,
-                                    router_port=router[1])
-    # The subscription is routed before the timing starts (a put before that reaches no one).
-    deadline = time.monotonic() + 30
-    while not received and time.monotonic() < deadline:
-        bridged.step(1)
-        time.sleep(0.01)
-    assert received, "no JointState reached the ROS 2 subscriber"
+    subscriber: Any = None
+    sink: Sink | None = None
     published = [0]
-    if realtime:  # (unpaced, a subscriber's cost would be in the figure)
+    if realtime:
+        subscriber = ros.ROS2Subscriber("/joint_states", "sensor_msgs/msg/JointState",
+                                        received.append, node_name="bench", domain_id=DOMAIN,
+                                        router_port=router[1])
+        # The subscription is routed before the timing starts (a put before that reaches no
+        # one).
+        deadline = time.monotonic() + 30
+        while not received and time.monotonic() < deadline:
+            bridged.step(1)
+            time.sleep(0.01)
+        assert received, "no JointState reached the ROS 2 subscriber"
         bridged.bus.subscribe("/joint_states",
                               lambda _: published.__setitem__(0, published[0] + 1))
-    received.clear()
+        received.clear()
+    else:
+        # Unpaced, the writer sends thousands of messages a second, and the subscriber lives in
+        # another process, as a ROS 2 node does: in this one, its callback (the SDK decodes
+        # each message in Python) would take the GIL from the physics thread being timed, and
+        # the figure would be the subscriber's as much as the bridge's.
+        sink = Sink(router[0], [f"{DOMAIN}/joint_states/**"])
+        sink.wait_until_routed(lambda: bridged.step(1))
     group = GROUP_ROS2_RATE if realtime else GROUP_ROS2_RATE_UNPACED
     try:
         timings = record.measured(
@@ -182,12 +194,20 @@ def test_physics_rate_with_joint_states_over_ros2(benchmark: Any, record: Any, b
             assert len(received) == published[0], (len(received), published[0])
         else:
             # Unpaced, the newest message per topic goes out (the rest is counted as dropped).
-            assert received and bridge.statistics()["messages_out"] > 0
+            sent = bridge.statistics()["messages_out"]
+            assert sent > 0
     finally:
-        subscriber.close()
+        if subscriber is not None:
+            subscriber.close()
         bridge.close()
         plain.close()
         bridged.close()
+        got = sink.close() if sink is not None else None
+    if got is not None:  # what was timed reached the subscriber in the other process
+        print(f"\nunpaced: the subscriber got {got[0]} of the {sent} messages the bridge sent")
+        # (all but those in flight at the close; Zenoh's congestion control may drop a few puts
+        # on a loaded machine)
+        assert got[0] >= 0.8 * sent, (got, sent)
     benchmark.extra_info.update(without_steps_per_s=1 / timings["without"].min_s,
                                 with_bridge_steps_per_s=1 / timings["with_bridge"].min_s)
 
