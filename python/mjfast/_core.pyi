@@ -446,7 +446,11 @@ class HandoffRing:
         """
     def close(self) -> None:
         """
-        Refuses pushes from now on and wakes every waiter; what waits can still be taken.
+        Refuses pushes from now on and wakes every waiter (what waits can still be taken); hand_over's callables are let go.
+        """
+    def hand_over(self, topic: typing.Any, message: typing.Any) -> None:
+        """
+        A bus tap's function: push_packed() with stamp() and packed_route(topic)'s route where that is not None, else push() with the stamp.
         """
     def push(self, topic: typing.Any, message: typing.Any, stamp: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> bool:
         """
@@ -455,6 +459,10 @@ class HandoffRing:
     def push_packed(self, topic: typing.Any, message: typing.Any, stamp: typing.SupportsFloat | typing.SupportsIndex, route: typing.Any, offset_ns: typing.SupportsInt | typing.SupportsIndex) -> bool:
         """
         push(), with the message packed now (pack_message) and kept with `route` and the log time offset_ns + round(stamp * 1e9): take() hands runs of such messages over as pack_direct's blocks. A message the core does not pack goes as push() hands it.
+        """
+    def set_hand_over(self, stamp: typing.Any, packed_route: typing.Any, offset_ns: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+        """
+        What hand_over() calls for each message: stamp() (None: 0.0) and packed_route(topic) (None, or a route of None: push()), and the packed messages' log time offset.
         """
     def take(self, max: typing.SupportsInt | typing.SupportsIndex = 64, timeout: typing.SupportsFloat | typing.SupportsIndex = 0.0) -> list:
         """

@@ -245,6 +245,52 @@ def test_a_ring_in_a_cycle_with_the_callables_it_holds_is_collected() -> None:
     assert gone() is None
 
 
+def test_lists_of_strings_pack_as_they_did_whatever_the_list_holding_them(bus: Bus) -> None:
+    # The ring keeps the bytes of the last few lists of strings it packed (a JointState's names:
+    # the same str objects in a new list, message after message) and copies them for a list of
+    # those very objects: every message packs as pack_message packs it, whatever was kept.
+    names = [f"joint_{i}" for i in range(21)]
+    lists = {key: [f"{key}_{i}" for i in range(6)] for key in "abcde"}
+    same_text = ["".join(list(name)) for name in names]  # equal strings, other objects
+    changed = list(names)
+    messages: list[Any] = [
+        {"name": list(names), "q": np.arange(3.0)},
+        {"name": list(names), "q": np.arange(2.0)},  # the kept bytes
+        {"name": list(reversed(names))},
+        {"name": same_text},
+        {"name": names[:3]},  # short: packed as it comes
+        {"name": [*names, 1.5]},  # not all strings: not kept
+        {"outer": {"inner": list(names)}, "t": (list(names),)},
+        *({"name": list(lists[key])} for key in "abcde"),  # more lists than are kept
+        {"name": list(names)},
+        {"name": list(lists["e"])},
+        {"name": changed},
+    ]
+    tap = HandedOffTap(bus, None, policy="wait", writer=False, capacity=64,
+                       packed_route=lambda topic: ("/ros/a", "std_msgs/msg/A", None))
+    for message in messages[:-1]:
+        bus.publish("/a", message)
+    changed[5] = "joint_5_renamed"  # the list kept last, one item replaced
+    bus.publish("/a", messages[-1])
+    items = tap.take(0.0, 64)
+    assert [item[0] for item in items] == [None]  # all packed, one block
+    records = list(batch_items([(None, items[0][1], items[0][3])]))
+    assert [record[3] for record in records] == [_core.pack_message(m) for m in messages]
+    assert _core.unpack_message(records[-1][3])["name"][5] == "joint_5_renamed"
+    # A str subclass is not packed (the message goes as it is), and leaves nothing kept.
+    class Name(str):
+        pass
+
+    odd = {"name": [Name(name) for name in names]}
+    bus.publish("/a", odd)
+    bus.publish("/a", {"name": list(names)})
+    items = tap.take(0.0, 64)
+    assert items[0] == ("/a", odd, 0.0) and items[0][1] is odd
+    (record,) = batch_items([(None, items[1][1], items[1][3])])
+    assert record[3] == _core.pack_message({"name": names})
+    tap.remove()
+
+
 def test_a_full_wait_ring_holds_a_packing_publisher_until_the_writer_takes(bus: Bus) -> None:
     tap = HandedOffTap(bus, None, policy="wait", writer=False, capacity=1,
                        packed_route=lambda topic: ("/ros/a", "t", None))
