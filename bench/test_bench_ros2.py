@@ -6,7 +6,7 @@
    unpaced (`start(None)`): at least 0.9 (the physics thread only hands each message to the
    bridge's writer thread, which keeps the newest per topic when it falls behind), with the
    subscriber in another process (the SDK's, in this one, decoded each of thousands of messages
-   a second with the GIL the physics thread needs: 0.83-0.89 with it here, 0.90-0.93 without).
+   a second with the GIL the physics thread needs: 0.83-0.89 with it here, 0.90-0.95 without).
 2. One JointState publish through the bridge (what the bridge adds to a plugin's `bus.publish`:
    lookup, conversion, CDR, attachment, put) beside `serialize_cdr` of the prebuilt message + a
    bare Zenoh put of its bytes, both keys with a subscriber: at most 1.3.

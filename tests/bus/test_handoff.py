@@ -277,7 +277,7 @@ def test_lists_of_strings_pack_as_they_did_whatever_the_list_holding_them(bus: B
     records = list(batch_items([(None, items[0][1], items[0][3])]))
     assert [record[3] for record in records] == [_core.pack_message(m) for m in messages]
     assert _core.unpack_message(records[-1][3])["name"][5] == "joint_5_renamed"
-    # A str subclass is not packed (the message goes as it is), and leaves nothing kept.
+    # A str subclass is not packed (the message goes as it is); the names after it pack as before.
     class Name(str):
         pass
 
