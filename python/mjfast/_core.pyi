@@ -6,7 +6,7 @@ import collections.abc
 import numpy
 import numpy.typing
 import typing
-__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'CdrDecoder', 'ControlState', 'DueWindow', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
+__all__: list[str] = ['AdapterEntry', 'CALLBACKS', 'CAMERA_KEYS', 'CONTROL_COMMAND_FIELDS', 'CONTROL_STATE_FIELDS', 'CallbackFree', 'CdrDecoder', 'ControlState', 'DueWindow', 'EnvCore', 'FrameLease', 'GripperCore', 'HandoffRing', 'JointTrajectoryCore', 'LIFECYCLE', 'LifecycleContext', 'MUJOCO_VERSION_BUILT', 'NativeControl', 'NativePluginHandle', 'OffscreenCamera', 'PLANES', 'PLUGIN_ABI_VERSION', 'PluginHost', 'RenderCore', 'StepRecorder', 'TIMING_SAMPLE_INTERVAL', 'VectorCore', 'VectorHold', 'checked_realtime_factor', 'control_hook_owned', 'control_trampoline_address', 'failed_adapter', 'hooks_owned', 'in_plugin_callback', 'interrupted_adapter', 'joint_state_cdr', 'native_adapter', 'pack_direct', 'pack_message', 'passive_hook_owned', 'passive_trampoline_address', 'python_adapter', 'refusal', 'unpack_message']
 class CallbackFree:
     def __enter__(self) -> None:
         ...
@@ -562,6 +562,10 @@ def in_plugin_callback() -> bool:
 def interrupted_adapter(name: str, type: str, interrupt: typing.Any) -> AdapterEntry:
     """
     The factory entry of a plugin whose creation the user interrupted (KeyboardInterrupt, SystemExit): left unloaded, not failed; the interrupt is raised after the others load.
+    """
+def joint_state_cdr(packed: bytes) -> typing.Any:
+    """
+    The CDR (little-endian, with its encapsulation header) of the sensor_msgs/msg/JointState that conversions.joint_state makes of the bus message pack_message() packed, as rosbags serialises it; None for a message it does not take as that conversion would (the caller converts it then).
     """
 def native_adapter(name: str, type: str, library_path: str, symbol: str, config_json: str, camera_opener: typing.Any = None, publisher: typing.Any = None, world_index: typing.SupportsInt | typing.SupportsIndex = 0) -> AdapterEntry:
     """

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -703,6 +704,230 @@ class MessageUnpacker {
   const char* end_ = nullptr;
 };
 
+// ---- a packed JointState as CDR, for the recording's bag process --------------------------------
+// joint_state_cdr(packed) -> bytes or None: the CDR (little-endian, encapsulation header first) of
+// the sensor_msgs/msg/JointState that conversions.joint_state makes of the bus message `packed`
+// holds, as rosbags serialises it (the header's stamp from "time" rounded as conversions.stamp
+// rounds it, frame_id "", "name", the three float64 arrays), written from the packed bytes in one
+// pass: the bag process's unpacking, conversion and serialisation of each recorded JointState
+// (~4 us of its CPU, which it takes beside the physics thread). None for a message it does not
+// take exactly as that conversion would (a key missing, a name not a str, an array not 1-D
+// float64 in this machine's order, a time not finite or past an int32 of seconds): the caller
+// goes the conversion's way, whose error names the fault.
+class PackedJointState {
+ public:
+  explicit PackedJointState(const std::string_view packed)
+      : at_(packed.data()), end_(packed.data() + packed.size()) {}
+
+  // The CDR, or false where this message is not one it takes.
+  bool cdr(std::string& out) {
+    out_ = &out;
+    if (!read() || !have_time_ || !have_names_ || arrays_found_ != 0b111) return false;
+    double nanoseconds = std::nearbyint(time_ * 1e9);  // (Python's round: half to even)
+    if (!std::isfinite(nanoseconds) || !(std::fabs(nanoseconds) < 9.0e18)) return false;
+    const auto whole = static_cast<std::int64_t>(nanoseconds);
+    std::int64_t seconds = whole / 1000000000;
+    std::int64_t rest = whole % 1000000000;
+    if (rest < 0) {  // floor division, as conversions.stamp's //
+      rest += 1000000000;
+      seconds -= 1;
+    }
+    if (seconds < INT32_MIN || seconds > INT32_MAX) return false;
+    out.assign("\x00\x01\x00\x00", 4);
+    put(static_cast<std::int32_t>(seconds));
+    put(static_cast<std::uint32_t>(rest));
+    put(std::uint32_t{1});  // frame_id "": its length with the NUL, then the NUL
+    out.push_back('\0');
+    align(4);
+    put(static_cast<std::uint32_t>(names_.size()));
+    for (const std::string_view name : names_) {
+      align(4);
+      put(static_cast<std::uint32_t>(name.size() + 1));
+      out.append(name);
+      out.push_back('\0');
+    }
+    for (const Array& array : arrays_) {
+      align(4);
+      put(static_cast<std::uint32_t>(array.count));
+      if (array.count != 0) {
+        align(8);
+        out.append(array.data, array.count * sizeof(double));
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Array {
+    const char* data = nullptr;
+    std::size_t count = 0;
+  };
+
+  template <class T>
+  void put(T value) {
+    out_->append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void align(std::size_t to) {  // (CDR aligns from the end of the encapsulation header)
+    while ((out_->size() - 4) % to != 0) out_->push_back('\0');
+  }
+
+  const char* need(std::size_t size) {
+    if (static_cast<std::size_t>(end_ - at_) < size) return nullptr;
+    const char* here = at_;
+    at_ += size;
+    return here;
+  }
+  bool u32(std::uint32_t& value) {
+    const char* at = need(sizeof value);
+    if (at == nullptr) return false;
+    std::memcpy(&value, at, sizeof value);
+    return true;
+  }
+  bool tag(char& value) {
+    const char* at = need(1);
+    if (at == nullptr) return false;
+    value = *at;
+    return true;
+  }
+  bool text(std::string_view& value) {  // after an 's' tag
+    std::uint32_t size = 0;
+    const char* at = nullptr;
+    if (!u32(size) || (at = need(size)) == nullptr) return false;
+    value = std::string_view(at, size);
+    return true;
+  }
+
+  // One value of any kind, passed over (a key this conversion does not read).
+  bool skip(int depth) {
+    char kind = 0;
+    std::uint32_t size = 0;
+    if (depth > kPackDepth || !tag(kind)) return false;
+    switch (kind) {
+      case 'N':
+      case 'T':
+      case 'F': return true;
+      case 'f':
+      case 'i': return need(8) != nullptr;
+      case 's':
+      case 'y': return u32(size) && need(size) != nullptr;
+      case 'l':
+      case 't':
+        if (!u32(size)) return false;
+        for (std::uint32_t i = 0; i < size; ++i) {
+          if (!skip(depth + 1)) return false;
+        }
+        return true;
+      case 'd':
+        if (!u32(size)) return false;
+        for (std::uint32_t i = 0; i < 2 * size; ++i) {
+          if (!skip(depth + 1)) return false;
+        }
+        return true;
+      case 'a': {
+        const char* dtype = need(1);
+        if (dtype == nullptr || need(static_cast<unsigned char>(*dtype)) == nullptr) return false;
+        const char* ndim = need(1);
+        std::uint64_t bytes = 0;
+        const char* at = nullptr;
+        if (ndim == nullptr ||
+            need(8 * static_cast<std::size_t>(static_cast<unsigned char>(*ndim))) == nullptr ||
+            (at = need(sizeof bytes)) == nullptr) {
+          return false;
+        }
+        std::memcpy(&bytes, at, sizeof bytes);
+        return bytes <= static_cast<std::uint64_t>(end_ - at_) &&
+               need(static_cast<std::size_t>(bytes)) != nullptr;
+      }
+      default: return false;
+    }
+  }
+
+  // A 1-D float64 array in this machine's order ('<f8' where little-endian), after its 'a' tag.
+  bool array(Array& out) {
+    const char* size = need(1);
+    if (size == nullptr) return false;
+    const char* dtype = need(static_cast<unsigned char>(*size));
+    const char* ndim = need(1);
+    std::int64_t extent = 0;
+    std::uint64_t bytes = 0;
+    const char* at = nullptr;
+    if (dtype == nullptr || ndim == nullptr || *ndim != 1 || !kLittleEndian ||
+        std::string_view(dtype, static_cast<unsigned char>(*size)) != "<f8" ||
+        (at = need(sizeof extent)) == nullptr) {
+      return false;
+    }
+    std::memcpy(&extent, at, sizeof extent);
+    if ((at = need(sizeof bytes)) == nullptr) return false;
+    std::memcpy(&bytes, at, sizeof bytes);
+    if (extent < 0 || extent > UINT32_MAX ||
+        bytes != static_cast<std::uint64_t>(extent) * sizeof(double) ||
+        (out.data = need(bytes)) == nullptr) {
+      return false;
+    }
+    out.count = static_cast<std::size_t>(extent);
+    return true;
+  }
+
+  bool read() {
+    char kind = 0;
+    std::uint32_t entries = 0;
+    const char* magic = need(sizeof kPackMagic);
+    if (magic == nullptr || std::memcmp(magic, kPackMagic, sizeof kPackMagic) != 0 || !tag(kind) ||
+        kind != 'd' || !u32(entries)) {
+      return false;
+    }
+    for (std::uint32_t i = 0; i < entries; ++i) {
+      std::string_view key;
+      if (!tag(kind)) return false;
+      if (kind != 's') {  // (a key of another kind: its value is none of these)
+        --at_;
+        if (!skip(1) || !skip(1)) return false;
+        continue;
+      }
+      if (!text(key)) return false;
+      if (key == "time") {
+        const char* at = nullptr;
+        if (!tag(kind) || (kind != 'f' && kind != 'i') || (at = need(8)) == nullptr) return false;
+        if (kind == 'f') {
+          std::memcpy(&time_, at, sizeof time_);
+        } else {
+          std::int64_t whole = 0;
+          std::memcpy(&whole, at, sizeof whole);
+          time_ = static_cast<double>(whole);  // (as Python's int * 1e9 makes it a float first)
+        }
+        have_time_ = true;
+      } else if (key == "name") {
+        std::uint32_t count = 0;
+        if (!tag(kind) || kind != 'l' || !u32(count)) return false;
+        names_.clear();
+        for (std::uint32_t j = 0; j < count; ++j) {
+          std::string_view name;
+          if (!tag(kind) || kind != 's' || !text(name)) return false;
+          names_.push_back(name);
+        }
+        have_names_ = true;
+      } else if (key == "position" || key == "velocity" || key == "effort") {
+        const int index = key == "position" ? 0 : key == "velocity" ? 1 : 2;
+        if (!tag(kind) || kind != 'a' || !array(arrays_[index])) return false;
+        arrays_found_ |= 1u << index;
+      } else if (!skip(1)) {
+        return false;
+      }
+    }
+    return at_ == end_;
+  }
+
+  const char* at_;
+  const char* end_;
+  std::string* out_ = nullptr;
+  double time_ = 0.0;
+  bool have_time_ = false;
+  bool have_names_ = false;
+  unsigned arrays_found_ = 0;
+  std::vector<std::string_view> names_;
+  std::array<Array, 3> arrays_{};
+};
+
 HandoffPolicy policy_of(const std::string& name) {
   if (name == "keep_newest") return HandoffPolicy::kKeepNewest;
   if (name == "wait") return HandoffPolicy::kWait;
@@ -848,6 +1073,18 @@ void bind_handoff(py::module_& module) {
       py::arg("packed"),
       "pack_message()'s inverse (its arrays are new, writable copies); ValueError for bytes it "
       "did not make.");
+  module.def(
+      "joint_state_cdr",
+      [](const py::bytes& packed) -> py::object {
+        std::string out;
+        if (!PackedJointState(std::string_view(packed)).cdr(out)) return py::none();
+        return py::bytes(out);
+      },
+      py::arg("packed"),
+      "The CDR (little-endian, with its encapsulation header) of the sensor_msgs/msg/JointState "
+      "that conversions.joint_state makes of the bus message pack_message() packed, as rosbags "
+      "serialises it; None for a message it does not take as that conversion would (the caller "
+      "converts it then).");
 }
 
 }  // namespace mjfast

@@ -191,6 +191,53 @@ def test_a_synthesised_clock_is_rosbags_cdr_byte_for_byte(tmp_path: Any,
     bag.close()
 
 
+def test_a_packed_joint_state_as_cdr_is_rosbags_cdr_of_its_conversion() -> None:
+    # The bag process writes a recorded JointState's CDR from its packed bytes in the core
+    # (_core.joint_state_cdr): the bytes rosbags makes of conversions.joint_state's message, for
+    # every message the core takes; any other goes the conversion's way (None).
+    from mjfast.interop.ros2 import conversions, types
+
+    rosbags = types.serializer(JointStateCdr.ROS_TYPE)
+    rng = np.random.default_rng(11)
+    name_lists = [[f"joint_{i}" for i in range(21)], ["a", "bb", "ccc", "dddd", "é", ""], [],
+                  ["x" * 7], ["abc", "d"]]
+    times: list[Any] = [0.0, 1.23456789, 12345.000000001, 2.0**31 - 1.5, -0.25, 7, 2.5e-9]
+    for names in name_lists:
+        for time in times:
+            lengths = rng.integers(0, 4, size=3) if rng.random() < 0.3 else [len(names)] * 3
+            message = {"time": time, "name": list(names), "extra": {"k": [1, "v"]},
+                       "position": rng.normal(size=lengths[0]),
+                       "velocity": rng.normal(size=lengths[1]),
+                       "effort": rng.normal(size=lengths[2])}
+            made = _core.joint_state_cdr(_core.pack_message(message))
+            assert made == bytes(rosbags(conversions.joint_state(message))), (names, time)
+    base = {"time": 1.0, "name": ["a"], "position": np.zeros(1), "velocity": np.zeros(1),
+            "effort": np.zeros(1)}
+    declined = [
+        {k: v for k, v in base.items() if k != "effort"},  # a key missing
+        {**base, "name": ["a", 2]},  # a name not a str
+        {**base, "position": np.zeros(1, dtype=np.float32)},  # not float64
+        {**base, "velocity": np.zeros((1, 1))},  # not 1-D
+        {**base, "effort": np.zeros(1, dtype=">f8")},  # not this machine's order
+        {**base, "time": float("nan")},
+        {**base, "time": 2.0**31},  # past an int32 of seconds
+        {**base, "name": ("a",)},  # a tuple, not a list
+    ]
+    for message in declined:
+        assert _core.joint_state_cdr(_core.pack_message(message)) is None, message
+    with pytest.raises(TypeError):
+        _core.joint_state_cdr("not bytes")
+    assert _core.joint_state_cdr(b"MJP1") is None  # (bytes the packer did not make)
+    # Cut anywhere, the bytes are declined; damaged anywhere, they are read within their end
+    # (under the sanitizers, an overread is a report) and give CDR or None.
+    packed = _core.pack_message({**base, "extra": [{"k": (1, b"x", None, True)}, np.eye(2)]})
+    assert all(_core.joint_state_cdr(packed[:cut]) is None for cut in range(len(packed)))
+    for at in range(len(packed)):
+        for value in (0, 0x7F, 0xFF):
+            damaged = packed[:at] + bytes([value]) + packed[at + 1:]
+            assert isinstance(_core.joint_state_cdr(damaged), (bytes, type(None)))
+
+
 def test_joint_state_cdr_keeps_a_few_layouts_and_follows_a_change_of_names() -> None:
     from mjfast.interop.ros2 import conversions, types
 

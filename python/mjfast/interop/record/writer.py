@@ -6,8 +6,9 @@ Python each (a JointState of 22 joints: ~30 us of CDR, ~10 us of MCAP); in the r
 that work would hold the GIL that its stepping thread needs for every Python plugin call. The
 recording's writer thread (`mjfast.interop.record.recorder`) hands the bus messages to this child in
 batches, packed in C++ (`pack_message`) with the module-level converter of their route, or converted
-there where the converter is a plugin's closure; the child converts, serialises (JointState, the
-most recorded type, from its names' bytes made once: `interop.ros2.cdr`) and writes. Its CPU is
+there where the converter is a plugin's closure; the child converts, serialises and writes (a
+JointState, the most recorded type, as CDR written by the core straight from its packed bytes:
+`interop.ros2.cdr.packed_serializer`). Its CPU is
 taken from the cores the stepping thread runs on, so it runs at nice 10 and costs little per
 message. It owns no conversion and knows nothing of envs.
 
@@ -326,6 +327,8 @@ class _Bag:
         self._offset = int(config.get("log_time_offset_ns", 0))
         self._unconvertible: set[str] = set()
         self._serializers: dict[str, Any] = {}  # ros_type -> its CDR serializer, made once
+        # (convert, ros_type) -> the core's CDR of a packed message on that route, or None
+        self._packed_serializers: dict[tuple[Any, str], Any] = {}
         self.failed: str | None = None
         self._keep_reserve()
         self._mark = self._notes()
@@ -337,7 +340,15 @@ class _Bag:
         """Converts and serialises a batch into the chunk in progress (in memory)."""
         try:
             for topic, ros_type, timestamp, message, convert in batch_items(batch):
-                if convert is not None:
+                written = None
+                if convert is not None and message.__class__ is bytes:
+                    # A JointState's CDR straight from its packed bytes (no conversion here).
+                    packed = self._packed_serializer(convert, ros_type)
+                    if packed is not None:
+                        written = packed(message)
+                if written is not None:
+                    message = written
+                elif convert is not None:
                     try:
                         message = convert(unpack_message(message))
                     except Exception as failure:  # that message only, logged once a topic
@@ -355,6 +366,14 @@ class _Bag:
                                 self._clock_message(timestamp - self._offset))
         except Exception as failure:  # the rest is dropped, the parent told
             self.failed = f"{type(failure).__name__}: {failure}"
+
+    def _packed_serializer(self, convert: Any, ros_type: str) -> Any:
+        key = (convert, ros_type)
+        try:
+            return self._packed_serializers[key]
+        except KeyError:
+            found = self._packed_serializers[key] = self._cdr.packed_serializer(convert, ros_type)
+            return found
 
     def _clock_message(self, nanoseconds: int) -> Any:
         """The /clock at `nanoseconds` of simulated time: its CDR (rosbags' bytes, made here),

@@ -3,7 +3,8 @@
 - `fast_serializer(ros_type)` is `types.serializer(ros_type)` except where a faster one exists
   (sensor_msgs/msg/JointState: `JointStateCdr`). The ROS 2 bridge and the recording's bag writer
   both serialise through it; tests/interop/record/test_writer.py checks its bytes against
-  rosbags'.
+  rosbags'. `packed_serializer(convert, ros_type)`: the CDR of a packed bus message written by the
+  core without converting it in Python (the recording's bag writer, for a JointState).
 - `dict_decoder(ros_type)` reads a message into the bus's form, `to_dict(types.deserialize(...))`,
   in one walk of the core's (`_core.CdrDecoder`, following the layout of rosbags' msgdef, which
   `_program` compiles): a request on an action's round trip (a FollowJointTrajectory goal: ~95 us
@@ -33,6 +34,17 @@ def fast_serializer(ros_type: str) -> Callable[[Any], bytes | bytearray]:
     if ros_type == JointStateCdr.ROS_TYPE:
         return JointStateCdr(types.serializer(ros_type))
     return types.serializer(ros_type)
+
+
+def packed_serializer(convert: Any, ros_type: str) -> Callable[[bytes], bytes | None] | None:
+    """For a route that converts with `convert` to `ros_type`: the CDR of a bus message straight
+    from its packed bytes (`_core.pack_message`'s), where the core writes it (a JointState of
+    `conversions.joint_state`: `_core.joint_state_cdr`, rosbags' bytes of that conversion), else
+    None. The function returns None for a message it does not take, which the caller then converts
+    and serialises. tests/interop/record/test_writer.py checks its bytes against rosbags'."""
+    if convert is conversions.joint_state and ros_type == JointStateCdr.ROS_TYPE:
+        return _core.joint_state_cdr  # type: ignore[no-any-return]
+    return None
 
 
 class JointStateCdr:
