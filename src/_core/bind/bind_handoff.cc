@@ -723,7 +723,7 @@ class PackedJointState {
   bool cdr(std::string& out) {
     out_ = &out;
     if (!read() || !have_time_ || !have_names_ || arrays_found_ != 0b111) return false;
-    double nanoseconds = std::nearbyint(time_ * 1e9);  // (Python's round: half to even)
+    const double nanoseconds = std::nearbyint(time_ * 1e9);  // (Python's round: half to even)
     if (!std::isfinite(nanoseconds) || !(std::fabs(nanoseconds) < 9.0e18)) return false;
     const auto whole = static_cast<std::int64_t>(nanoseconds);
     std::int64_t seconds = whole / 1000000000;
@@ -819,7 +819,7 @@ class PackedJointState {
         return true;
       case 'd':
         if (!u32(size)) return false;
-        for (std::uint32_t i = 0; i < 2 * size; ++i) {
+        for (std::uint64_t i = 0; i < 2 * std::uint64_t{size}; ++i) {  // keys and values
           if (!skip(depth + 1)) return false;
         }
         return true;
