@@ -606,34 +606,52 @@ class PyHandoffRing {
   std::vector<DirectBlock> blocks_;  // the taker's: take()'s blocks
 };
 
+// A read position in a packed message's bytes (MessageUnpacker's and PackedJointState's).
+struct PackedCursor {
+  const char* at = nullptr;
+  const char* end = nullptr;
+
+  // The next `size` bytes, or null (nothing taken) where fewer are left.
+  const char* take(std::size_t size) {
+    if (static_cast<std::size_t>(end - at) < size) return nullptr;
+    const char* here = at;
+    at += size;
+    return here;
+  }
+  template <class T>
+  bool read(T& value) {
+    const char* bytes = take(sizeof value);
+    if (bytes == nullptr) return false;
+    std::memcpy(&value, bytes, sizeof value);
+    return true;
+  }
+};
+
 class MessageUnpacker {
  public:
   explicit MessageUnpacker(const py::bytes& packed) : packed_(packed) {
     char* data = nullptr;
     Py_ssize_t size = 0;
     if (PyBytes_AsStringAndSize(packed.ptr(), &data, &size) != 0) throw py::error_already_set();
-    at_ = data;
-    end_ = data + size;
-    if (size < static_cast<Py_ssize_t>(sizeof kPackMagic) ||
-        std::memcmp(data, kPackMagic, sizeof kPackMagic) != 0) {
+    bytes_ = PackedCursor{data, data + size};
+    const char* magic = bytes_.take(sizeof kPackMagic);
+    if (magic == nullptr || std::memcmp(magic, kPackMagic, sizeof kPackMagic) != 0) {
       throw py::value_error("unpack_message: not a packed message (no MJP1 magic)");
     }
-    at_ += sizeof kPackMagic;
   }
 
   py::object unpack() {
     py::object value = get();
-    if (at_ != end_) throw py::value_error("unpack_message: bytes left after the message");
+    if (bytes_.at != bytes_.end) {
+      throw py::value_error("unpack_message: bytes left after the message");
+    }
     return value;
   }
 
  private:
   const char* need(std::size_t size) {
-    if (static_cast<std::size_t>(end_ - at_) < size) {
-      throw py::value_error("unpack_message: the packed message ends early");
-    }
-    const char* here = at_;
-    at_ += size;
+    const char* here = bytes_.take(size);
+    if (here == nullptr) throw py::value_error("unpack_message: the packed message ends early");
     return here;
   }
   template <class T>
@@ -700,8 +718,7 @@ class MessageUnpacker {
   }
 
   py::bytes packed_;  // kept alive while its bytes are read
-  const char* at_ = nullptr;
-  const char* end_ = nullptr;
+  PackedCursor bytes_;
 };
 
 // ---- a packed JointState as CDR, for the recording's bag process --------------------------------
@@ -717,7 +734,7 @@ class MessageUnpacker {
 class PackedJointState {
  public:
   explicit PackedJointState(const std::string_view packed)
-      : at_(packed.data()), end_(packed.data() + packed.size()) {}
+      : bytes_{packed.data(), packed.data() + packed.size()} {}
 
   // The CDR, or false where this message is not one it takes.
   bool cdr(std::string& out) {
@@ -746,23 +763,18 @@ class PackedJointState {
       out.append(name);
       out.push_back('\0');
     }
-    for (const Array& array : arrays_) {
+    for (const std::string_view data : arrays_) {
       align(4);
-      put(static_cast<std::uint32_t>(array.count));
-      if (array.count != 0) {
+      put(static_cast<std::uint32_t>(data.size() / sizeof(double)));
+      if (!data.empty()) {
         align(8);
-        out.append(array.data, array.count * sizeof(double));
+        out.append(data);
       }
     }
     return true;
   }
 
  private:
-  struct Array {
-    const char* data = nullptr;
-    std::size_t count = 0;
-  };
-
   template <class T>
   void put(T value) {
     out_->append(reinterpret_cast<const char*>(&value), sizeof value);
@@ -771,29 +783,37 @@ class PackedJointState {
     while ((out_->size() - 4) % to != 0) out_->push_back('\0');
   }
 
-  const char* need(std::size_t size) {
-    if (static_cast<std::size_t>(end_ - at_) < size) return nullptr;
-    const char* here = at_;
-    at_ += size;
-    return here;
-  }
-  bool u32(std::uint32_t& value) {
-    const char* at = need(sizeof value);
-    if (at == nullptr) return false;
-    std::memcpy(&value, at, sizeof value);
-    return true;
-  }
-  bool tag(char& value) {
-    const char* at = need(1);
-    if (at == nullptr) return false;
-    value = *at;
-    return true;
-  }
-  bool text(std::string_view& value) {  // after an 's' tag
+  bool sized(std::string_view& value) {  // an 's' or 'y' value's bytes, after its tag
     std::uint32_t size = 0;
     const char* at = nullptr;
-    if (!u32(size) || (at = need(size)) == nullptr) return false;
+    if (!bytes_.read(size) || (at = bytes_.take(size)) == nullptr) return false;
     value = std::string_view(at, size);
+    return true;
+  }
+
+  // An array's parts, after its 'a' tag: its dtype as numpy spells it, its dimensions, the first
+  // one's extent (0 for none) and its data.
+  bool array_parts(std::string_view& dtype, unsigned& ndim, std::int64_t& extent,
+                   std::string_view& data) {
+    unsigned char size = 0;
+    unsigned char dimensions = 0;
+    std::uint64_t length = 0;
+    const char* at = nullptr;
+    if (!bytes_.read(size) || (at = bytes_.take(size)) == nullptr) return false;
+    dtype = std::string_view(at, size);
+    if (!bytes_.read(dimensions)) return false;
+    ndim = dimensions;
+    extent = 0;
+    for (unsigned i = 0; i < ndim; ++i) {
+      std::int64_t value = 0;
+      if (!bytes_.read(value)) return false;
+      if (i == 0) extent = value;
+    }
+    if (!bytes_.read(length) || length > static_cast<std::uint64_t>(bytes_.end - bytes_.at)) {
+      return false;
+    }
+    data = std::string_view(bytes_.take(static_cast<std::size_t>(length)),
+                            static_cast<std::size_t>(length));
     return true;
   }
 
@@ -801,131 +821,105 @@ class PackedJointState {
   bool skip(int depth) {
     char kind = 0;
     std::uint32_t size = 0;
-    if (depth > kPackDepth || !tag(kind)) return false;
+    std::string_view unused;
+    if (depth > kPackDepth || !bytes_.read(kind)) return false;
     switch (kind) {
       case 'N':
       case 'T':
       case 'F': return true;
       case 'f':
-      case 'i': return need(8) != nullptr;
+      case 'i': return bytes_.take(8) != nullptr;
       case 's':
-      case 'y': return u32(size) && need(size) != nullptr;
+      case 'y': return sized(unused);
       case 'l':
       case 't':
-        if (!u32(size)) return false;
+        if (!bytes_.read(size)) return false;
         for (std::uint32_t i = 0; i < size; ++i) {
           if (!skip(depth + 1)) return false;
         }
         return true;
       case 'd':
-        if (!u32(size)) return false;
+        if (!bytes_.read(size)) return false;
         for (std::uint64_t i = 0; i < 2 * std::uint64_t{size}; ++i) {  // keys and values
           if (!skip(depth + 1)) return false;
         }
         return true;
       case 'a': {
-        const char* dtype = need(1);
-        if (dtype == nullptr || need(static_cast<unsigned char>(*dtype)) == nullptr) return false;
-        const char* ndim = need(1);
-        std::uint64_t bytes = 0;
-        const char* at = nullptr;
-        if (ndim == nullptr ||
-            need(8 * static_cast<std::size_t>(static_cast<unsigned char>(*ndim))) == nullptr ||
-            (at = need(sizeof bytes)) == nullptr) {
-          return false;
-        }
-        std::memcpy(&bytes, at, sizeof bytes);
-        return bytes <= static_cast<std::uint64_t>(end_ - at_) &&
-               need(static_cast<std::size_t>(bytes)) != nullptr;
+        unsigned ndim = 0;
+        std::int64_t extent = 0;
+        std::string_view dtype;
+        return array_parts(dtype, ndim, extent, unused);
       }
       default: return false;
     }
   }
 
   // A 1-D float64 array in this machine's order ('<f8' where little-endian), after its 'a' tag.
-  bool array(Array& out) {
-    const char* size = need(1);
-    if (size == nullptr) return false;
-    const char* dtype = need(static_cast<unsigned char>(*size));
-    const char* ndim = need(1);
+  bool array(std::string_view& data) {
+    unsigned ndim = 0;
     std::int64_t extent = 0;
-    std::uint64_t bytes = 0;
-    const char* at = nullptr;
-    if (dtype == nullptr || ndim == nullptr || *ndim != 1 || !kLittleEndian ||
-        std::string_view(dtype, static_cast<unsigned char>(*size)) != "<f8" ||
-        (at = need(sizeof extent)) == nullptr) {
-      return false;
-    }
-    std::memcpy(&extent, at, sizeof extent);
-    if ((at = need(sizeof bytes)) == nullptr) return false;
-    std::memcpy(&bytes, at, sizeof bytes);
-    if (extent < 0 || extent > UINT32_MAX ||
-        bytes != static_cast<std::uint64_t>(extent) * sizeof(double) ||
-        (out.data = need(bytes)) == nullptr) {
-      return false;
-    }
-    out.count = static_cast<std::size_t>(extent);
-    return true;
+    std::string_view dtype;
+    return kLittleEndian && array_parts(dtype, ndim, extent, data) && ndim == 1 && dtype == "<f8" &&
+           extent >= 0 && extent <= UINT32_MAX &&
+           data.size() == static_cast<std::uint64_t>(extent) * sizeof(double);
   }
 
   bool read() {
     char kind = 0;
     std::uint32_t entries = 0;
-    const char* magic = need(sizeof kPackMagic);
-    if (magic == nullptr || std::memcmp(magic, kPackMagic, sizeof kPackMagic) != 0 || !tag(kind) ||
-        kind != 'd' || !u32(entries)) {
+    const char* magic = bytes_.take(sizeof kPackMagic);
+    if (magic == nullptr || std::memcmp(magic, kPackMagic, sizeof kPackMagic) != 0 ||
+        !bytes_.read(kind) || kind != 'd' || !bytes_.read(entries)) {
       return false;
     }
     for (std::uint32_t i = 0; i < entries; ++i) {
       std::string_view key;
-      if (!tag(kind)) return false;
+      if (!bytes_.read(kind)) return false;
       if (kind != 's') {  // (a key of another kind: its value is none of these)
-        --at_;
+        --bytes_.at;
         if (!skip(1) || !skip(1)) return false;
         continue;
       }
-      if (!text(key)) return false;
+      if (!sized(key)) return false;
       if (key == "time") {
-        const char* at = nullptr;
-        if (!tag(kind) || (kind != 'f' && kind != 'i') || (at = need(8)) == nullptr) return false;
+        if (!bytes_.read(kind) || (kind != 'f' && kind != 'i')) return false;
         if (kind == 'f') {
-          std::memcpy(&time_, at, sizeof time_);
+          if (!bytes_.read(time_)) return false;
         } else {
           std::int64_t whole = 0;
-          std::memcpy(&whole, at, sizeof whole);
+          if (!bytes_.read(whole)) return false;
           time_ = static_cast<double>(whole);  // (as Python's int * 1e9 makes it a float first)
         }
         have_time_ = true;
       } else if (key == "name") {
         std::uint32_t count = 0;
-        if (!tag(kind) || kind != 'l' || !u32(count)) return false;
+        if (!bytes_.read(kind) || kind != 'l' || !bytes_.read(count)) return false;
         names_.clear();
         for (std::uint32_t j = 0; j < count; ++j) {
           std::string_view name;
-          if (!tag(kind) || kind != 's' || !text(name)) return false;
+          if (!bytes_.read(kind) || kind != 's' || !sized(name)) return false;
           names_.push_back(name);
         }
         have_names_ = true;
       } else if (key == "position" || key == "velocity" || key == "effort") {
         const int index = key == "position" ? 0 : key == "velocity" ? 1 : 2;
-        if (!tag(kind) || kind != 'a' || !array(arrays_[index])) return false;
+        if (!bytes_.read(kind) || kind != 'a' || !array(arrays_[index])) return false;
         arrays_found_ |= 1u << index;
       } else if (!skip(1)) {
         return false;
       }
     }
-    return at_ == end_;
+    return bytes_.at == bytes_.end;
   }
 
-  const char* at_;
-  const char* end_;
+  PackedCursor bytes_;
   std::string* out_ = nullptr;
   double time_ = 0.0;
   bool have_time_ = false;
   bool have_names_ = false;
   unsigned arrays_found_ = 0;
   std::vector<std::string_view> names_;
-  std::array<Array, 3> arrays_{};
+  std::array<std::string_view, 3> arrays_{};
 };
 
 HandoffPolicy policy_of(const std::string& name) {
