@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import mjfast
 from mjfast.interop.record import writer
-from models import humanoid_xml
+from test_bench_record import joint_state_env
 
 STEPS = 20_000
 
@@ -37,9 +36,7 @@ def recorded_batches(folder: Path) -> list[bytes]:
 
     writer.BagWriterProcess.send = keep  # type: ignore[method-assign]
     try:
-        params = {"mujoco_server": {"MujocoPlugins": [
-            {"type": "mjfast/JointStatePublisher", "rate_hz": 100.0}]}}
-        with mjfast.MujocoEnv(humanoid_xml(), params=params) as env:
+        with joint_state_env() as env:  # (the recording benchmark's env)
             recording = env.record(folder / "recorded", state_every=100)
             env.step(STEPS)
             recording.stop()

@@ -327,8 +327,6 @@ class _Bag:
         self._offset = int(config.get("log_time_offset_ns", 0))
         self._unconvertible: set[str] = set()
         self._serializers: dict[str, Any] = {}  # ros_type -> its CDR serializer, made once
-        # (convert, ros_type) -> the core's CDR of a packed message on that route, or None
-        self._packed_serializers: dict[tuple[Any, str], Any] = {}
         self.failed: str | None = None
         self._keep_reserve()
         self._mark = self._notes()
@@ -343,7 +341,7 @@ class _Bag:
                 written = None
                 if convert is not None and message.__class__ is bytes:
                     # A JointState's CDR straight from its packed bytes (no conversion here).
-                    packed = self._packed_serializer(convert, ros_type)
+                    packed = self._cdr.packed_serializer(convert, ros_type)
                     if packed is not None:
                         written = packed(message)
                 if written is not None:
@@ -366,14 +364,6 @@ class _Bag:
                                 self._clock_message(timestamp - self._offset))
         except Exception as failure:  # the rest is dropped, the parent told
             self.failed = f"{type(failure).__name__}: {failure}"
-
-    def _packed_serializer(self, convert: Any, ros_type: str) -> Any:
-        key = (convert, ros_type)
-        try:
-            return self._packed_serializers[key]
-        except KeyError:
-            found = self._packed_serializers[key] = self._cdr.packed_serializer(convert, ros_type)
-            return found
 
     def _clock_message(self, nanoseconds: int) -> Any:
         """The /clock at `nanoseconds` of simulated time: its CDR (rosbags' bytes, made here),
